@@ -1,0 +1,978 @@
+// SPDX-License-Identifier: MIT
+/* fsops.c - namespace operations of the engine: create, link, rename, attributes, xattrs. */
+#include "fsops.h"
+
+#include <errno.h>
+#include <fuse_lowlevel.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+
+#define REC_ROOM 1024 /* log bytes reserved for one namespace operation */
+#define LAYOUT_XATTR "user.dmafs.layout"
+
+int64_t fs_now(void) { return (int64_t)util_now_ns(); }
+
+int fs_begin(struct fs *fs, size_t need)
+{
+	if (fs->ro)
+		return -EROFS;
+	pthread_mutex_lock(&fs->meta.lock);
+	if (fs->j.failed) {
+		pthread_mutex_unlock(&fs->meta.lock);
+		return -EIO;
+	}
+	if (journal_room(&fs->j, need))
+		return 0;
+	pthread_mutex_unlock(&fs->meta.lock);
+	journal_compact(&fs->j);
+	pthread_mutex_lock(&fs->meta.lock);
+	if (journal_room(&fs->j, need))
+		return 0;
+	pthread_mutex_unlock(&fs->meta.lock);
+	return -ENOSPC;
+}
+
+void fs_end(struct fs *fs) { pthread_mutex_unlock(&fs->meta.lock); }
+
+static void report(const char *msg) { log_warn("mount: %s", msg); }
+
+static int mark_extents(struct inode *ino, void *arg)
+{
+	struct fs *fs = arg;
+
+	for (size_t i = 0; i < ino->next; i++) {
+		const struct extent *e = &ino->ext[i];
+
+		if (alloc_mark_used(&fs->alloc, e->member, e->moff, e->len)) {
+			log_err("inode %llu: extent at file offset %llu (member %u offset %llu, %u bytes) is outside the data region or overlaps another file; run dmafs-fsck",
+				(unsigned long long)ino->ino, (unsigned long long)e->off, e->member,
+				(unsigned long long)e->moff, e->len);
+			return -EUCLEAN;
+		}
+	}
+	return 0;
+}
+
+int fs_mount(struct fs *fs, struct member *ms, unsigned n, int ro, char *err, size_t errlen)
+{
+	uint64_t start[FMT_MAX_MEMBERS], end[FMT_MAX_MEMBERS];
+	int ret;
+
+	memset(fs, 0, sizeof(*fs));
+	fs->members = ms;
+	fs->n = n;
+	fs->su = ms[0].sb.stripe_unit;
+	fs->ro = ro;
+	ret = meta_init(&fs->meta, fs->su, n);
+	if (ret)
+		return ret;
+	ret = journal_open(&fs->j, ms, n, &fs->meta, ro, err, errlen);
+	if (ret)
+		return ret;
+	if (!meta_iget(&fs->meta, FMT_ROOT_INO)) {
+		snprintf(err, errlen, "member 0 (%s): metadata has no root directory; run dmafs-fsck",
+			 ms[0].path);
+		return -EUCLEAN;
+	}
+	if (!ro) {
+		ret = meta_cleanup(&fs->meta, report);
+		if (ret > 0)
+			log_warn("mount: %d inconsistencies repaired", ret);
+	}
+	for (unsigned i = 0; i < n; i++) {
+		start[i] = ms[i].sb.data_offset;
+		end[i] = ms[i].sb.data_end;
+	}
+	ret = alloc_init(&fs->alloc, n, start, end);
+	if (ret)
+		return ret;
+	ret = meta_for_each(&fs->meta, mark_extents, fs);
+	if (ret) {
+		snprintf(err, errlen, "metadata extents overlap or lie outside the members (see log); run dmafs-fsck");
+		return ret;
+	}
+	fs->meta.alloc = &fs->alloc;
+	if (!ro) {
+		/* A fresh snapshot in the other half: unifies the mirrors, drops a torn tail. */
+		ret = journal_compact(&fs->j);
+		if (ret) {
+			snprintf(err, errlen, "cannot write the metadata log on member 0 (%s): %s",
+				 ms[0].path, strerror(-ret));
+			return ret;
+		}
+	}
+	return 0;
+}
+
+void fs_unmount(struct fs *fs)
+{
+	journal_stop(&fs->j);
+	if (!fs->ro) {
+		int ret = journal_commit(&fs->j);
+
+		if (ret)
+			log_err("unmount: final metadata commit failed: %s", strerror(-ret));
+	}
+	meta_destroy(&fs->meta);
+	alloc_destroy(&fs->alloc);
+	buf_free(&fs->j.pending);
+}
+
+void fs_stat(struct fs *fs, const struct inode *ino, struct stat *st)
+{
+	uint64_t bytes = 0;
+
+	memset(st, 0, sizeof(*st));
+	for (size_t i = 0; i < ino->next; i++)
+		bytes += ino->ext[i].len;
+	st->st_ino = ino->ino;
+	st->st_mode = ino->a.mode;
+	st->st_nlink = ino->a.nlink;
+	st->st_uid = ino->a.uid;
+	st->st_gid = ino->a.gid;
+	st->st_rdev = ino->a.rdev;
+	st->st_size = ino->symlink ? (off_t)strlen(ino->symlink) : (off_t)ino->a.size;
+	st->st_blocks = bytes / 512;
+	st->st_blksize = fs->su;
+	st->st_atim.tv_sec = ino->a.atime / 1000000000;
+	st->st_atim.tv_nsec = ino->a.atime % 1000000000;
+	st->st_mtim.tv_sec = ino->a.mtime / 1000000000;
+	st->st_mtim.tv_nsec = ino->a.mtime % 1000000000;
+	st->st_ctim.tv_sec = ino->a.ctime / 1000000000;
+	st->st_ctim.tv_nsec = ino->a.ctime % 1000000000;
+}
+
+int fs_getattr(struct fs *fs, uint64_t ino, struct stat *st)
+{
+	struct inode *i;
+
+	pthread_mutex_lock(&fs->meta.lock);
+	i = meta_iget(&fs->meta, ino);
+	if (i)
+		fs_stat(fs, i, st);
+	pthread_mutex_unlock(&fs->meta.lock);
+	return i ? 0 : -ENOENT;
+}
+
+static int check_name(const char *name)
+{
+	size_t len = strlen(name);
+
+	if (len == 0)
+		return -EINVAL;
+	if (len > FMT_NAME_MAX)
+		return -ENAMETOOLONG;
+	if (strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, ".."))
+		return -EINVAL;
+	return 0;
+}
+
+/* Look up @name in directory @parent; caller holds meta.lock. */
+static int lookup_locked(struct fs *fs, uint64_t parent, const char *name, struct inode **dir,
+			 struct inode **child, struct dentry **de)
+{
+	*dir = meta_iget(&fs->meta, parent);
+	if (!*dir)
+		return -ENOENT;
+	if (!(*dir)->dir)
+		return -ENOTDIR;
+	*de = meta_lookup(*dir, name, strlen(name));
+	*child = *de ? meta_iget(&fs->meta, (*de)->ino) : NULL;
+	return 0;
+}
+
+int fs_lookup(struct fs *fs, uint64_t parent, const char *name, struct stat *st)
+{
+	struct inode *dir, *child = NULL;
+	struct dentry *de;
+	int ret;
+
+	if (strlen(name) > FMT_NAME_MAX)
+		return -ENAMETOOLONG;
+	pthread_mutex_lock(&fs->meta.lock);
+	ret = lookup_locked(fs, parent, name, &dir, &child, &de);
+	if (!ret && !strcmp(name, "."))
+		child = dir;
+	else if (!ret && !strcmp(name, ".."))
+		child = meta_iget(&fs->meta, dir->dir->parent ? dir->dir->parent : FMT_ROOT_INO);
+	if (!ret && !child)
+		ret = -ENOENT;
+	if (!ret) {
+		child->nlookup++;
+		fs_stat(fs, child, st);
+	}
+	pthread_mutex_unlock(&fs->meta.lock);
+	return ret;
+}
+
+/* Log a change of @ino's attributes. Caller holds meta.lock. */
+static int log_attr(struct fs *fs, struct inode *ino)
+{
+	struct fmt_rec r;
+
+	meta_inode_rec(ino, &r);
+	return journal_log(&fs->j, &r);
+}
+
+static int log_touch(struct fs *fs, struct inode *ino, int64_t now)
+{
+	struct fmt_rec r;
+
+	meta_inode_rec(ino, &r);
+	r.a.mtime = r.a.ctime = now;
+	return journal_log(&fs->j, &r);
+}
+
+static int log_link(struct fs *fs, uint64_t dir, uint64_t ino, const char *name)
+{
+	struct fmt_rec r = { .type = REC_LINK, .dir = dir, .ino = ino,
+			     .name = (const uint8_t *)name, .name_len = strlen(name) };
+
+	return journal_log(&fs->j, &r);
+}
+
+static int log_unlink(struct fs *fs, uint64_t dir, const char *name)
+{
+	struct fmt_rec r = { .type = REC_UNLINK, .dir = dir, .name = (const uint8_t *)name,
+			     .name_len = strlen(name) };
+
+	return journal_log(&fs->j, &r);
+}
+
+/* Free an inode nobody can reach or use any more. Caller holds meta.lock. */
+static void maybe_drop(struct fs *fs, struct inode *ino)
+{
+	struct fmt_rec r = { .type = REC_IDEL };
+
+	if (ino->a.nlink || ino->nlookup || ino->nopen || ino->ino == FMT_ROOT_INO || fs->ro)
+		return;
+	r.ino = ino->ino;
+	journal_log(&fs->j, &r);
+}
+
+void fs_forget(struct fs *fs, uint64_t ino, uint64_t n)
+{
+	struct inode *i;
+
+	pthread_mutex_lock(&fs->meta.lock);
+	i = meta_iget(&fs->meta, ino);
+	if (i) {
+		i->nlookup = n > i->nlookup ? 0 : i->nlookup - n;
+		maybe_drop(fs, i);
+	}
+	pthread_mutex_unlock(&fs->meta.lock);
+}
+
+int fs_mknod(struct fs *fs, const struct fs_ctx *c, uint64_t parent, const char *name,
+	     mode_t mode, dev_t rdev, const char *target, struct stat *st)
+{
+	struct inode *dir, *child, *ni;
+	struct dentry *de;
+	struct fmt_rec r;
+	int64_t now = fs_now();
+	int ret;
+
+	ret = check_name(name);
+	if (ret)
+		return ret;
+	if (target && (strlen(target) == 0 || strlen(target) > FMT_SYMLINK_MAX))
+		return strlen(target) ? -ENAMETOOLONG : -ENOENT;
+	ret = fs_begin(fs, REC_ROOM + (target ? strlen(target) : 0));
+	if (ret)
+		return ret;
+	ret = lookup_locked(fs, parent, name, &dir, &child, &de);
+	if (!ret && de)
+		ret = -EEXIST;
+	if (!ret && dir->a.nlink == 0)
+		ret = -ENOENT; /* directory removed while open */
+	if (!ret && S_ISDIR(mode) && dir->a.nlink >= UINT32_MAX - 1)
+		ret = -EMLINK;
+	if (ret)
+		goto out;
+	memset(&r, 0, sizeof(r));
+	r.type = REC_INODE;
+	r.ino = fs->meta.next_ino;
+	r.a.mode = mode;
+	r.a.uid = c->uid;
+	r.a.gid = c->gid;
+	if (dir->a.mode & S_ISGID) {
+		/* BSD group semantics under a setgid directory; subdirectories inherit the bit */
+		r.a.gid = dir->a.gid;
+		if (S_ISDIR(mode))
+			r.a.mode |= S_ISGID;
+	}
+	r.a.nlink = S_ISDIR(mode) ? 2 : 1;
+	r.a.rdev = rdev;
+	r.a.atime = r.a.mtime = r.a.ctime = now;
+	r.a.start_member = r.ino % fs->n;
+	ret = journal_log(&fs->j, &r);
+	if (ret)
+		goto out;
+	ni = meta_iget(&fs->meta, r.ino);
+	if (target) {
+		struct fmt_rec s = { .type = REC_SYMLINK, .ino = r.ino,
+				     .name = (const uint8_t *)target, .name_len = strlen(target) };
+
+		ret = journal_log(&fs->j, &s);
+		if (ret)
+			goto out;
+	}
+	ret = log_link(fs, parent, r.ino, name);
+	if (ret)
+		goto out;
+	if (S_ISDIR(mode))
+		dir->a.nlink++;
+	ret = log_touch(fs, dir, now);
+	if (ret)
+		goto out;
+	ni->nlookup++;
+	fs_stat(fs, ni, st);
+out:
+	fs_end(fs);
+	return ret;
+}
+
+int fs_link(struct fs *fs, uint64_t ino, uint64_t parent, const char *name, struct stat *st)
+{
+	struct inode *dir, *child, *src;
+	struct dentry *de;
+	int64_t now = fs_now();
+	int ret = check_name(name);
+
+	if (ret)
+		return ret;
+	ret = fs_begin(fs, REC_ROOM);
+	if (ret)
+		return ret;
+	src = meta_iget(&fs->meta, ino);
+	ret = lookup_locked(fs, parent, name, &dir, &child, &de);
+	if (!ret && !src)
+		ret = -ENOENT;
+	if (!ret && de)
+		ret = -EEXIST;
+	if (!ret && src->dir)
+		ret = -EPERM;
+	if (!ret && src->a.nlink == 0)
+		ret = -ENOENT;
+	if (!ret && src->a.nlink >= 65000)
+		ret = -EMLINK;
+	if (!ret)
+		ret = log_link(fs, parent, ino, name);
+	if (!ret) {
+		src->a.nlink++;
+		src->a.ctime = now;
+		ret = log_attr(fs, src);
+	}
+	if (!ret)
+		ret = log_touch(fs, dir, now);
+	if (!ret) {
+		src->nlookup++;
+		fs_stat(fs, src, st);
+	}
+	fs_end(fs);
+	return ret;
+}
+
+/* Remove entry @name (whose inode is @child) from @dir and drop the link. Locked. */
+static int remove_entry(struct fs *fs, struct inode *dir, const char *name, struct inode *child,
+			int64_t now)
+{
+	int ret = log_unlink(fs, dir->ino, name);
+
+	if (ret)
+		return ret;
+	if (child->dir) {
+		child->a.nlink = 0;
+		dir->a.nlink--;
+	} else {
+		child->a.nlink--;
+	}
+	child->a.ctime = now;
+	ret = log_attr(fs, child);
+	if (!ret)
+		ret = log_touch(fs, dir, now);
+	if (!ret)
+		maybe_drop(fs, child);
+	return ret;
+}
+
+int fs_unlink(struct fs *fs, uint64_t parent, const char *name, int rmdir)
+{
+	struct inode *dir, *child;
+	struct dentry *de;
+	int ret;
+
+	ret = fs_begin(fs, REC_ROOM);
+	if (ret)
+		return ret;
+	ret = lookup_locked(fs, parent, name, &dir, &child, &de);
+	if (!ret && (!strcmp(name, ".") || !strcmp(name, "..")))
+		ret = rmdir ? (strcmp(name, ".") ? -ENOTEMPTY : -EINVAL) : -EISDIR;
+	if (!ret && !child)
+		ret = -ENOENT;
+	if (!ret && rmdir && !child->dir)
+		ret = -ENOTDIR;
+	if (!ret && !rmdir && child->dir)
+		ret = -EISDIR;
+	if (!ret && rmdir && child->dir->count)
+		ret = -ENOTEMPTY;
+	if (!ret)
+		ret = remove_entry(fs, dir, name, child, fs_now());
+	fs_end(fs);
+	return ret;
+}
+
+/* Is @ino equal to @anc or inside it? Follows directory parents. Locked. */
+static int is_within(struct fs *fs, uint64_t ino, uint64_t anc)
+{
+	for (int depth = 0; depth < 100000; depth++) {
+		struct inode *i;
+
+		if (ino == anc)
+			return 1;
+		if (ino == FMT_ROOT_INO)
+			return 0;
+		i = meta_iget(&fs->meta, ino);
+		if (!i || !i->dir)
+			return 0;
+		ino = i->dir->parent;
+	}
+	return 1;
+}
+
+int fs_rename(struct fs *fs, uint64_t parent, const char *name, uint64_t newparent,
+	      const char *newname, unsigned flags)
+{
+	struct inode *sdir, *src, *ddir, *dst;
+	struct dentry *sde, *dde;
+	int64_t now = fs_now();
+	int ret;
+
+	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE))
+		return -EINVAL;
+	if ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE))
+		return -EINVAL;
+	ret = check_name(newname);
+	if (!ret)
+		ret = check_name(name);
+	if (ret)
+		return ret;
+	ret = fs_begin(fs, 2 * REC_ROOM);
+	if (ret)
+		return ret;
+	ret = lookup_locked(fs, parent, name, &sdir, &src, &sde);
+	if (!ret)
+		ret = lookup_locked(fs, newparent, newname, &ddir, &dst, &dde);
+	if (ret)
+		goto out;
+	if (!src || ((flags & RENAME_EXCHANGE) && !dst)) {
+		ret = -ENOENT;
+		goto out;
+	}
+	if (sdir == ddir && !strcmp(name, newname))
+		goto out; /* same entry */
+	if (dst && (flags & RENAME_NOREPLACE)) {
+		ret = -EEXIST;
+		goto out;
+	}
+	if (ddir->a.nlink == 0) {
+		ret = -ENOENT;
+		goto out;
+	}
+	/* a directory cannot move into itself or below itself */
+	if ((src->dir && is_within(fs, newparent, src->ino)) ||
+	    ((flags & RENAME_EXCHANGE) && dst->dir && is_within(fs, parent, dst->ino))) {
+		ret = -EINVAL;
+		goto out;
+	}
+	if (flags & RENAME_EXCHANGE) {
+		uint64_t sino = src->ino, dino = dst->ino;
+
+		ret = log_unlink(fs, sdir->ino, name);
+		if (!ret)
+			ret = log_unlink(fs, ddir->ino, newname);
+		if (!ret)
+			ret = log_link(fs, sdir->ino, dino, name);
+		if (!ret)
+			ret = log_link(fs, ddir->ino, sino, newname);
+		if (!ret && sdir != ddir && (!!src->dir != !!dst->dir)) {
+			/* a directory changed parent: move one link count with it */
+			struct inode *gain = src->dir ? ddir : sdir, *lose = src->dir ? sdir : ddir;
+
+			gain->a.nlink++;
+			lose->a.nlink--;
+		}
+		src->a.ctime = dst->a.ctime = now;
+		if (!ret)
+			ret = log_attr(fs, src);
+		if (!ret)
+			ret = log_attr(fs, dst);
+		goto touch;
+	}
+	if (dst) {
+		if (dst == src)
+			goto out; /* two links of one inode: POSIX says do nothing */
+		if (src->dir && !dst->dir) {
+			ret = -ENOTDIR;
+			goto out;
+		}
+		if (!src->dir && dst->dir) {
+			ret = -EISDIR;
+			goto out;
+		}
+		if (dst->dir && dst->dir->count) {
+			ret = -ENOTEMPTY;
+			goto out;
+		}
+		ret = remove_entry(fs, ddir, newname, dst, now);
+		if (ret)
+			goto out;
+	}
+	ret = log_unlink(fs, sdir->ino, name);
+	if (!ret)
+		ret = log_link(fs, ddir->ino, src->ino, newname);
+	if (!ret && src->dir && sdir != ddir) {
+		sdir->a.nlink--;
+		ddir->a.nlink++;
+	}
+	src->a.ctime = now;
+	if (!ret)
+		ret = log_attr(fs, src);
+touch:
+	if (!ret)
+		ret = log_touch(fs, sdir, now);
+	if (!ret && ddir != sdir)
+		ret = log_touch(fs, ddir, now);
+out:
+	fs_end(fs);
+	return ret;
+}
+
+int fs_setattr(struct fs *fs, uint64_t ino, const struct stat *in, int valid, struct stat *out)
+{
+	struct inode *i;
+	int64_t now = fs_now();
+	int ret;
+
+	if (fs->ro)
+		return -EROFS;
+	if (valid & FUSE_SET_ATTR_SIZE) {
+		pthread_mutex_lock(&fs->meta.lock);
+		i = meta_iget(&fs->meta, ino);
+		pthread_mutex_unlock(&fs->meta.lock);
+		if (!i)
+			return -ENOENT;
+		if (i->dir)
+			return -EISDIR;
+		if (!S_ISREG(i->a.mode))
+			return -EINVAL;
+		if (in->st_size < 0)
+			return -EINVAL;
+		ret = fs_truncate_locked_data(fs, i, in->st_size);
+		if (ret)
+			return ret;
+	}
+	ret = fs_begin(fs, REC_ROOM);
+	if (ret)
+		return ret;
+	i = meta_iget(&fs->meta, ino);
+	if (!i) {
+		ret = -ENOENT;
+		goto out;
+	}
+	if (valid & FUSE_SET_ATTR_MODE)
+		i->a.mode = (i->a.mode & S_IFMT) | (in->st_mode & 07777);
+	if (valid & FUSE_SET_ATTR_UID)
+		i->a.uid = in->st_uid;
+	if (valid & FUSE_SET_ATTR_GID)
+		i->a.gid = in->st_gid;
+	if (valid & FUSE_SET_ATTR_ATIME_NOW)
+		i->a.atime = now;
+	else if (valid & FUSE_SET_ATTR_ATIME)
+		i->a.atime = (int64_t)in->st_atim.tv_sec * 1000000000 + in->st_atim.tv_nsec;
+	if (valid & FUSE_SET_ATTR_MTIME_NOW)
+		i->a.mtime = now;
+	else if (valid & FUSE_SET_ATTR_MTIME)
+		i->a.mtime = (int64_t)in->st_mtim.tv_sec * 1000000000 + in->st_mtim.tv_nsec;
+	if (valid & FUSE_SET_ATTR_CTIME)
+		i->a.ctime = (int64_t)in->st_ctim.tv_sec * 1000000000 + in->st_ctim.tv_nsec;
+	else
+		i->a.ctime = now;
+	ret = log_attr(fs, i);
+	if (!ret)
+		fs_stat(fs, i, out);
+out:
+	fs_end(fs);
+	return ret;
+}
+
+int fs_readlink(struct fs *fs, uint64_t ino, char *buf, size_t len)
+{
+	struct inode *i;
+	int ret = 0;
+
+	pthread_mutex_lock(&fs->meta.lock);
+	i = meta_iget(&fs->meta, ino);
+	if (!i)
+		ret = -ENOENT;
+	else if (!i->symlink)
+		ret = -EINVAL;
+	else
+		snprintf(buf, len, "%s", i->symlink);
+	pthread_mutex_unlock(&fs->meta.lock);
+	return ret;
+}
+
+int fs_open(struct fs *fs, uint64_t ino, int flags)
+{
+	struct inode *i;
+	int ret = 0;
+
+	pthread_mutex_lock(&fs->meta.lock);
+	i = meta_iget(&fs->meta, ino);
+	if (!i)
+		ret = -ENOENT;
+	else if (i->dir && (flags & O_ACCMODE) != O_RDONLY)
+		ret = -EISDIR;
+	else if (fs->ro && (flags & O_ACCMODE) != O_RDONLY)
+		ret = -EROFS;
+	else
+		i->nopen++;
+	pthread_mutex_unlock(&fs->meta.lock);
+	return ret;
+}
+
+void fs_release(struct fs *fs, uint64_t ino)
+{
+	struct inode *i;
+
+	pthread_mutex_lock(&fs->meta.lock);
+	i = meta_iget(&fs->meta, ino);
+	if (i && i->nopen) {
+		i->nopen--;
+		maybe_drop(fs, i);
+	}
+	pthread_mutex_unlock(&fs->meta.lock);
+}
+
+int fs_opendir(struct fs *fs, uint64_t ino)
+{
+	struct inode *i;
+	int ret = 0;
+
+	pthread_mutex_lock(&fs->meta.lock);
+	i = meta_iget(&fs->meta, ino);
+	if (!i)
+		ret = -ENOENT;
+	else if (!i->dir)
+		ret = -ENOTDIR;
+	else {
+		i->dir->nopen++;
+		i->nopen++;
+	}
+	pthread_mutex_unlock(&fs->meta.lock);
+	return ret;
+}
+
+void fs_releasedir(struct fs *fs, uint64_t ino)
+{
+	struct inode *i;
+
+	pthread_mutex_lock(&fs->meta.lock);
+	i = meta_iget(&fs->meta, ino);
+	if (i && i->dir && i->dir->nopen) {
+		i->dir->nopen--;
+		i->nopen--;
+		meta_dir_compact(i->dir);
+		maybe_drop(fs, i);
+	}
+	pthread_mutex_unlock(&fs->meta.lock);
+}
+
+int fs_readdir(struct fs *fs, uint64_t ino, uint64_t off,
+	       int (*fill)(void *arg, const char *name, const struct stat *st, uint64_t next),
+	       void *arg)
+{
+	struct inode *i;
+	struct stat st;
+	int ret = 0;
+
+	pthread_mutex_lock(&fs->meta.lock);
+	i = meta_iget(&fs->meta, ino);
+	if (!i || !i->dir) {
+		ret = i ? -ENOTDIR : -ENOENT;
+		goto out;
+	}
+	/* cookies: "." -> 1, ".." -> 2, slot s -> s + 3; stable while the handle is open */
+	memset(&st, 0, sizeof(st));
+	if (off < 1) {
+		st.st_ino = ino;
+		st.st_mode = S_IFDIR;
+		if (fill(arg, ".", &st, 1))
+			goto out;
+		off = 1;
+	}
+	if (off < 2) {
+		st.st_ino = i->dir->parent ? i->dir->parent : FMT_ROOT_INO;
+		st.st_mode = S_IFDIR;
+		if (fill(arg, "..", &st, 2))
+			goto out;
+		off = 2;
+	}
+	for (uint64_t s = off - 2; s < i->dir->nslots; s++) {
+		struct dentry *de = i->dir->slots[s];
+		struct inode *c;
+
+		if (!de)
+			continue;
+		c = meta_iget(&fs->meta, de->ino);
+		st.st_ino = de->ino;
+		st.st_mode = c ? c->a.mode & S_IFMT : 0;
+		if (fill(arg, de->name, &st, s + 3))
+			break;
+	}
+out:
+	pthread_mutex_unlock(&fs->meta.lock);
+	return ret;
+}
+
+int fs_statfs(struct fs *fs, struct statvfs *sv)
+{
+	uint64_t total = 0, files;
+
+	for (unsigned i = 0; i < fs->n; i++)
+		total += fs->members[i].sb.data_end - fs->members[i].sb.data_offset;
+	memset(sv, 0, sizeof(*sv));
+	sv->f_bsize = DMAFS_BLOCK;
+	sv->f_frsize = DMAFS_BLOCK;
+	sv->f_blocks = total / DMAFS_BLOCK;
+	sv->f_bfree = sv->f_bavail = alloc_free_bytes(&fs->alloc) / DMAFS_BLOCK;
+	pthread_mutex_lock(&fs->meta.lock);
+	files = fs->meta.inodes.n;
+	pthread_mutex_unlock(&fs->meta.lock);
+	/* inodes are limited by log space, not a table: estimate ~256 log bytes per inode */
+	sv->f_files = files + fs->j.half / 256;
+	sv->f_ffree = sv->f_favail = fs->j.half / 256;
+	sv->f_namemax = FMT_NAME_MAX;
+	if (fs->ro)
+		sv->f_flag |= ST_RDONLY;
+	return 0;
+}
+
+int fs_fsync(struct fs *fs) { return journal_commit(&fs->j); }
+
+/* ---- xattrs ---- */
+
+static int xattr_ns_ok(const char *name)
+{
+	return !strncmp(name, "user.", 5) && name[5];
+}
+
+char *fs_layout(struct fs *fs, uint64_t ino, int *err)
+{
+	struct inode *i;
+	struct buf b = { 0 };
+	int n;
+
+	pthread_mutex_lock(&fs->meta.lock);
+	i = meta_iget(&fs->meta, ino);
+	if (!i || !S_ISREG(i->a.mode)) {
+		pthread_mutex_unlock(&fs->meta.lock);
+		*err = i ? -ENODATA : -ENOENT;
+		return NULL;
+	}
+	if (buf_reserve(&b, 160 + i->next * 72)) {
+		pthread_mutex_unlock(&fs->meta.lock);
+		*err = -ENOMEM;
+		return NULL;
+	}
+	n = sprintf((char *)b.p, "stripe_unit=%u members=%u start_member=%u size=%llu extents=%zu\n",
+		    fs->su, fs->n, i->a.start_member, (unsigned long long)i->a.size, i->next);
+	b.len = n;
+	for (size_t k = 0; k < i->next; k++) {
+		const struct extent *e = &i->ext[k];
+
+		b.len += sprintf((char *)b.p + b.len, "%llu %u %u %llu\n",
+				 (unsigned long long)e->off, e->len, e->member,
+				 (unsigned long long)e->moff);
+	}
+	pthread_mutex_unlock(&fs->meta.lock);
+	return (char *)b.p;
+}
+
+int fs_getxattr(struct fs *fs, uint64_t ino, const char *name, void *buf, size_t size)
+{
+	struct inode *i;
+	int ret = -ENODATA;
+
+	if (!strcmp(name, LAYOUT_XATTR)) {
+		char *t = fs_layout(fs, ino, &ret);
+		size_t len;
+
+		if (!t)
+			return ret;
+		len = strlen(t);
+		if (size == 0)
+			ret = len;
+		else if (size < len)
+			ret = -ERANGE;
+		else {
+			memcpy(buf, t, len);
+			ret = len;
+		}
+		free(t);
+		return ret;
+	}
+	if (!xattr_ns_ok(name))
+		return strncmp(name, "user.", 5) ? -EOPNOTSUPP : -ENODATA;
+	pthread_mutex_lock(&fs->meta.lock);
+	i = meta_iget(&fs->meta, ino);
+	if (!i)
+		ret = -ENOENT;
+	for (struct xattr *x = i ? i->xattrs : NULL; x; x = x->next) {
+		if (strcmp(x->name, name))
+			continue;
+		if (size == 0)
+			ret = x->len;
+		else if (size < x->len)
+			ret = -ERANGE;
+		else {
+			memcpy(buf, x->val, x->len);
+			ret = x->len;
+		}
+		break;
+	}
+	pthread_mutex_unlock(&fs->meta.lock);
+	return ret;
+}
+
+#define XATTR_TOTAL_MAX (256u << 10) /* per inode: keeps snapshots bounded */
+
+int fs_setxattr(struct fs *fs, uint64_t ino, const char *name, const void *val, size_t size,
+		int flags)
+{
+	struct inode *i;
+	struct fmt_rec r;
+	struct xattr *x = NULL;
+	int ret;
+
+	if (!strcmp(name, LAYOUT_XATTR))
+		return -EPERM;
+	if (!xattr_ns_ok(name))
+		return -EOPNOTSUPP;
+	if (strlen(name) > FMT_XATTR_NAME_MAX)
+		return -ERANGE;
+	if (size > FMT_XATTR_VALUE_MAX)
+		return -E2BIG;
+	ret = fs_begin(fs, REC_ROOM + size);
+	if (ret)
+		return ret;
+	i = meta_iget(&fs->meta, ino);
+	if (!i) {
+		ret = -ENOENT;
+		goto out;
+	}
+	/* like ext4: user xattrs only on regular files and directories */
+	if (!S_ISREG(i->a.mode) && !S_ISDIR(i->a.mode)) {
+		ret = -EPERM;
+		goto out;
+	}
+	for (x = i->xattrs; x && strcmp(x->name, name); x = x->next)
+		;
+	if ((flags & XATTR_CREATE) && x)
+		ret = -EEXIST;
+	else if ((flags & XATTR_REPLACE) && !x)
+		ret = -ENODATA;
+	else if (i->xattr_bytes + size + strlen(name) - (x ? x->len : 0) > XATTR_TOTAL_MAX)
+		ret = -ENOSPC;
+	if (ret)
+		goto out;
+	memset(&r, 0, sizeof(r));
+	r.type = REC_XSET;
+	r.ino = ino;
+	r.name = (const uint8_t *)name;
+	r.name_len = strlen(name);
+	r.val = val;
+	r.val_len = size;
+	ret = journal_log(&fs->j, &r);
+	if (!ret) {
+		i->a.ctime = fs_now();
+		ret = log_attr(fs, i);
+	}
+out:
+	fs_end(fs);
+	return ret;
+}
+
+int fs_listxattr(struct fs *fs, uint64_t ino, char *buf, size_t size)
+{
+	struct inode *i;
+	size_t need = 0;
+	int ret;
+
+	pthread_mutex_lock(&fs->meta.lock);
+	i = meta_iget(&fs->meta, ino);
+	if (!i) {
+		pthread_mutex_unlock(&fs->meta.lock);
+		return -ENOENT;
+	}
+	for (struct xattr *x = i->xattrs; x; x = x->next)
+		need += strlen(x->name) + 1;
+	if (size == 0) {
+		ret = need;
+	} else if (size < need) {
+		ret = -ERANGE;
+	} else {
+		char *p = buf;
+
+		for (struct xattr *x = i->xattrs; x; x = x->next) {
+			strcpy(p, x->name);
+			p += strlen(x->name) + 1;
+		}
+		ret = need;
+	}
+	pthread_mutex_unlock(&fs->meta.lock);
+	return ret;
+}
+
+int fs_removexattr(struct fs *fs, uint64_t ino, const char *name)
+{
+	struct inode *i;
+	struct fmt_rec r;
+	struct xattr *x = NULL;
+	int ret;
+
+	if (!strcmp(name, LAYOUT_XATTR))
+		return -EPERM;
+	if (!xattr_ns_ok(name))
+		return -EOPNOTSUPP;
+	if (strlen(name) > FMT_XATTR_NAME_MAX)
+		return -ERANGE;
+	ret = fs_begin(fs, REC_ROOM);
+	if (ret)
+		return ret;
+	i = meta_iget(&fs->meta, ino);
+	if (i)
+		for (x = i->xattrs; x && strcmp(x->name, name); x = x->next)
+			;
+	if (!i)
+		ret = -ENOENT;
+	else if (!x)
+		ret = -ENODATA;
+	if (!ret) {
+		memset(&r, 0, sizeof(r));
+		r.type = REC_XDEL;
+		r.ino = ino;
+		r.name = (const uint8_t *)name;
+		r.name_len = strlen(name);
+		ret = journal_log(&fs->j, &r);
+	}
+	if (!ret) {
+		i->a.ctime = fs_now();
+		ret = log_attr(fs, i);
+	}
+	fs_end(fs);
+	return ret;
+}

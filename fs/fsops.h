@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fsops.h - the filesystem engine: namespace and data operations on the in-memory
+ * metadata, independent of FUSE. Every call returns 0 (or a byte count) on success and
+ * -errno on failure; the FUSE handlers in ops-*.c only decode, call one of these and reply.
+ */
+#ifndef DMAFS_FSOPS_H
+#define DMAFS_FSOPS_H
+
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/statvfs.h>
+
+#include "alloc.h"
+#include "journal.h"
+#include "member.h"
+#include "meta.h"
+
+struct fs {
+	struct member *members;
+	unsigned n;
+	uint32_t su;
+	int ro;
+	struct meta meta;
+	struct alloc alloc;
+	struct journal j;
+};
+
+/* Who asks: from the FUSE request context. */
+struct fs_ctx {
+	uint32_t uid, gid;
+};
+
+/* Mount-time setup: members already opened and verified. @err gets a one-line reason. */
+int fs_mount(struct fs *fs, struct member *ms, unsigned n, int ro, char *err, size_t errlen);
+/* Commit, stop threads, free memory (members are closed by the caller). */
+void fs_unmount(struct fs *fs);
+
+void fs_stat(struct fs *fs, const struct inode *ino, struct stat *st);
+int fs_getattr(struct fs *fs, uint64_t ino, struct stat *st);
+/* On success the kernel holds one more reference (nlookup) on the returned inode. */
+int fs_lookup(struct fs *fs, uint64_t parent, const char *name, struct stat *st);
+void fs_forget(struct fs *fs, uint64_t ino, uint64_t n);
+/* Create a file (S_IFREG), directory, symlink (@target) or special file. Counts a lookup. */
+int fs_mknod(struct fs *fs, const struct fs_ctx *c, uint64_t parent, const char *name,
+	     mode_t mode, dev_t rdev, const char *target, struct stat *st);
+int fs_link(struct fs *fs, uint64_t ino, uint64_t parent, const char *name, struct stat *st);
+int fs_unlink(struct fs *fs, uint64_t parent, const char *name, int rmdir);
+int fs_rename(struct fs *fs, uint64_t parent, const char *name, uint64_t newparent,
+	      const char *newname, unsigned flags);
+/* @valid uses FUSE_SET_ATTR_* bits. */
+int fs_setattr(struct fs *fs, uint64_t ino, const struct stat *in, int valid, struct stat *out);
+int fs_readlink(struct fs *fs, uint64_t ino, char *buf, size_t len);
+int fs_open(struct fs *fs, uint64_t ino, int flags);
+void fs_release(struct fs *fs, uint64_t ino);
+int fs_opendir(struct fs *fs, uint64_t ino);
+void fs_releasedir(struct fs *fs, uint64_t ino);
+/*
+ * Walk a directory from cookie @off; @fill returns non-zero when the reply is full.
+ * The next cookie of each entry is passed to fill.
+ */
+int fs_readdir(struct fs *fs, uint64_t ino, uint64_t off,
+	       int (*fill)(void *arg, const char *name, const struct stat *st, uint64_t next),
+	       void *arg);
+int fs_statfs(struct fs *fs, struct statvfs *sv);
+int fs_fsync(struct fs *fs);
+
+/* xattrs: user.* only; user.dmafs.layout is virtual and read-only. */
+int fs_getxattr(struct fs *fs, uint64_t ino, const char *name, void *buf, size_t size);
+int fs_setxattr(struct fs *fs, uint64_t ino, const char *name, const void *val, size_t size,
+		int flags);
+int fs_listxattr(struct fs *fs, uint64_t ino, char *buf, size_t size);
+int fs_removexattr(struct fs *fs, uint64_t ino, const char *name);
+/* The layout text for a regular file (malloc'd, caller frees) or NULL with *err set. */
+char *fs_layout(struct fs *fs, uint64_t ino, int *err);
+
+/* data.c: the data path */
+/*
+ * Read up to @size bytes at @off. On success returns the byte count and sets *data to a
+ * per-thread buffer valid until this thread's next fs_read.
+ */
+ssize_t fs_read(struct fs *fs, uint64_t ino, uint64_t off, size_t size, const char **data);
+/* Write; returns bytes written (short only at ENOSPC) or -errno. */
+ssize_t fs_write(struct fs *fs, uint64_t ino, const char *data, size_t size, uint64_t off);
+/* Change the size (caller holds nothing); data beyond the new end is released. */
+int fs_truncate_locked_data(struct fs *fs, struct inode *ino, uint64_t size);
+
+/* Take meta.lock with room for @need bytes of log records (compacting if needed). */
+int fs_begin(struct fs *fs, size_t need);
+void fs_end(struct fs *fs);
+int64_t fs_now(void);
+
+#endif

@@ -1,0 +1,366 @@
+// SPDX-License-Identifier: MIT
+/* main.c - the dmafs daemon: options, member verification, mount, FUSE loop. */
+#include "ops.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define FUSE_MAX_IO (1u << 20)
+
+struct options {
+	char *members;
+	char *mountpoint;
+	unsigned commit, threads, readahead_kb;
+	int ro, foreground, debug, help, version;
+};
+
+enum { KEY_DISCARD, KEY_RO, KEY_RW, KEY_HELP, KEY_VERSION, KEY_FG, KEY_DEBUG };
+
+#define OPT(t, p) { t, offsetof(struct options, p), 1 }
+static const struct fuse_opt opt_spec[] = {
+	OPT("commit=%u", commit),
+	OPT("threads=%u", threads),
+	OPT("readahead_kb=%u", readahead_kb),
+	FUSE_OPT_KEY("ro", KEY_RO),
+	FUSE_OPT_KEY("rw", KEY_RW),
+	FUSE_OPT_KEY("-f", KEY_FG),
+	FUSE_OPT_KEY("-d", KEY_DEBUG),
+	FUSE_OPT_KEY("debug", KEY_DEBUG),
+	FUSE_OPT_KEY("-h", KEY_HELP),
+	FUSE_OPT_KEY("--help", KEY_HELP),
+	FUSE_OPT_KEY("-V", KEY_VERSION),
+	FUSE_OPT_KEY("--version", KEY_VERSION),
+	/* words fstab and mount(8) pass that mean nothing to a FUSE mount here */
+	FUSE_OPT_KEY("defaults", KEY_DISCARD),
+	FUSE_OPT_KEY("auto", KEY_DISCARD),
+	FUSE_OPT_KEY("noauto", KEY_DISCARD),
+	FUSE_OPT_KEY("user", KEY_DISCARD),
+	FUSE_OPT_KEY("nouser", KEY_DISCARD),
+	FUSE_OPT_KEY("users", KEY_DISCARD),
+	FUSE_OPT_KEY("nofail", KEY_DISCARD),
+	FUSE_OPT_KEY("_netdev", KEY_DISCARD),
+	FUSE_OPT_KEY("atime", KEY_DISCARD),
+	FUSE_OPT_KEY("noatime", KEY_DISCARD),
+	FUSE_OPT_KEY("relatime", KEY_DISCARD),
+	FUSE_OPT_KEY("default_permissions", KEY_DISCARD), /* always on */
+	FUSE_OPT_END
+};
+
+static double attr_timeout = 1.0, entry_timeout = 1.0;
+
+static int opt_proc(void *data, const char *arg, int key, struct fuse_args *out)
+{
+	struct options *o = data;
+
+	switch (key) {
+	case KEY_DISCARD:
+		return 0;
+	case KEY_RO:
+		o->ro = 1;
+		return 1; /* also a kernel mount option */
+	case KEY_RW:
+		o->ro = 0;
+		return 0;
+	case KEY_FG:
+		o->foreground = 1;
+		return 0;
+	case KEY_DEBUG:
+		o->debug = o->foreground = 1;
+		return 0;
+	case KEY_HELP:
+		o->help = 1;
+		return 0;
+	case KEY_VERSION:
+		o->version = 1;
+		return 0;
+	case FUSE_OPT_KEY_NONOPT:
+		if (!o->members) {
+			o->members = strdup(arg);
+			return 0;
+		}
+		if (!o->mountpoint) {
+			o->mountpoint = realpath(arg, NULL);
+			if (!o->mountpoint) {
+				fprintf(stderr, "dmafs: mount point %s: %s\n", arg, strerror(errno));
+				return -1;
+			}
+			return 0;
+		}
+		fprintf(stderr, "dmafs: unexpected argument '%s'\n", arg);
+		return -1;
+	case FUSE_OPT_KEY_OPT:
+		if (!strncmp(arg, "attr_timeout=", 13)) {
+			attr_timeout = atof(arg + 13);
+			return 0;
+		}
+		if (!strncmp(arg, "entry_timeout=", 14)) {
+			entry_timeout = atof(arg + 14);
+			return 0;
+		}
+		return 1;
+	}
+	return 1;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: dmafs [-f] [-d] [-o OPTION[,OPTION...]] MEMBER[,MEMBER...] MOUNTPOINT\n"
+		"\n"
+		"Mount the dmafs filesystem made of MEMBERs (in order) at MOUNTPOINT.\n"
+		"  -f                  stay in the foreground\n"
+		"  -d                  debug output (implies -f)\n"
+		"  -o ro               read-only\n"
+		"  -o allow_other      let other users access the mount\n"
+		"  -o commit=SECONDS   metadata commit interval (default 5)\n"
+		"  -o threads=N        FUSE worker threads (default 16)\n"
+		"  -o readahead_kb=N   kernel readahead on the mount (default 16384)\n"
+		"  -o attr_timeout=S, entry_timeout=S   kernel cache timeouts (default 1)\n"
+		"  -o fsname=NAME      source shown in /proc/mounts\n"
+		"See dmafs(8).\n");
+}
+
+static const struct fuse_lowlevel_ops ops;
+static int notify_fd = -1; /* the waiting parent, until the mount answers */
+
+/*
+ * Detach like a daemon, but keep the parent until the kernel's INIT has been answered,
+ * so "dmafs ... && ls MNT" works and every failure up to then reaches the terminal.
+ */
+static int detach(void)
+{
+	int p[2], status;
+	pid_t pid;
+	char c;
+
+	if (pipe(p) < 0)
+		return -1;
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid > 0) {
+		close(p[1]);
+		if (read(p[0], &c, 1) == 1)
+			_exit(0);
+		if (waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status))
+			_exit(WEXITSTATUS(status));
+		_exit(1);
+	}
+	close(p[0]);
+	notify_fd = p[1];
+	setsid();
+	return 0;
+}
+
+static void mount_ready(void)
+{
+	int fd;
+
+	if (notify_fd < 0)
+		return;
+	util_log_to_syslog(1);
+	fd = open("/dev/null", O_RDWR);
+	if (fd >= 0) {
+		dup2(fd, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		if (fd > 2)
+			close(fd);
+	}
+	if (chdir("/") < 0) { /* keep no directory busy */ }
+	if (write(notify_fd, "1", 1) != 1) { /* parent gone: nothing to tell */ }
+	close(notify_fd);
+	notify_fd = -1;
+}
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	conn->max_write = FUSE_MAX_IO;
+	conn->max_readahead = FUSE_MAX_IO;
+	conn->max_background = 64;
+	conn->congestion_threshold = 48;
+	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	if (conn->capable & FUSE_CAP_ASYNC_READ)
+		conn->want |= FUSE_CAP_ASYNC_READ;
+	mount_ready();
+}
+
+static const struct fuse_lowlevel_ops ops = {
+	.init = op_init,
+	.lookup = op_lookup,
+	.forget = op_forget,
+	.forget_multi = op_forget_multi,
+	.getattr = op_getattr,
+	.setattr = op_setattr,
+	.readlink = op_readlink,
+	.mknod = op_mknod,
+	.mkdir = op_mkdir,
+	.unlink = op_unlink,
+	.rmdir = op_rmdir,
+	.symlink = op_symlink,
+	.rename = op_rename,
+	.link = op_link,
+	.open = op_open,
+	.read = op_read,
+	.write = op_write,
+	.flush = op_flush,
+	.release = op_release,
+	.fsync = op_fsync,
+	.opendir = op_opendir,
+	.readdir = op_readdir,
+	.releasedir = op_releasedir,
+	.fsyncdir = op_fsyncdir,
+	.statfs = op_statfs,
+	.setxattr = op_setxattr,
+	.getxattr = op_getxattr,
+	.listxattr = op_listxattr,
+	.removexattr = op_removexattr,
+	.create = op_create,
+};
+
+/* Raise the kernel readahead of our mount: the bdi is named after the mount's st_dev,
+ * read from mountinfo (a stat of the mount point would wait for the loop we have not
+ * started yet). */
+static void set_readahead(const char *mnt, unsigned kb)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "r");
+	char line[4096], dev[64] = "", path[PATH_MAX];
+
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		char mp[4096], d[64];
+
+		if (sscanf(line, "%*s %*s %63s %*s %4095s", d, mp) == 2 && !strcmp(mp, mnt))
+			snprintf(dev, sizeof(dev), "%s", d); /* the last match is the newest */
+	}
+	fclose(f);
+	if (!*dev)
+		return;
+	snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", dev);
+	f = fopen(path, "w");
+	if (!f || fprintf(f, "%u\n", kb) < 0 || fclose(f) != 0) {
+		log_info("could not set readahead to %u KiB via %s (%s); sequential reads may be slower",
+			 kb, path, strerror(errno));
+		if (f)
+			fclose(f);
+	}
+}
+
+static char *escape_commas(const char *s)
+{
+	char *out = malloc(2 * strlen(s) + 1), *p = out;
+
+	if (!out)
+		return NULL;
+	for (; *s; s++) {
+		if (*s == ',' || *s == '\\')
+			*p++ = '\\';
+		*p++ = *s;
+	}
+	*p = '\0';
+	return out;
+}
+
+int main(int argc, char *argv[])
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct options o = { .commit = 5, .threads = 16, .readahead_kb = 16384 };
+	struct fuse_session *se = NULL;
+	struct fuse_loop_config *cfg;
+	struct member *ms = NULL;
+	static struct fs fs;
+	char err[1024], *opt;
+	int n, ret = 1;
+
+	if (fuse_opt_parse(&args, &o, opt_spec, opt_proc) == -1)
+		return 1;
+	if (o.help) {
+		usage(stdout);
+		return 0;
+	}
+	if (o.version) {
+		printf("dmafs %s (on-disk format %d)\n", PACKAGE_VERSION, FMT_VERSION);
+		return 0;
+	}
+	if (!o.members || !o.mountpoint) {
+		usage(stderr);
+		return 1;
+	}
+	if (o.threads < 1 || o.threads > 1024 || o.commit < 1 || o.commit > 3600) {
+		fprintf(stderr, "dmafs: threads must be 1..1024 and commit 1..3600 seconds\n");
+		return 1;
+	}
+	if (o.debug)
+		util_log_set_level(LOG_LVL_DEBUG);
+	if (!o.foreground && detach()) {
+		fprintf(stderr, "dmafs: cannot start the daemon: %s\n", strerror(errno));
+		return 1;
+	}
+	n = members_open(o.members, o.ro, &ms, err, sizeof(err));
+	if (n < 0) {
+		fprintf(stderr, "dmafs: %s\n", err);
+		return 1;
+	}
+	for (int i = 0; i < n; i++)
+		if (ms[i].sb_from_copy)
+			log_warn("member %d (%s): primary superblock damaged; using the copy at the end of the member%s",
+				 i, ms[i].path, o.ro ? "" : " (primary rewritten)");
+	ret = fs_mount(&fs, ms, n, o.ro, err, sizeof(err));
+	if (ret) {
+		fprintf(stderr, "dmafs: %s\n", err[0] ? err : strerror(-ret));
+		members_close(ms, n);
+		return 1;
+	}
+	ret = 1;
+	for (int i = 0; i < n && !o.ro; i++)
+		if (ms[i].sb_from_copy && member_write_sb(&ms[i]))
+			log_warn("member %d (%s): could not rewrite the primary superblock", i, ms[i].path);
+	ops_fs = &fs;
+	ops_opts.attr_timeout = attr_timeout;
+	ops_opts.entry_timeout = entry_timeout;
+
+	opt = escape_commas(o.members);
+	if (!opt || asprintf(&opt, "-osubtype=dmafs,default_permissions,fsname=%s", opt) < 0)
+		return 1;
+	fuse_opt_add_arg(&args, opt);
+	if (o.debug)
+		fuse_opt_add_arg(&args, "-d");
+	se = fuse_session_new(&args, &ops, sizeof(ops), NULL);
+	if (!se)
+		goto out_fs;
+	if (fuse_set_signal_handlers(se))
+		goto out_session;
+	if (fuse_session_mount(se, o.mountpoint)) {
+		fprintf(stderr, "dmafs: cannot mount on %s (see the message above)\n", o.mountpoint);
+		goto out_signals;
+	}
+	set_readahead(o.mountpoint, o.readahead_kb);
+	if (journal_start(&fs.j, o.commit)) {
+		log_err("cannot start the commit thread");
+		goto out_unmount;
+	}
+	cfg = fuse_loop_cfg_create();
+	fuse_loop_cfg_set_max_threads(cfg, o.threads);
+	fuse_loop_cfg_set_idle_threads(cfg, o.threads);
+	ret = fuse_session_loop_mt(se, cfg) ? 1 : 0;
+	fuse_loop_cfg_destroy(cfg);
+out_unmount:
+	fuse_session_unmount(se);
+out_signals:
+	fuse_remove_signal_handlers(se);
+out_session:
+	fuse_session_destroy(se);
+out_fs:
+	fs_unmount(&fs);
+	members_close(ms, n);
+	fuse_opt_free_args(&args);
+	return ret;
+}

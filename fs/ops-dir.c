@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: MIT
+/* ops-dir.c - FUSE handlers for the namespace: create, link, unlink, rename, readdir. */
+#include "ops.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+static void make(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev,
+		 const char *target)
+{
+	struct fs_ctx c;
+	struct stat st;
+
+	ops_ctx(req, &c);
+	ops_entry(req, fs_mknod(ops_fs, &c, parent, name, mode, rdev, target, &st), &st);
+}
+
+void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+{
+	make(req, parent, name, mode, rdev, NULL);
+}
+
+void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	make(req, parent, name, S_IFDIR | (mode & 07777), 0, NULL);
+}
+
+void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	make(req, parent, name, S_IFLNK | 0777, 0, link);
+}
+
+void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t parent, const char *name)
+{
+	struct stat st;
+
+	ops_entry(req, fs_link(ops_fs, ino, parent, name, &st), &st);
+}
+
+void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	fuse_reply_err(req, -fs_unlink(ops_fs, parent, name, 0));
+}
+
+void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	fuse_reply_err(req, -fs_unlink(ops_fs, parent, name, 1));
+}
+
+void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+	       const char *newname, unsigned int flags)
+{
+	fuse_reply_err(req, -fs_rename(ops_fs, parent, name, newparent, newname, flags));
+}
+
+void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	int ret = fs_opendir(ops_fs, ino);
+
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_open(req, fi);
+}
+
+struct dirbuf {
+	fuse_req_t req;
+	char *p;
+	size_t len, size;
+};
+
+static int fill(void *arg, const char *name, const struct stat *st, uint64_t next)
+{
+	struct dirbuf *d = arg;
+	size_t need = fuse_add_direntry(d->req, NULL, 0, name, NULL, 0);
+
+	if (d->len + need > d->size)
+		return 1;
+	fuse_add_direntry(d->req, d->p + d->len, d->size - d->len, name, st, next);
+	d->len += need;
+	return 0;
+}
+
+void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		struct fuse_file_info *fi)
+{
+	struct dirbuf d = { req, malloc(size), 0, size };
+	int ret;
+
+	if (!d.p) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	ret = fs_readdir(ops_fs, ino, off, fill, &d);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_buf(req, d.p, d.len);
+	free(d.p);
+}
+
+void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	fs_releasedir(ops_fs, ino);
+	fuse_reply_err(req, 0);
+}
+
+void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, -fs_fsync(ops_fs));
+}

@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: MIT
+/* ops-file.c - FUSE handlers for open files: create, open, read, write, fsync. */
+#include "ops.h"
+
+#include <errno.h>
+
+void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+	       struct fuse_file_info *fi)
+{
+	struct fuse_entry_param e = { 0 };
+	struct fs_ctx c;
+	int ret;
+
+	ops_ctx(req, &c);
+	ret = fs_mknod(ops_fs, &c, parent, name, S_IFREG | (mode & 07777), 0, NULL, &e.attr);
+	if (!ret) {
+		ret = fs_open(ops_fs, e.attr.st_ino, fi->flags);
+		if (ret)
+			fs_forget(ops_fs, e.attr.st_ino, 1);
+	}
+	if (ret) {
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	e.ino = e.attr.st_ino;
+	e.attr_timeout = ops_opts.attr_timeout;
+	e.entry_timeout = ops_opts.entry_timeout;
+	fi->keep_cache = 1;
+	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+		fs_release(ops_fs, e.ino);
+		fs_forget(ops_fs, e.ino, 1);
+	}
+}
+
+void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	int ret = fs_open(ops_fs, ino, fi->flags);
+
+	if (ret) {
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	/*
+	 * All writes pass through this daemon, which the kernel's page cache sees, so cached
+	 * pages stay valid across opens.
+	 */
+	fi->keep_cache = 1;
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		fs_release(ops_fs, ino);
+}
+
+void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	const char *data = NULL;
+	ssize_t n = off < 0 ? -EINVAL : fs_read(ops_fs, ino, off, size, &data);
+
+	if (n < 0)
+		fuse_reply_err(req, -n);
+	else
+		fuse_reply_buf(req, data, n);
+}
+
+void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+	      struct fuse_file_info *fi)
+{
+	ssize_t n = off < 0 ? -EINVAL : fs_write(ops_fs, ino, buf, size, off);
+
+	if (n < 0)
+		fuse_reply_err(req, -n);
+	else
+		fuse_reply_write(req, n);
+}
+
+void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	fs_release(ops_fs, ino);
+	fuse_reply_err(req, 0);
+}
+
+void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, -fs_fsync(ops_fs));
+}
+
+void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, 0);
+}

@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: MIT
+/* ops-xattr.c - FUSE handlers for extended attributes. */
+#include "ops.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+		 size_t size, int flags)
+{
+	fuse_reply_err(req, -fs_setxattr(ops_fs, ino, name, value, size, flags));
+}
+
+/* size 0 asks for the length; otherwise reply with at most @size bytes. */
+static void reply_sized(fuse_req_t req, int ret, const char *buf, size_t size)
+{
+	if (ret < 0)
+		fuse_reply_err(req, -ret);
+	else if (size == 0)
+		fuse_reply_xattr(req, ret);
+	else
+		fuse_reply_buf(req, buf, ret);
+}
+
+void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	char *buf = size ? malloc(size) : NULL;
+	int ret;
+
+	if (size && !buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	ret = fs_getxattr(ops_fs, ino, name, buf, size);
+	reply_sized(req, ret, buf, size);
+	free(buf);
+}
+
+void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	char *buf = size ? malloc(size) : NULL;
+	int ret;
+
+	if (size && !buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	ret = fs_listxattr(ops_fs, ino, buf, size);
+	reply_sized(req, ret, buf, size);
+	free(buf);
+}
+
+void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	fuse_reply_err(req, -fs_removexattr(ops_fs, ino, name));
+}

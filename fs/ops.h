@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: MIT */
+/* ops.h - FUSE lowlevel handlers; each decodes, calls one engine function, replies once. */
+#ifndef DMAFS_OPS_H
+#define DMAFS_OPS_H
+
+#include <fuse_lowlevel.h>
+
+#include "fsops.h"
+
+struct dmafs_opts {
+	double attr_timeout, entry_timeout;
+};
+
+extern struct fs *ops_fs;
+extern struct dmafs_opts ops_opts;
+
+void ops_entry(fuse_req_t req, int ret, const struct stat *st);
+void ops_ctx(fuse_req_t req, struct fs_ctx *c);
+
+/* ops-inode.c */
+void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
+void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup);
+void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets);
+void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		struct fuse_file_info *fi);
+void op_readlink(fuse_req_t req, fuse_ino_t ino);
+void op_statfs(fuse_req_t req, fuse_ino_t ino);
+/* ops-dir.c */
+void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev);
+void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode);
+void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name);
+void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t parent, const char *name);
+void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
+void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
+void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+	       const char *newname, unsigned int flags);
+void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		struct fuse_file_info *fi);
+void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
+/* ops-file.c */
+void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+	       struct fuse_file_info *fi);
+void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi);
+void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+	      struct fuse_file_info *fi);
+void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
+void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+/* ops-xattr.c */
+void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+		 size_t size, int flags);
+void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size);
+void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
+void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
+
+#endif

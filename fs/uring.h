@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * uring.h - member I/O through io_uring. Each calling thread owns a ring (created on first
+ * use), so FUSE worker threads never contend for a submission queue; a batch of reads or
+ * writes spanning several members is submitted at once and reaped together, which keeps
+ * every member busy on a large request.
+ */
+#ifndef DMAFS_URING_H
+#define DMAFS_URING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct uring_op {
+	int fd;
+	int write;
+	void *buf; /* 4096-aligned for O_DIRECT members */
+	uint32_t len;
+	uint64_t off;
+	int res; /* out: 0, or -errno for this op */
+	int tag; /* caller's, e.g. the member index, for error messages */
+};
+
+/*
+ * Run @n ops concurrently and wait for all. Short transfers are resubmitted for the
+ * remainder; a zero-length read (past the end of a member) is -EIO. Returns 0, or the first
+ * failing op's -errno (every op's res is set). -ENOMEM/-errno if no ring can be set up.
+ */
+int uring_rw(struct uring_op *ops, size_t n);
+/* fdatasync @n descriptors concurrently. Returns 0 or the first -errno. */
+int uring_fsync(const int *fds, size_t n);
+
+#endif

@@ -1,0 +1,286 @@
+// SPDX-License-Identifier: MIT
+/* mkfs.c - mkfs.dmafs: format block devices or image files as one striped filesystem. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "format.h"
+#include "journal.h"
+#include "member.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: mkfs.dmafs [-s STRIPE_UNIT] [-L LABEL] [--size BYTES] [-f] [-q] MEMBER...\n"
+		"Format 1 to %d members (block devices or image files) as one dmafs filesystem.\n"
+		"  -s, --stripe-unit SIZE  bytes per stripe unit, power of two, 64K..64M (default 1M)\n"
+		"  -L, --label LABEL       filesystem label (up to 64 bytes)\n"
+		"      --size BYTES        create image files, or extend shorter ones, to BYTES\n"
+		"  -f, --force             overwrite existing filesystems or dmafs members\n"
+		"  -q, --quiet             print only errors\n"
+		"See mkfs.dmafs(8).\n",
+		FMT_MAX_MEMBERS);
+}
+
+/* Known signatures: offset, bytes, name. Enough to stop formatting over real data. */
+static const struct sig {
+	uint64_t off;
+	const char *magic;
+	size_t len;
+	const char *name;
+} sigs[] = {
+	{ 0, FMT_SB_MAGIC, 8, "dmafs" },
+	{ 1080, "\x53\xef", 2, "ext2/3/4" },
+	{ 0, "XFSB", 4, "xfs" },
+	{ 65600, "_BHRfS_M", 8, "btrfs" },
+	{ 4086, "SWAPSPACE2", 10, "swap" },
+	{ 4086, "SWAP-SPACE", 10, "swap" },
+	{ 0, "LUKS\xba\xbe", 6, "LUKS" },
+	{ 512, "EFI PART", 8, "GPT partition table" },
+	{ 0, "hsqs", 4, "squashfs" },
+	{ 32769, "CD001", 5, "ISO 9660" },
+	{ 3, "NTFS    ", 8, "NTFS" },
+	{ 82, "FAT32   ", 8, "FAT32" },
+	{ 0x10040, "ReIsEr", 6, "reiserfs" },
+	{ 0, "\x31\x41\x59\x26", 4, "zfs/other" },
+};
+
+/* Returns the name of a signature found on @m, or NULL. */
+static const char *find_signature(struct member *m)
+{
+	uint8_t *b = util_aligned_alloc(128 << 10);
+	const char *found = NULL;
+
+	if (!b)
+		return NULL;
+	memset(b, 0, 128 << 10);
+	if (pread(m->fd, b, MIN(128u << 10, ALIGN_DOWN(m->size, DMAFS_BLOCK)), 0) < 0) {
+		free(b);
+		return NULL;
+	}
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]) && !found; i++)
+		if (sigs[i].off + sigs[i].len <= (128u << 10) &&
+		    !memcmp(b + sigs[i].off, sigs[i].magic, sigs[i].len))
+			found = sigs[i].name;
+	/* an MBR boot signature with at least one partition entry */
+	if (!found && b[510] == 0x55 && b[511] == 0xaa && (b[446 + 4] || b[462 + 4]))
+		found = "MBR partition table";
+	free(b);
+	if (!found && m->size >= FMT_MIN_MEMBER) {
+		struct fmt_sb sb;
+		uint8_t *c = util_aligned_alloc(FMT_SB_SIZE);
+
+		if (c && member_pread(m, c, FMT_SB_SIZE, fmt_sb_copy_offset(m->size)) == 0 &&
+		    fmt_sb_decode(c, &sb) != -ENODATA)
+			found = "dmafs (superblock copy)";
+		free(c);
+	}
+	return found;
+}
+
+static int prepare_image(const char *path, uint64_t size)
+{
+	struct stat st;
+	int fd;
+
+	if (stat(path, &st) == 0) {
+		if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size >= size)
+			return 0;
+	} else if (errno != ENOENT) {
+		fprintf(stderr, "mkfs.dmafs: %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0 || ftruncate(fd, size) < 0) {
+		fprintf(stderr, "mkfs.dmafs: %s: cannot create or extend to %llu bytes: %s\n", path,
+			(unsigned long long)size, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+int main(int argc, char *argv[])
+{
+	static const struct option lopts[] = {
+		{ "stripe-unit", required_argument, NULL, 's' },
+		{ "label", required_argument, NULL, 'L' },
+		{ "size", required_argument, NULL, 'S' },
+		{ "force", no_argument, NULL, 'f' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	uint64_t su = 1u << 20, size = 0, min_log = UINT64_MAX, half;
+	const char *label = "";
+	int force = 0, quiet = 0, c, n, ret;
+	struct member *ms;
+	uint8_t fsid[16];
+	char err[512], u[40], s1[32], s2[32];
+	struct buf snap = { 0 };
+	struct fmt_rec root;
+
+	while ((c = getopt_long(argc, argv, "s:L:fqhV", lopts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			if (util_parse_size(optarg, &su) || su < (64u << 10) || su > (64u << 20) ||
+			    (su & (su - 1))) {
+				fprintf(stderr, "mkfs.dmafs: stripe unit '%s': want a power of two from 64K to 64M\n", optarg);
+				return 1;
+			}
+			break;
+		case 'L':
+			if (strlen(optarg) > 64) {
+				fprintf(stderr, "mkfs.dmafs: label longer than 64 bytes\n");
+				return 1;
+			}
+			label = optarg;
+			break;
+		case 'S':
+			if (util_parse_size(optarg, &size) || size < FMT_MIN_MEMBER) {
+				fprintf(stderr, "mkfs.dmafs: --size '%s': want a size of at least 64M (suffixes K, M, G, T)\n", optarg);
+				return 1;
+			}
+			break;
+		case 'f': force = 1; break;
+		case 'q': quiet = 1; break;
+		case 'h': usage(stdout); return 0;
+		case 'V': printf("mkfs.dmafs %s (on-disk format %d)\n", PACKAGE_VERSION, FMT_VERSION); return 0;
+		default: usage(stderr); return 1;
+		}
+	}
+	n = argc - optind;
+	if (n < 1 || n > FMT_MAX_MEMBERS) {
+		if (n > FMT_MAX_MEMBERS)
+			fprintf(stderr, "mkfs.dmafs: %d members given; at most %d\n", n, FMT_MAX_MEMBERS);
+		usage(stderr);
+		return 1;
+	}
+	for (int i = 0; i < n; i++)
+		for (int k = 0; k < i; k++)
+			if (!strcmp(argv[optind + i], argv[optind + k])) {
+				fprintf(stderr, "mkfs.dmafs: member %s given twice\n", argv[optind + i]);
+				return 1;
+			}
+	ms = calloc(n, sizeof(*ms));
+	if (!ms || util_uuid_gen(fsid))
+		return 1;
+	for (int i = 0; i < n; i++) {
+		const char *path = argv[optind + i], *sig;
+
+		if (size && prepare_image(path, size))
+			return 1;
+		ret = member_open(&ms[i], path, 0, err, sizeof(err));
+		if (ret) {
+			fprintf(stderr, "mkfs.dmafs: member %d (%s\n", i, err);
+			return 1;
+		}
+		if (ms[i].size < FMT_MIN_MEMBER) {
+			fprintf(stderr, "mkfs.dmafs: member %d (%s): %s is too small; at least 64 MiB%s\n",
+				i, path, util_fmt_size(ms[i].size, s1, sizeof(s1)),
+				ms[i].is_blkdev ? "" : " (use --size to grow an image file)");
+			return 1;
+		}
+		sig = find_signature(&ms[i]);
+		if (sig && !force) {
+			fprintf(stderr, "mkfs.dmafs: member %d (%s): contains a %s signature; use --force to overwrite it\n",
+				i, path, sig);
+			return 1;
+		}
+		if (i < 2)
+			min_log = MIN(min_log, ms[i].size);
+	}
+	half = fmt_log_half_for(min_log);
+	for (int i = 0; i < n; i++) {
+		struct fmt_sb *sb = &ms[i].sb;
+
+		memset(sb, 0, sizeof(*sb));
+		sb->version = FMT_VERSION;
+		memcpy(sb->fs_uuid, fsid, 16);
+		sb->member_index = i;
+		sb->member_count = n;
+		sb->stripe_unit = su;
+		sb->mkfs_time = time(NULL);
+		snprintf(sb->label, sizeof(sb->label), "%s", label);
+		if (fmt_sb_geometry(sb, ms[i].size, half)) {
+			fprintf(stderr, "mkfs.dmafs: member %d (%s): too small for its metadata regions\n",
+				i, ms[i].path);
+			return 1;
+		}
+	}
+	for (int i = 0; i < n; i++)
+		if (util_uuid_gen(ms[0].sb.member_uuid[i]))
+			return 1;
+	for (int i = 1; i < n; i++)
+		memcpy(ms[i].sb.member_uuid, ms[0].sb.member_uuid, sizeof(ms[0].sb.member_uuid));
+
+	/* the initial metadata: an empty root directory owned by the caller */
+	memset(&root, 0, sizeof(root));
+	root.type = REC_INODE;
+	root.ino = FMT_ROOT_INO;
+	root.a.mode = S_IFDIR | 0755;
+	root.a.uid = getuid();
+	root.a.gid = getgid();
+	root.a.nlink = 2;
+	root.a.atime = root.a.mtime = root.a.ctime = (int64_t)util_now_ns();
+	if (fmt_rec_encode(&snap, &root))
+		return 1;
+	/* Superblocks go last: an interrupted mkfs leaves no member that looks formatted. */
+	for (int i = 0; i < n; i++) {
+		uint8_t *z = util_aligned_alloc(FMT_SB_SIZE);
+
+		memset(z, 0, FMT_SB_SIZE);
+		if (member_pwrite(&ms[i], z, FMT_SB_SIZE, 0) ||
+		    member_pwrite(&ms[i], z, FMT_SB_SIZE, fmt_sb_copy_offset(ms[i].size))) {
+			fprintf(stderr, "mkfs.dmafs: member %d (%s): write failed: %s\n", i,
+				ms[i].path, strerror(errno));
+			return 1;
+		}
+		free(z);
+	}
+	ret = journal_format(ms, n, &snap, FMT_ROOT_INO + 1);
+	if (ret) {
+		fprintf(stderr, "mkfs.dmafs: writing the metadata log failed: %s\n", strerror(-ret));
+		return 1;
+	}
+	for (int i = 0; i < n; i++) {
+		ret = member_write_sb(&ms[i]);
+		if (ret) {
+			fprintf(stderr, "mkfs.dmafs: member %d (%s): writing the superblock failed: %s\n",
+				i, ms[i].path, strerror(-ret));
+			return 1;
+		}
+	}
+	if (!quiet) {
+		uint64_t cap = 0;
+
+		util_uuid_str(fsid, u);
+		printf("dmafs filesystem %s%s%s%s\n", u, *label ? " label \"" : "", label, *label ? "\"" : "");
+		printf("  stripe unit %s, %d member%s, block size %u, metadata log %s per half on member%s\n",
+		       util_fmt_size(su, s1, sizeof(s1)), n, n > 1 ? "s" : "", DMAFS_BLOCK,
+		       util_fmt_size(half, s2, sizeof(s2)), n > 1 ? "s 0 and 1" : " 0");
+		for (int i = 0; i < n; i++) {
+			uint64_t d = ms[i].sb.data_end - ms[i].sb.data_offset;
+
+			cap += d;
+			printf("  member %d: %s  size %s", i, ms[i].path,
+			       util_fmt_size(ms[i].size, s1, sizeof(s1)));
+			printf("  data %s\n", util_fmt_size(d, s2, sizeof(s2)));
+		}
+		printf("  capacity %s\n", util_fmt_size(cap, s1, sizeof(s1)));
+	}
+	for (int i = 0; i < n; i++)
+		member_close(&ms[i]);
+	free(ms);
+	buf_free(&snap);
+	return 0;
+}
