@@ -367,6 +367,7 @@ ssize_t fs_write(struct fs *fs, uint64_t ino_nr, const char *data, size_t size, 
 		meta_inode_rec(ino, &r);
 		r.a.size = MAX(ino->a.size, end);
 		r.a.mtime = r.a.ctime = now;
+		r.a.mode = fs_kill_suid(r.a.mode);
 		ret = journal_log(&fs->j, &r);
 	}
 	fs_end(fs);
@@ -421,9 +422,10 @@ int fs_truncate_locked_data(struct fs *fs, struct inode *ino, uint64_t size)
 	r.ino = ino->ino;
 	r.off = size;
 	ret = journal_log(&fs->j, &r);
-	if (!ret && size != ino->a.size) {
+	if (!ret) { /* like ftruncate(2) on Linux: mtime changes even if the size does not */
 		meta_inode_rec(ino, &r);
 		r.a.mtime = r.a.ctime = fs_now();
+		r.a.mode = fs_kill_suid(r.a.mode);
 		ret = journal_log(&fs->j, &r);
 	}
 	fs_end(fs);

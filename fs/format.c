@@ -243,7 +243,8 @@ int fmt_rec_encode(struct buf *b, const struct fmt_rec *r)
 		put_u16(p + 8, nl);
 		break;
 	}
-	memcpy(p + fl, r->name, nl);
+	if (nl)
+		memcpy(p + fl, r->name, nl);
 	if (r->type == REC_XSET && r->val_len)
 		memcpy(p + fl + nl, r->val, r->val_len);
 	b->len += 6 + body;

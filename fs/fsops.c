@@ -584,6 +584,10 @@ int fs_setattr(struct fs *fs, uint64_t ino, const struct stat *in, int valid, st
 	}
 	if (valid & FUSE_SET_ATTR_MODE)
 		i->a.mode = (i->a.mode & S_IFMT) | (in->st_mode & 07777);
+	if (((valid & FUSE_SET_ATTR_UID) && in->st_uid != i->a.uid) ||
+	    ((valid & FUSE_SET_ATTR_GID) && in->st_gid != i->a.gid))
+		if (!(valid & FUSE_SET_ATTR_MODE))
+			i->a.mode = fs_kill_suid(i->a.mode);
 	if (valid & FUSE_SET_ATTR_UID)
 		i->a.uid = in->st_uid;
 	if (valid & FUSE_SET_ATTR_GID)

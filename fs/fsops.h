@@ -90,5 +90,18 @@ int fs_truncate_locked_data(struct fs *fs, struct inode *ino, uint64_t size);
 int fs_begin(struct fs *fs, size_t need);
 void fs_end(struct fs *fs);
 int64_t fs_now(void);
+/*
+ * Writing, truncating or chown of a file drops setuid, and setgid when group-executable
+ * (the daemon handles this itself: FUSE_CAP_HANDLE_KILLPRIV is on by default).
+ */
+static inline uint32_t fs_kill_suid(uint32_t mode)
+{
+	if (!S_ISREG(mode))
+		return mode;
+	mode &= ~S_ISUID;
+	if (mode & S_IXGRP)
+		mode &= ~S_ISGID;
+	return mode;
+}
 
 #endif

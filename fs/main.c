@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -180,8 +181,23 @@ static void mount_ready(void)
 	notify_fd = -1;
 }
 
+static const char *ra_mnt;
+static unsigned ra_kb;
+static void set_readahead(const char *mnt, unsigned kb);
+
+/* The kernel caps the mount's readahead when it processes our INIT reply, which is sent
+ * after op_init returns: raise it from a short-lived thread once that is done. */
+static void *readahead_thread(void *arg)
+{
+	usleep(200000);
+	set_readahead(ra_mnt, ra_kb);
+	return NULL;
+}
+
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
+	pthread_t t;
+
 	conn->max_write = FUSE_MAX_IO;
 	conn->max_readahead = FUSE_MAX_IO;
 	conn->max_background = 64;
@@ -189,6 +205,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
 	if (conn->capable & FUSE_CAP_ASYNC_READ)
 		conn->want |= FUSE_CAP_ASYNC_READ;
+	if (ra_mnt && pthread_create(&t, NULL, readahead_thread, NULL) == 0)
+		pthread_detach(t);
 	mount_ready();
 }
 
@@ -269,6 +287,14 @@ static char *escape_commas(const char *s)
 	return out;
 }
 
+static int fsname_given(const struct fuse_args *args)
+{
+	for (int i = 0; i < args->argc; i++)
+		if (strstr(args->argv[i], "fsname="))
+			return 1;
+	return 0;
+}
+
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -327,10 +353,16 @@ int main(int argc, char *argv[])
 	ops_opts.attr_timeout = attr_timeout;
 	ops_opts.entry_timeout = entry_timeout;
 
-	opt = escape_commas(o.members);
-	if (!opt || asprintf(&opt, "-osubtype=dmafs,default_permissions,fsname=%s", opt) < 0)
-		return 1;
-	fuse_opt_add_arg(&args, opt);
+	/* the member list is the mount's source in /proc/mounts unless fsname= was given */
+	fuse_opt_add_arg(&args, "-osubtype=dmafs,default_permissions");
+	if (!fsname_given(&args)) {
+		char *esc = escape_commas(o.members);
+
+		if (!esc || asprintf(&opt, "-ofsname=%s", esc) < 0)
+			return 1;
+		fuse_opt_add_arg(&args, opt);
+		free(esc);
+	}
 	if (o.debug)
 		fuse_opt_add_arg(&args, "-d");
 	se = fuse_session_new(&args, &ops, sizeof(ops), NULL);
@@ -342,7 +374,8 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "dmafs: cannot mount on %s (see the message above)\n", o.mountpoint);
 		goto out_signals;
 	}
-	set_readahead(o.mountpoint, o.readahead_kb);
+	ra_mnt = o.mountpoint;
+	ra_kb = o.readahead_kb;
 	if (journal_start(&fs.j, o.commit)) {
 		log_err("cannot start the commit thread");
 		goto out_unmount;

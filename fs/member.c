@@ -36,7 +36,13 @@ int member_open(struct member *m, const char *path, int rdonly, char *err, size_
 		snprintf(err, errlen, "%s: not a block device or regular file", path);
 		return -EINVAL;
 	}
-	m->fd = open(path, flags);
+	/* A daemon that was just unmounted may still be writing its last commit: wait a bit. */
+	for (int tries = 0; tries < 50; tries++) {
+		m->fd = open(path, flags);
+		if (m->fd >= 0 || errno != EBUSY)
+			break;
+		usleep(100000);
+	}
 	if (m->fd < 0) {
 		ret = -errno;
 		if (errno == EBUSY)
@@ -47,7 +53,13 @@ int member_open(struct member *m, const char *path, int rdonly, char *err, size_
 			snprintf(err, errlen, "%s: %s", path, strerror(errno));
 		return ret;
 	}
-	if (!m->is_blkdev && flock(m->fd, (rdonly ? LOCK_SH : LOCK_EX) | LOCK_NB) < 0) {
+	for (int tries = 0; !m->is_blkdev; tries++) {
+		if (flock(m->fd, (rdonly ? LOCK_SH : LOCK_EX) | LOCK_NB) == 0)
+			break;
+		if (errno == EWOULDBLOCK && tries < 50) {
+			usleep(100000);
+			continue;
+		}
 		ret = -errno;
 		snprintf(err, errlen, "%s: in use by another dmafs process (flock: %s)", path,
 			 strerror(errno));

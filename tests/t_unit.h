@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+/* t_unit.h - tiny assertion helpers for the unit test programs (exit 0 pass, 1 fail, 77 skip). */
+#ifndef T_UNIT_H
+#define T_UNIT_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static int t_failures;
+
+#define T_CHECK(cond, ...)                                                         \
+	do {                                                                       \
+		if (!(cond)) {                                                     \
+			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+			fprintf(stderr, __VA_ARGS__);                              \
+			fputc('\n', stderr);                                       \
+			t_failures++;                                              \
+		}                                                                  \
+	} while (0)
+
+#define T_EQ(a, b) T_CHECK((long long)(a) == (long long)(b), "%lld != %lld", (long long)(a), (long long)(b))
+
+static inline int t_done(const char *name)
+{
+	if (t_failures) {
+		fprintf(stderr, "%s: %d check(s) failed\n", name, t_failures);
+		return 1;
+	}
+	printf("%s: all checks passed\n", name);
+	return 0;
+}
+
+/* xorshift, seeded: reproducible random streams */
+static inline unsigned long long t_rand(unsigned long long *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+#endif

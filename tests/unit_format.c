@@ -1,0 +1,223 @@
+// SPDX-License-Identifier: MIT
+/* Description: format encode/decode round trips and rejection of damaged or malformed input. */
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "format.h"
+#include "t_unit.h"
+
+static void test_sb(void)
+{
+	uint8_t b[FMT_SB_SIZE];
+	struct fmt_sb sb, out;
+
+	memset(&sb, 0, sizeof(sb));
+	sb.version = FMT_VERSION;
+	sb.member_index = 2;
+	sb.member_count = 4;
+	sb.stripe_unit = 1 << 20;
+	strcpy(sb.label, "models");
+	for (int i = 0; i < 16; i++)
+		sb.fs_uuid[i] = i;
+	for (int m = 0; m < 4; m++)
+		memset(sb.member_uuid[m], 0x10 + m, 16);
+	T_EQ(fmt_sb_geometry(&sb, 1ull << 30, fmt_log_half_for(1ull << 30)), 0);
+	T_EQ(sb.log_offset, 0); /* member 2 carries no log */
+	T_EQ(sb.data_offset, FMT_LOG_OFFSET);
+	fmt_sb_encode(&sb, b);
+	T_EQ(fmt_sb_decode(b, &out), 0);
+	T_EQ(out.member_index, 2);
+	T_EQ(out.member_count, 4);
+	T_EQ(out.stripe_unit, 1 << 20);
+	T_EQ(out.data_end, sb.data_end);
+	T_CHECK(!strcmp(out.label, "models"), "label %s", out.label);
+	T_CHECK(!memcmp(out.member_uuid[3], sb.member_uuid[3], 16), "member uuid");
+	T_CHECK(!memcmp(out.fs_uuid, sb.fs_uuid, 16), "fs uuid");
+
+	/* every single flipped byte is detected */
+	for (int i = 8; i < FMT_SB_SIZE; i += 97) {
+		b[i] ^= 0x40;
+		T_CHECK(fmt_sb_decode(b, &out) == -EBADMSG, "flip at %d not detected", i);
+		b[i] ^= 0x40;
+	}
+	b[0] = 'X';
+	T_EQ(fmt_sb_decode(b, &out), -ENODATA);
+
+	/* wrong version and inconsistent fields, with valid checksums */
+	sb.version = 2;
+	fmt_sb_encode(&sb, b);
+	T_EQ(fmt_sb_decode(b, &out), -EPROTONOSUPPORT);
+	sb.version = FMT_VERSION;
+	sb.member_index = 4;
+	fmt_sb_encode(&sb, b);
+	T_EQ(fmt_sb_decode(b, &out), -EUCLEAN);
+	sb.member_index = 1;
+	sb.stripe_unit = 3 << 20;
+	fmt_sb_encode(&sb, b);
+	T_EQ(fmt_sb_decode(b, &out), -EUCLEAN);
+	sb.stripe_unit = 1 << 20;
+	sb.data_end = sb.member_size;
+	fmt_sb_encode(&sb, b);
+	T_EQ(fmt_sb_decode(b, &out), -EUCLEAN);
+
+	/* too small a member */
+	T_EQ(fmt_sb_geometry(&sb, 32 << 20, 4 << 20), -ENOSPC);
+	T_EQ(fmt_log_half_for(1ull << 40), 256ull << 20);
+	T_EQ(fmt_log_half_for(64ull << 20), 4ull << 20);
+}
+
+static void test_headers(void)
+{
+	uint8_t b[DMAFS_BLOCK];
+	struct fmt_loghdr h = { .gen = 7, .first_seq = 99, .next_ino = 1234, .snap_len = 4000,
+				.snap_xxh3 = 0xabcdef }, ho;
+	struct fmt_txhdr t = { .gen = 7, .seq = 100, .payload_len = 123, .payload_xxh3 = 42 }, to;
+
+	memset(h.fs_uuid, 9, 16);
+	fmt_loghdr_encode(&h, b);
+	T_EQ(fmt_loghdr_decode(b, &ho), 0);
+	T_EQ(ho.gen, 7);
+	T_EQ(ho.first_seq, 99);
+	T_EQ(ho.next_ino, 1234);
+	T_EQ(ho.snap_len, 4000);
+	b[40] ^= 1;
+	T_EQ(fmt_loghdr_decode(b, &ho), -EBADMSG);
+	memset(b, 0, sizeof(b));
+	T_EQ(fmt_loghdr_decode(b, &ho), -ENODATA);
+
+	fmt_txhdr_encode(&t, b);
+	T_EQ(fmt_txhdr_decode(b, &to), 0);
+	T_EQ(to.seq, 100);
+	T_EQ(to.payload_len, 123);
+	b[20] ^= 1;
+	T_EQ(fmt_txhdr_decode(b, &to), -EBADMSG);
+	T_EQ(fmt_tx_size(0), DMAFS_BLOCK);
+	T_EQ(fmt_tx_size(DMAFS_BLOCK - FMT_TX_HDR + 1), 2 * DMAFS_BLOCK);
+}
+
+static void test_records(void)
+{
+	struct buf b = { 0 };
+	struct fmt_rec r, o;
+	size_t pos = 0;
+	char longname[300];
+
+	memset(&r, 0, sizeof(r));
+	r.type = REC_INODE;
+	r.ino = 77;
+	r.a = (struct fmt_attr){ .mode = S_IFREG | 0644, .uid = 1000, .gid = 100, .nlink = 3,
+				 .size = 1ull << 40, .atime = -5, .mtime = 1700000000123456789ll,
+				 .ctime = 42, .start_member = 3 };
+	T_EQ(fmt_rec_encode(&b, &r), 0);
+	r = (struct fmt_rec){ .type = REC_EXTENT, .ino = 77, .off = 1 << 20, .len = 8192,
+			      .member = 3, .moff = 5 << 20 };
+	T_EQ(fmt_rec_encode(&b, &r), 0);
+	r = (struct fmt_rec){ .type = REC_LINK, .dir = 1, .ino = 77,
+			      .name = (const uint8_t *)"model.safetensors", .name_len = 17 };
+	T_EQ(fmt_rec_encode(&b, &r), 0);
+	r = (struct fmt_rec){ .type = REC_UNLINK, .dir = 5, .name = (const uint8_t *)"x", .name_len = 1 };
+	T_EQ(fmt_rec_encode(&b, &r), 0);
+	r = (struct fmt_rec){ .type = REC_XSET, .ino = 77, .name = (const uint8_t *)"user.k",
+			      .name_len = 6, .val = (const uint8_t *)"", .val_len = 0 };
+	T_EQ(fmt_rec_encode(&b, &r), 0);
+	r = (struct fmt_rec){ .type = REC_SYMLINK, .ino = 78,
+			      .name = (const uint8_t *)"../../blobs/abc", .name_len = 15 };
+	T_EQ(fmt_rec_encode(&b, &r), 0);
+	r = (struct fmt_rec){ .type = REC_TRUNC, .ino = 77, .off = 12345 };
+	T_EQ(fmt_rec_encode(&b, &r), 0);
+
+	T_EQ(fmt_rec_decode(b.p, b.len, &pos, &o), 1);
+	T_EQ(o.type, REC_INODE);
+	T_EQ(o.a.size, 1ull << 40);
+	T_EQ(o.a.atime, -5);
+	T_EQ(o.a.mtime, 1700000000123456789ll);
+	T_EQ(o.a.start_member, 3);
+	T_EQ(fmt_rec_decode(b.p, b.len, &pos, &o), 1);
+	T_EQ(o.type, REC_EXTENT);
+	T_EQ(o.moff, 5 << 20);
+	T_EQ(o.len, 8192);
+	T_EQ(fmt_rec_decode(b.p, b.len, &pos, &o), 1);
+	T_EQ(o.type, REC_LINK);
+	T_EQ(o.dir, 1);
+	T_EQ(o.ino, 77);
+	T_CHECK(o.name_len == 17 && !memcmp(o.name, "model.safetensors", 17), "link name");
+	T_EQ(fmt_rec_decode(b.p, b.len, &pos, &o), 1);
+	T_EQ(o.type, REC_UNLINK);
+	T_EQ(o.dir, 5);
+	T_EQ(fmt_rec_decode(b.p, b.len, &pos, &o), 1);
+	T_EQ(o.type, REC_XSET);
+	T_EQ(o.val_len, 0);
+	T_EQ(fmt_rec_decode(b.p, b.len, &pos, &o), 1);
+	T_EQ(o.type, REC_SYMLINK);
+	T_EQ(fmt_rec_decode(b.p, b.len, &pos, &o), 1);
+	T_EQ(o.off, 12345);
+	T_EQ(fmt_rec_decode(b.p, b.len, &pos, &o), 0);
+
+	/* encoder refuses what the decoder would refuse */
+	memset(longname, 'a', sizeof(longname));
+	r = (struct fmt_rec){ .type = REC_LINK, .dir = 1, .ino = 2,
+			      .name = (const uint8_t *)longname, .name_len = 256 };
+	T_EQ(fmt_rec_encode(&b, &r), -EINVAL);
+	r.type = 99;
+	T_EQ(fmt_rec_encode(&b, &r), -EINVAL);
+
+	/* malformed input: truncated, unknown type, slash in a name, unaligned extent */
+	pos = 0;
+	T_EQ(fmt_rec_decode(b.p, 5, &pos, &o), -EBADMSG);
+	{
+		uint8_t bad[64];
+		struct buf e = { 0 };
+
+		memcpy(bad, b.p, 6);
+		put_u16(bad, 200);
+		pos = 0;
+		T_EQ(fmt_rec_decode(bad, 6, &pos, &o), -EBADMSG);
+		r = (struct fmt_rec){ .type = REC_LINK, .dir = 1, .ino = 2,
+				      .name = (const uint8_t *)"a/b", .name_len = 3 };
+		fmt_rec_encode(&e, &r);
+		pos = 0;
+		T_EQ(fmt_rec_decode(e.p, e.len, &pos, &o), -EBADMSG);
+		e.len = 0;
+		r = (struct fmt_rec){ .type = REC_EXTENT, .ino = 2, .off = 100, .len = 4096 };
+		fmt_rec_encode(&e, &r);
+		pos = 0;
+		T_EQ(fmt_rec_decode(e.p, e.len, &pos, &o), -EBADMSG);
+		/* a body length running past the buffer */
+		e.len = 0;
+		r = (struct fmt_rec){ .type = REC_IDEL, .ino = 2 };
+		fmt_rec_encode(&e, &r);
+		put_u32(e.p + 2, 1000);
+		pos = 0;
+		T_EQ(fmt_rec_decode(e.p, e.len, &pos, &o), -EBADMSG);
+		buf_free(&e);
+	}
+	/* random bytes never crash the decoder and never read out of bounds (run under ASan) */
+	{
+		unsigned long long seed = 12345;
+		uint8_t junk[512];
+
+		for (int round = 0; round < 20000; round++) {
+			size_t len = t_rand(&seed) % sizeof(junk), p = 0;
+			int ret;
+
+			for (size_t i = 0; i < len; i++)
+				junk[i] = t_rand(&seed);
+			if (len >= 2)
+				put_u16(junk, 1 + t_rand(&seed) % 9);
+			if (len >= 6)
+				put_u32(junk + 2, t_rand(&seed) % (len + 8));
+			while ((ret = fmt_rec_decode(junk, len, &p, &o)) > 0)
+				T_CHECK(p <= len, "decoder ran past the end");
+		}
+	}
+	buf_free(&b);
+}
+
+int main(void)
+{
+	test_sb();
+	test_headers();
+	test_records();
+	return t_done("unit_format");
+}

@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: MIT
+/* Description: metadata log: replay after clean unmount and crash, torn and corrupt tails, mirror fallback, corrupt snapshot, orphans, compaction. */
+#include "t_fs.h"
+
+/* Offset of the active half on member @m and the tail (next batch position) inside it. */
+static void log_pos(struct fs *fs, uint64_t *half_base, uint64_t *tail)
+{
+	*half_base = fs->j.log_offset + (uint64_t)fs->j.active * fs->j.half;
+	*tail = fs->j.tail;
+}
+
+/* Flip one byte at @off on the member image @i. */
+static void flip(int i, uint64_t off)
+{
+	char path[512];
+	FILE *f;
+	int c;
+
+	snprintf(path, sizeof(path), "%s/m%d.img", t_dir, i);
+	f = fopen(path, "r+b");
+	if (!f) {
+		perror(path);
+		exit(1);
+	}
+	fseek(f, off, SEEK_SET);
+	c = fgetc(f);
+	fseek(f, off, SEEK_SET);
+	fputc(c ^ 0x5a, f);
+	fclose(f);
+}
+
+static void test_persist_and_crash(void)
+{
+	struct fs fs;
+	uint64_t a, d, base, tail;
+	struct stat st;
+
+	T_EQ(t_mount(&fs, 0), 0);
+	a = t_create(&fs, FMT_ROOT_INO, "a");
+	T_EQ(t_write(&fs, a, 0, 3 << 20, 1), 0);
+	T_EQ(fs_mknod(&fs, &t_root, FMT_ROOT_INO, "dir", S_IFDIR | 0755, 0, NULL, &st), 0);
+	d = st.st_ino;
+	T_EQ(fs_mknod(&fs, &t_root, d, "link", S_IFLNK | 0777, 0, "../a", &st), 0);
+	T_EQ(fs_setxattr(&fs, a, "user.k", "v", 1, 0), 0);
+	T_EQ(fs_fsync(&fs), 0);
+	/* after the fsync: b is committed, then c only appended (never committed) */
+	t_create(&fs, d, "b");
+	T_EQ(fs_fsync(&fs), 0);
+	log_pos(&fs, &base, &tail);
+	t_create(&fs, d, "c");
+	t_crash(&fs);
+
+	T_EQ(t_mount(&fs, 0), 0);
+	a = t_lookup(&fs, FMT_ROOT_INO, "a");
+	d = t_lookup(&fs, FMT_ROOT_INO, "dir");
+	T_CHECK(a && d, "a or dir missing after crash");
+	T_CHECK(t_lookup(&fs, d, "b"), "fsynced b lost");
+	T_CHECK(!t_lookup(&fs, d, "c"), "uncommitted c present");
+	T_EQ(fs_getattr(&fs, a, &st), 0);
+	T_EQ(st.st_size, 3 << 20);
+	T_EQ(t_verify(&fs, a, 0, 3 << 20, 1), 0);
+	{
+		char buf[64];
+
+		T_EQ(fs_readlink(&fs, t_lookup(&fs, d, "link"), buf, sizeof(buf)), 0);
+		T_CHECK(!strcmp(buf, "../a"), "symlink target %s", buf);
+		T_EQ(fs_getxattr(&fs, a, "user.k", buf, sizeof(buf)), 1);
+	}
+	/* torn tail: two committed batches, the second damaged on both mirrors */
+	t_create(&fs, d, "e");
+	T_EQ(fs_fsync(&fs), 0);
+	log_pos(&fs, &base, &tail);
+	t_create(&fs, d, "f");
+	T_EQ(fs_fsync(&fs), 0);
+	t_crash(&fs);
+	flip(0, base + tail + FMT_TX_HDR + 10); /* payload byte of the batch holding f */
+	flip(1, base + tail + FMT_TX_HDR + 10);
+	T_EQ(t_mount(&fs, 0), 0);
+	d = t_lookup(&fs, FMT_ROOT_INO, "dir");
+	T_CHECK(t_lookup(&fs, d, "e"), "batch before the torn one lost");
+	T_CHECK(!t_lookup(&fs, d, "f"), "torn batch was trusted");
+	/* a damaged batch header likewise ends the log */
+	t_create(&fs, d, "g");
+	T_EQ(fs_fsync(&fs), 0);
+	log_pos(&fs, &base, &tail);
+	t_create(&fs, d, "h");
+	T_EQ(fs_fsync(&fs), 0);
+	t_crash(&fs);
+	flip(0, base + tail + 17);
+	flip(1, base + tail + 17);
+	T_EQ(t_mount(&fs, 0), 0);
+	d = t_lookup(&fs, FMT_ROOT_INO, "dir");
+	T_CHECK(t_lookup(&fs, d, "g") && !t_lookup(&fs, d, "h"), "header damage handling");
+	/* only one mirror damaged: the other copy still has everything */
+	t_create(&fs, d, "i");
+	T_EQ(fs_fsync(&fs), 0);
+	log_pos(&fs, &base, &tail);
+	t_crash(&fs);
+	flip(0, base + 40); /* active half header on member 0 */
+	T_EQ(t_mount(&fs, 0), 0);
+	d = t_lookup(&fs, FMT_ROOT_INO, "dir");
+	T_CHECK(t_lookup(&fs, d, "i"), "mirror copy not used");
+	t_umount(&fs);
+}
+
+static void test_corrupt_snapshot(void)
+{
+	struct fs fs;
+	uint64_t base, tail;
+
+	T_EQ(t_mount(&fs, 0), 0);
+	log_pos(&fs, &base, &tail);
+	t_crash(&fs);
+	/* the snapshot of the active half on both mirrors; the other half is older but its
+	 * generation is lower, so the mount must refuse rather than silently go back */
+	flip(0, base + DMAFS_BLOCK + 3);
+	flip(1, base + DMAFS_BLOCK + 3);
+	{
+		char err[1024] = "";
+		struct member *ms;
+		int n = members_open(t_list, 0, &ms, err, sizeof(err));
+		int ret;
+
+		T_CHECK(n == 2, "members_open: %s", err);
+		ret = fs_mount(&fs, ms, n, 0, err, sizeof(err));
+		T_EQ(ret, -EUCLEAN);
+		T_CHECK(strstr(err, "snapshot checksum") != NULL, "message: %s", err);
+		members_close(ms, n);
+	}
+	/* repair for the next tests: flip back */
+	flip(0, base + DMAFS_BLOCK + 3);
+	flip(1, base + DMAFS_BLOCK + 3);
+}
+
+static void test_orphans_and_compaction(void)
+{
+	struct fs fs;
+	uint64_t f, free0;
+	char name[64];
+
+	T_EQ(t_mount(&fs, 0), 0);
+	free0 = alloc_free_bytes(&fs.alloc);
+	f = t_create(&fs, FMT_ROOT_INO, "orphan");
+	T_EQ(t_write(&fs, f, 0, 2 << 20, 3), 0);
+	T_EQ(fs_open(&fs, f, O_RDONLY), 0);
+	T_EQ(fs_unlink(&fs, FMT_ROOT_INO, "orphan", 0), 0);
+	T_EQ(t_verify(&fs, f, 0, 2 << 20, 3), 0); /* still readable while open */
+	T_EQ(fs_fsync(&fs), 0);
+	t_crash(&fs);
+	T_EQ(t_mount(&fs, 0), 0);
+	T_CHECK(!meta_iget(&fs.meta, f), "orphan inode survived the remount");
+	T_EQ(alloc_free_bytes(&fs.alloc), free0);
+
+	/* enough metadata to wrap a 4 MiB log half several times */
+	unsigned long compactions = fs.j.compactions;
+	for (int i = 0; i < 30000; i++) {
+		snprintf(name, sizeof(name), "file-with-a-longish-name-%06d", i);
+		uint64_t ino = t_create(&fs, FMT_ROOT_INO, name);
+
+		fs_forget(&fs, ino, 1);
+		if (i % 2)
+			T_EQ(fs_unlink(&fs, FMT_ROOT_INO, name, 0), 0);
+		if (i % 500 == 0)
+			T_EQ(fs_fsync(&fs), 0);
+	}
+	T_EQ(fs_fsync(&fs), 0);
+	T_CHECK(fs.j.compactions > compactions + 1, "log never compacted (%lu)", (unsigned long)fs.j.compactions);
+	t_crash(&fs);
+	T_EQ(t_mount(&fs, 0), 0);
+	for (int i = 0; i < 30000; i += 997) {
+		snprintf(name, sizeof(name), "file-with-a-longish-name-%06d", i);
+		T_CHECK(!!t_lookup(&fs, FMT_ROOT_INO, name) == !(i % 2), "%s wrong after compaction", name);
+	}
+	t_umount(&fs);
+}
+
+int main(void)
+{
+	t_images(2, 64, NULL);
+	test_persist_and_crash();
+	test_corrupt_snapshot();
+	test_orphans_and_compaction();
+	return t_done("unit_journal");
+}
