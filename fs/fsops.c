@@ -752,7 +752,15 @@ int fs_statfs(struct fs *fs, struct statvfs *sv)
 	sv->f_bsize = DMAFS_BLOCK;
 	sv->f_frsize = DMAFS_BLOCK;
 	sv->f_blocks = total / DMAFS_BLOCK;
-	sv->f_bfree = sv->f_bavail = alloc_free_bytes(&fs->alloc) / DMAFS_BLOCK;
+	sv->f_bfree = alloc_free_bytes(&fs->alloc) / DMAFS_BLOCK;
+	/*
+	 * A file's stripe units rotate over all members, so a large file can grow only while
+	 * every member has room: report as available what the fullest member allows.
+	 */
+	uint64_t minfree = UINT64_MAX;
+	for (unsigned i = 0; i < fs->n; i++)
+		minfree = MIN(minfree, alloc_member_free(&fs->alloc, i));
+	sv->f_bavail = minfree * fs->n / DMAFS_BLOCK;
 	pthread_mutex_lock(&fs->meta.lock);
 	files = fs->meta.inodes.n;
 	pthread_mutex_unlock(&fs->meta.lock);
