@@ -61,16 +61,21 @@ static int run_ops(struct fs *fs, const struct inode *ino, struct uring_op *ops,
 }
 
 /*
- * Read file blocks [a, b) (block aligned, inside one call's buffer @buf which maps file
- * offset @a) from the extent map, zeroing holes. Caller holds iolock.
+ * Read the block-aligned file ranges rg[i].a..b into rg[i].buf from the extent map,
+ * zeroing holes. All member reads of all ranges go out at once, so every member holding a
+ * part is busy. Caller holds iolock.
  */
-static int read_blocks(struct fs *fs, struct inode *ino, char *buf, uint64_t a, uint64_t b)
+int fs_read_ranges(struct fs *fs, struct inode *ino, const struct fs_range *rg, size_t nr)
 {
-	struct uring_op ops[MAX_OPS];
-	uint64_t foffs[MAX_OPS];
-	size_t n = 0, i = meta_ext_find(ino, a);
-	uint64_t pos = a;
-	int ret;
+	struct uring_op sops[MAX_OPS], *ops = sops;
+	uint64_t sfoffs[MAX_OPS], *foffs = sfoffs;
+	size_t n = 0, cap = MAX_OPS;
+	int ret = 0;
+
+	for (size_t r = 0; r < nr; r++) {
+	char *buf = rg[r].buf;
+	uint64_t a = rg[r].a, b = rg[r].b, pos = a;
+	size_t i = meta_ext_find(ino, a);
 
 	while (pos < b) {
 		const struct extent *e = i < ino->next ? &ino->ext[i] : NULL;
@@ -84,11 +89,26 @@ static int read_blocks(struct fs *fs, struct inode *ino, char *buf, uint64_t a, 
 			pos = e->off;
 		}
 		uint64_t end = MIN(b, e->off + e->len);
-		if (n == MAX_OPS) {
-			ret = run_ops(fs, ino, ops, n, foffs, "read");
-			if (ret)
-				return ret;
-			n = 0;
+		if (n == cap) {
+			size_t ncap = cap * 4;
+			struct uring_op *nops = malloc(ncap * sizeof(*nops));
+			uint64_t *nf = malloc(ncap * sizeof(*nf));
+
+			if (!nops || !nf) {
+				free(nops);
+				free(nf);
+				ret = -ENOMEM;
+				goto out;
+			}
+			memcpy(nops, ops, n * sizeof(*ops));
+			memcpy(nf, foffs, n * sizeof(*nf));
+			if (ops != sops) {
+				free(ops);
+				free(foffs);
+			}
+			ops = nops;
+			foffs = nf;
+			cap = ncap;
 		}
 		ops[n] = (struct uring_op){ .fd = fs->members[e->member].fd, .write = 0,
 					    .buf = buf + (pos - a), .len = end - pos,
@@ -97,7 +117,22 @@ static int read_blocks(struct fs *fs, struct inode *ino, char *buf, uint64_t a, 
 		pos = end;
 		i++;
 	}
-	return n ? run_ops(fs, ino, ops, n, foffs, "read") : 0;
+	}
+	if (n)
+		ret = run_ops(fs, ino, ops, n, foffs, "read");
+out:
+	if (ops != sops) {
+		free(ops);
+		free(foffs);
+	}
+	return ret;
+}
+
+int fs_read_blocks(struct fs *fs, struct inode *ino, char *buf, uint64_t a, uint64_t b)
+{
+	struct fs_range r = { buf, a, b };
+
+	return fs_read_ranges(fs, ino, &r, 1);
 }
 
 ssize_t fs_read(struct fs *fs, uint64_t ino_nr, uint64_t off, size_t size, const char **data)
@@ -127,7 +162,7 @@ ssize_t fs_read(struct fs *fs, uint64_t ino_nr, uint64_t off, size_t size, const
 		pthread_rwlock_unlock(&ino->iolock);
 		return -ENOMEM;
 	}
-	ret = read_blocks(fs, ino, buf, a, b);
+	ret = fs_read_blocks(fs, ino, buf, a, b);
 	pthread_rwlock_unlock(&ino->iolock);
 	if (ret)
 		return ret;
@@ -305,7 +340,7 @@ ssize_t fs_write(struct fs *fs, uint64_t ino_nr, const char *data, size_t size, 
 	/* partial head and tail blocks: old contents (or zeros) around the new bytes */
 	if (off != a) {
 		if (block_mapped(ino, a)) {
-			ret = read_blocks(fs, ino, buf, a, a + DMAFS_BLOCK);
+			ret = fs_read_blocks(fs, ino, buf, a, a + DMAFS_BLOCK);
 			if (ret)
 				goto out;
 		} else {
@@ -316,7 +351,7 @@ ssize_t fs_write(struct fs *fs, uint64_t ino_nr, const char *data, size_t size, 
 		char *t = buf + (b - DMAFS_BLOCK - a);
 
 		if (block_mapped(ino, b - DMAFS_BLOCK)) {
-			ret = read_blocks(fs, ino, t, b - DMAFS_BLOCK, b);
+			ret = fs_read_blocks(fs, ino, t, b - DMAFS_BLOCK, b);
 			if (ret)
 				goto out;
 		} else {
@@ -401,7 +436,7 @@ int fs_truncate_locked_data(struct fs *fs, struct inode *ino, uint64_t size)
 			ret = -ENOMEM;
 			goto out;
 		}
-		ret = read_blocks(fs, ino, buf, blk, blk + DMAFS_BLOCK);
+		ret = fs_read_blocks(fs, ino, buf, blk, blk + DMAFS_BLOCK);
 		if (ret)
 			goto out;
 		memset(buf + (size - blk), 0, DMAFS_BLOCK - (size - blk));

@@ -81,6 +81,15 @@ char *fs_layout(struct fs *fs, uint64_t ino, int *err);
  * per-thread buffer valid until this thread's next fs_read.
  */
 ssize_t fs_read(struct fs *fs, uint64_t ino, uint64_t off, size_t size, const char **data);
+/* A block-aligned file range [a, b) and where its bytes go. */
+struct fs_range {
+	char *buf;
+	uint64_t a, b;
+};
+/* Read all ranges at once (holes zeroed); caller holds ino->iolock. */
+int fs_read_ranges(struct fs *fs, struct inode *ino, const struct fs_range *rg, size_t nr);
+/* Read blocks [a, b) of @ino into @buf (holes zeroed); caller holds ino->iolock. */
+int fs_read_blocks(struct fs *fs, struct inode *ino, char *buf, uint64_t a, uint64_t b);
 /* Write; returns bytes written (short only at ENOSPC) or -errno. */
 ssize_t fs_write(struct fs *fs, uint64_t ino, const char *data, size_t size, uint64_t off);
 /* Change the size (caller holds nothing); data beyond the new end is released. */

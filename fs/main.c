@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* main.c - the dmafs daemon: options, member verification, mount, FUSE loop. */
 #include "ops.h"
+#include "place.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,7 +19,7 @@
 struct options {
 	char *members;
 	char *mountpoint;
-	unsigned commit, threads, readahead_kb;
+	unsigned commit, threads, readahead_kb, staging_mb;
 	int ro, foreground, debug, help, version;
 };
 
@@ -29,6 +30,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("commit=%u", commit),
 	OPT("threads=%u", threads),
 	OPT("readahead_kb=%u", readahead_kb),
+	OPT("staging_mb=%u", staging_mb),
 	FUSE_OPT_KEY("ro", KEY_RO),
 	FUSE_OPT_KEY("rw", KEY_RW),
 	FUSE_OPT_KEY("-f", KEY_FG),
@@ -123,6 +125,7 @@ static void usage(FILE *f)
 		"  -o commit=SECONDS   metadata commit interval (default 5)\n"
 		"  -o threads=N        FUSE worker threads (default 16)\n"
 		"  -o readahead_kb=N   kernel readahead on the mount (default 16384)\n"
+		"  -o staging_mb=N     pinned staging memory per GPU for placements (default 256)\n"
 		"  -o attr_timeout=S, entry_timeout=S   kernel cache timeouts (default 1)\n"
 		"  -o fsname=NAME      source shown in /proc/mounts\n"
 		"See dmafs(8).\n");
@@ -241,6 +244,7 @@ static const struct fuse_lowlevel_ops ops = {
 	.listxattr = op_listxattr,
 	.removexattr = op_removexattr,
 	.create = op_create,
+	.ioctl = op_ioctl,
 };
 
 /* Raise the kernel readahead of our mount: the bdi is named after the mount's st_dev,
@@ -298,7 +302,7 @@ static int fsname_given(const struct fuse_args *args)
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-	struct options o = { .commit = 5, .threads = 16, .readahead_kb = 16384 };
+	struct options o = { .commit = 5, .threads = 16, .readahead_kb = 16384, .staging_mb = 256 };
 	struct fuse_session *se = NULL;
 	struct fuse_loop_config *cfg;
 	struct member *ms = NULL;
@@ -320,8 +324,9 @@ int main(int argc, char *argv[])
 		usage(stderr);
 		return 1;
 	}
-	if (o.threads < 1 || o.threads > 1024 || o.commit < 1 || o.commit > 3600) {
-		fprintf(stderr, "dmafs: threads must be 1..1024 and commit 1..3600 seconds\n");
+	if (o.threads < 1 || o.threads > 1024 || o.commit < 1 || o.commit > 3600 ||
+	    o.staging_mb < 4 || o.staging_mb > 65536) {
+		fprintf(stderr, "dmafs: threads must be 1..1024, commit 1..3600 seconds, staging_mb 4..65536\n");
 		return 1;
 	}
 	if (o.debug)
@@ -376,6 +381,10 @@ int main(int argc, char *argv[])
 	}
 	ra_mnt = o.mountpoint;
 	ra_kb = o.readahead_kb;
+	if (place_init(&fs, (uint64_t)o.staging_mb << 20)) {
+		log_err("cannot start the placement service");
+		goto out_unmount;
+	}
 	if (journal_start(&fs.j, o.commit)) {
 		log_err("cannot start the commit thread");
 		goto out_unmount;
@@ -392,6 +401,7 @@ out_signals:
 out_session:
 	fuse_session_destroy(se);
 out_fs:
+	place_shutdown();
 	fs_unmount(&fs);
 	members_close(ms, n);
 	fuse_opt_free_args(&args);

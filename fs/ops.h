@@ -50,6 +50,10 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_
 void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
 void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+/* ops-ioctl.c */
+void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
+	      struct fuse_file_info *fi, unsigned flags, const void *in_buf, size_t in_bufsz,
+	      size_t out_bufsz);
 /* ops-xattr.c */
 void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 		 size_t size, int flags);

@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * dmafs-proto.h - the placement channel's wire format: ioctls on open files of a dmafs
+ * mount. Shared by the daemon and libdmafs; applications use the calls in dmafs.h instead.
+ *
+ * Every ioctl is a "restricted" FUSE ioctl: its payload size is fixed by the command
+ * number and stays under 16 KiB, so the kernel copies it in and out without retries.
+ * All integers are native endian (the daemon and its clients share a machine).
+ */
+#ifndef DMAFS_PROTO_H
+#define DMAFS_PROTO_H
+
+#include <linux/ioctl.h>
+#include <stdint.h>
+
+#define DMAFS_PROTO_VERSION 1
+#define DMAFS_IOC_MAGIC 0xD7
+
+/* Buffer kinds a client can register. */
+enum dmafs_target {
+	DMAFS_TARGET_HOST = 1, /* shared host memory (memfd or /dev/shm object) */
+	DMAFS_TARGET_CUDA = 2, /* CUDA device memory, by IPC handle */
+	DMAFS_TARGET_HIP = 3,  /* HIP device memory, by IPC handle */
+};
+#define DMAFS_TARGET_MAX 3
+
+/* How bytes reached the buffer. */
+enum dmafs_path {
+	DMAFS_PATH_NONE = 0,
+	DMAFS_PATH_P2P = 1,    /* drive DMA into GPU memory (cuFile/hipFile) */
+	DMAFS_PATH_STAGED = 2, /* O_DIRECT into pinned staging, async host-to-device copies */
+	DMAFS_PATH_HOST = 3,   /* O_DIRECT into the client's shared pages (bounce for unaligned parts) */
+	DMAFS_PATH_POSIX = 4,  /* libdmafs fallback outside dmafs: pread + copy */
+};
+
+struct dmafs_ioc_target_info {
+	uint32_t target;   /* enum dmafs_target */
+	uint32_t path;	   /* best path a placement into this target takes, or NONE */
+	int32_t devices;   /* GPUs visible to the daemon for this target (-1: runtime absent) */
+	uint32_t reserved;
+	char why[240];	   /* why this path and not a faster one; NUL terminated */
+};
+
+/* DMAFS_IOC_INFO: what this daemon can do. */
+struct dmafs_ioc_info {
+	uint32_t version;	/* DMAFS_PROTO_VERSION */
+	uint32_t members;
+	uint32_t stripe_unit;
+	uint32_t block_size;
+	uint64_t staging_bytes; /* pinned staging memory per GPU */
+	uint64_t file_size;	/* of the file the ioctl was issued on */
+	struct dmafs_ioc_target_info t[DMAFS_TARGET_MAX];
+	char reserved[128];
+};
+
+#define DMAFS_HANDLE_SIZE 64
+
+/* DMAFS_IOC_REGISTER: make a buffer placeable; the id belongs to the calling process. */
+struct dmafs_ioc_register {
+	uint32_t target;		 /* in: enum dmafs_target */
+	uint32_t flags;			 /* in: 0 */
+	uint64_t size;			 /* in: bytes usable from offset */
+	uint64_t offset;		 /* in: offset into the IPC allocation or memory object */
+	int32_t fd;			 /* in (HOST): caller's descriptor of a memfd or /dev/shm object */
+	int32_t device;			 /* out: device ordinal in the daemon (GPU targets) */
+	uint8_t uuid[16];		 /* in (GPU): device UUID, as cuDeviceGetUuid/hipDeviceGetUuid */
+	uint8_t handle[DMAFS_HANDLE_SIZE]; /* in (GPU): cudaIpcMemHandle_t / hipIpcMemHandle_t */
+	uint64_t id;			 /* out: buffer id */
+	char reserved[64];
+};
+
+/* DMAFS_IOC_UNREGISTER */
+struct dmafs_ioc_unregister {
+	uint64_t id;
+};
+
+/*
+ * One extent to place: file bytes [file_offset, file_offset + length) go to buffer bytes
+ * [buffer_offset, ...). length DMAFS_TO_EOF means "to the end of the file". On return,
+ * length holds the bytes placed: less than asked only where the file ends first.
+ */
+struct dmafs_place_entry {
+	uint64_t file_offset;
+	uint64_t length;
+	uint64_t buffer_offset;
+};
+#define DMAFS_TO_EOF UINT64_MAX
+#define DMAFS_PLACE_MAX 512
+
+/* DMAFS_IOC_PLACE: place up to DMAFS_PLACE_MAX extents of this file into buffer id. */
+struct dmafs_ioc_place {
+	uint64_t id;	     /* in */
+	uint32_t count;	     /* in: entries used */
+	uint32_t flags;	     /* in: 0 */
+	uint64_t bytes;	     /* out: total placed */
+	uint32_t path;	     /* out: enum dmafs_path */
+	uint32_t reserved;
+	uint64_t elapsed_ns; /* out: time inside the daemon */
+	struct dmafs_place_entry e[DMAFS_PLACE_MAX];
+};
+
+#define DMAFS_IOC_INFO _IOR(DMAFS_IOC_MAGIC, 1, struct dmafs_ioc_info)
+#define DMAFS_IOC_REGISTER _IOWR(DMAFS_IOC_MAGIC, 2, struct dmafs_ioc_register)
+#define DMAFS_IOC_UNREGISTER _IOW(DMAFS_IOC_MAGIC, 3, struct dmafs_ioc_unregister)
+#define DMAFS_IOC_PLACE _IOWR(DMAFS_IOC_MAGIC, 4, struct dmafs_ioc_place)
+
+_Static_assert(sizeof(struct dmafs_ioc_place) < 16384, "restricted FUSE ioctl limit");
+_Static_assert(sizeof(struct dmafs_ioc_info) < 16384, "restricted FUSE ioctl limit");
+
+#endif
