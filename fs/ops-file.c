@@ -23,6 +23,7 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		return;
 	}
 	e.ino = e.attr.st_ino;
+	fi->fh = OPS_FH(fi->flags);
 	e.attr_timeout = ops_opts.attr_timeout;
 	e.entry_timeout = ops_opts.entry_timeout;
 	fi->keep_cache = 1;
@@ -45,6 +46,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * pages stay valid across opens.
 	 */
 	fi->keep_cache = 1;
+	fi->fh = OPS_FH(fi->flags);
 	if (fuse_reply_open(req, fi) == -ENOENT)
 		fs_release(ops_fs, ino);
 }

@@ -77,7 +77,7 @@ void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 			return;
 		}
 		/* only a file the caller opened for reading */
-		if (flags & FUSE_IOCTL_DIR || (fi->flags & O_ACCMODE) == O_WRONLY) {
+		if ((flags & FUSE_IOCTL_DIR) || !OPS_FH_READABLE(fi->fh)) {
 			fuse_reply_err(req, EBADF);
 			return;
 		}

@@ -5,6 +5,8 @@
 
 #include <fuse_lowlevel.h>
 
+#include <fcntl.h>
+
 #include "fsops.h"
 
 struct dmafs_opts {
@@ -12,6 +14,13 @@ struct dmafs_opts {
 };
 
 extern struct fs *ops_fs;
+
+/*
+ * File handles carry the open mode: requests like ioctl arrive without the open flags,
+ * and placement must only read files the caller opened for reading.
+ */
+#define OPS_FH(flags) ((uint64_t)((flags) & O_ACCMODE) + 1)
+#define OPS_FH_READABLE(fh) ((fh) == O_RDONLY + 1 || (fh) == O_RDWR + 1)
 extern struct dmafs_opts ops_opts;
 
 void ops_entry(fuse_req_t req, int ret, const struct stat *st);
