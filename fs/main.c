@@ -291,6 +291,24 @@ static char *escape_commas(const char *s)
 	return out;
 }
 
+/* The member list with absolute paths, for the mount's source (tools find members there). */
+static const char *members_abs(struct member *ms, int n)
+{
+	static char list[8192];
+	size_t len = 0;
+
+	for (int i = 0; i < n; i++) {
+		char *abs = realpath(ms[i].path, NULL);
+
+		len += snprintf(list + len, sizeof(list) - MIN(len, sizeof(list)), "%s%s", i ? "," : "",
+				abs ? abs : ms[i].path);
+		free(abs);
+		if (len >= sizeof(list))
+			return "dmafs";
+	}
+	return list;
+}
+
 static int fsname_given(const struct fuse_args *args)
 {
 	for (int i = 0; i < args->argc; i++)
@@ -361,7 +379,7 @@ int main(int argc, char *argv[])
 	/* the member list is the mount's source in /proc/mounts unless fsname= was given */
 	fuse_opt_add_arg(&args, "-osubtype=dmafs,default_permissions");
 	if (!fsname_given(&args)) {
-		char *esc = escape_commas(o.members);
+		char *esc = escape_commas(members_abs(ms, n));
 
 		if (!esc || asprintf(&opt, "-ofsname=%s", esc) < 0)
 			return 1;

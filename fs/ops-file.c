@@ -37,6 +37,14 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	int ret = fs_open(ops_fs, ino, fi->flags);
 
+	/* FUSE_CAP_ATOMIC_O_TRUNC (libfuse's default): O_TRUNC arrives here, not as setattr */
+	if (!ret && (fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY) {
+		struct stat in = { .st_size = 0 }, out;
+
+		ret = fs_setattr(ops_fs, ino, &in, FUSE_SET_ATTR_SIZE, &out);
+		if (ret)
+			fs_release(ops_fs, ino);
+	}
 	if (ret) {
 		fuse_reply_err(req, -ret);
 		return;

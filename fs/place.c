@@ -302,7 +302,8 @@ static int map_host(const struct place_caller *c, struct dmafs_ioc_register *rq,
 	start = ALIGN_DOWN(rq->offset, (uint64_t)sysconf(_SC_PAGESIZE));
 	end = rq->offset + rq->size;
 	r->map_len = end - start;
-	r->map = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, start);
+	/* populated now: page faults at registration, not inside the first placement */
+	r->map = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, start);
 	close(fd);
 	if (r->map == MAP_FAILED) {
 		r->map = NULL;

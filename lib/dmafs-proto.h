@@ -16,26 +16,22 @@
 #define DMAFS_PROTO_VERSION 1
 #define DMAFS_IOC_MAGIC 0xD7
 
-/* Buffer kinds a client can register. */
-enum dmafs_target {
-	DMAFS_TARGET_HOST = 1, /* shared host memory (memfd or /dev/shm object) */
-	DMAFS_TARGET_CUDA = 2, /* CUDA device memory, by IPC handle */
-	DMAFS_TARGET_HIP = 3,  /* HIP device memory, by IPC handle */
-};
+/* Buffer kinds a client can register (the same values as in dmafs.h). */
+#define DMAFS_TARGET_HOST 1 /* shared host memory (memfd or /dev/shm object) */
+#define DMAFS_TARGET_CUDA 2 /* CUDA device memory, by IPC handle */
+#define DMAFS_TARGET_HIP 3  /* HIP device memory, by IPC handle */
 #define DMAFS_TARGET_MAX 3
 
-/* How bytes reached the buffer. */
-enum dmafs_path {
-	DMAFS_PATH_NONE = 0,
-	DMAFS_PATH_P2P = 1,    /* drive DMA into GPU memory (cuFile/hipFile) */
-	DMAFS_PATH_STAGED = 2, /* O_DIRECT into pinned staging, async host-to-device copies */
-	DMAFS_PATH_HOST = 3,   /* O_DIRECT into the client's shared pages (bounce for unaligned parts) */
-	DMAFS_PATH_POSIX = 4,  /* libdmafs fallback outside dmafs: pread + copy */
-};
+/* How bytes reached the buffer (the same values as in dmafs.h). */
+#define DMAFS_PATH_NONE 0
+#define DMAFS_PATH_P2P 1    /* drive DMA into GPU memory (cuFile/hipFile) */
+#define DMAFS_PATH_STAGED 2 /* O_DIRECT into pinned staging, async host-to-device copies */
+#define DMAFS_PATH_HOST 3   /* O_DIRECT into the client's shared pages (bounce for unaligned parts) */
+#define DMAFS_PATH_POSIX 4  /* libdmafs fallback outside dmafs: pread + copy */
 
 struct dmafs_ioc_target_info {
-	uint32_t target;   /* enum dmafs_target */
-	uint32_t path;	   /* best path a placement into this target takes, or NONE */
+	uint32_t target;   /* DMAFS_TARGET_* */
+	uint32_t path;	   /* DMAFS_PATH_* a placement into this target takes, or NONE */
 	int32_t devices;   /* GPUs visible to the daemon for this target (-1: runtime absent) */
 	uint32_t reserved;
 	char why[240];	   /* why this path and not a faster one; NUL terminated */
@@ -57,7 +53,7 @@ struct dmafs_ioc_info {
 
 /* DMAFS_IOC_REGISTER: make a buffer placeable; the id belongs to the calling process. */
 struct dmafs_ioc_register {
-	uint32_t target;		 /* in: enum dmafs_target */
+	uint32_t target;		 /* in: DMAFS_TARGET_* */
 	uint32_t flags;			 /* in: 0 */
 	uint64_t size;			 /* in: bytes usable from offset */
 	uint64_t offset;		 /* in: offset into the IPC allocation or memory object */
@@ -84,7 +80,9 @@ struct dmafs_place_entry {
 	uint64_t length;
 	uint64_t buffer_offset;
 };
+#ifndef DMAFS_TO_EOF
 #define DMAFS_TO_EOF UINT64_MAX
+#endif
 #define DMAFS_PLACE_MAX 512
 
 /* DMAFS_IOC_PLACE: place up to DMAFS_PLACE_MAX extents of this file into buffer id. */
@@ -93,7 +91,7 @@ struct dmafs_ioc_place {
 	uint32_t count;	     /* in: entries used */
 	uint32_t flags;	     /* in: 0 */
 	uint64_t bytes;	     /* out: total placed */
-	uint32_t path;	     /* out: enum dmafs_path */
+	uint32_t path;	     /* out: DMAFS_PATH_* */
 	uint32_t reserved;
 	uint64_t elapsed_ns; /* out: time inside the daemon */
 	struct dmafs_place_entry e[DMAFS_PLACE_MAX];

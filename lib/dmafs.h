@@ -20,16 +20,26 @@
  * Every call returns 0 (or a count) on success and a negative errno on failure;
  * dmafs_strerror() turns one into a sentence.
  *
+ * Link with `pkg-config --cflags --libs dmafs`. Full manual: libdmafs(3).
+ *
  * Caveats:
  *  - A registration belongs to the process that made it and ends with it (also on
- *    kill -9). Buffers cannot be shared with other processes through dmafs.
+ *    kill -9). Buffers cannot be shared with other processes through dmafs; a child
+ *    made by fork() must not use its parent's handles (-EPERM).
  *  - Device buffers are passed to the daemon as CUDA/HIP IPC handles: the allocation must
- *    come from cudaMalloc/hipMalloc (not managed or host memory), and the daemon must see
- *    the same GPU.
+ *    come from cudaMalloc/hipMalloc (not managed, VMM or host memory), and the daemon must
+ *    see the same GPU.
  *  - Outside a dmafs mount, every call still works through a pread + copy fallback whose
- *    results say DMAFS_PATH_POSIX: check the path if you need the fast one.
- *  - The session and buffer handles are not thread-safe for concurrent unregister; placing
- *    into one buffer from several threads at once is safe (see dmafs_place_files()).
+ *    results say DMAFS_PATH_POSIX: check the path if you need the fast one;
+ *    dmafs_session_caps() says why a faster path is not available.
+ *  - Thread safety: placing into one buffer from several threads at once is safe (see
+ *    dmafs_place_files()), and so are registrations on one session from several threads.
+ *    Unregistering a buffer while another thread still uses its handle is not (the
+ *    library refuses with -EBUSY while a placement is running, but it cannot protect a
+ *    handle that is freed under a thread about to use it), nor is closing a session
+ *    while other threads use it or its buffers.
+ *  - A session keeps a descriptor open on its mount: the mount is busy (umount fails
+ *    with EBUSY) until dmafs_session_close().
  */
 #ifndef DMAFS_H
 #define DMAFS_H
@@ -59,7 +69,9 @@ extern "C" {
 #define DMAFS_TARGET_HIP 3
 
 /* Length meaning "to the end of the file". */
+#ifndef DMAFS_TO_EOF
 #define DMAFS_TO_EOF UINT64_MAX
+#endif
 
 struct dmafs_session;
 struct dmafs_buf;
@@ -71,26 +83,37 @@ struct dmafs_extent {
 	uint64_t buffer_offset;
 };
 
-/* What a placement did. */
+/*
+ * What a placement did. On success path is never DMAFS_PATH_NONE (a placement of 0 bytes
+ * reports the path it would have taken); after an error it is DMAFS_PATH_NONE and bytes
+ * counts what was placed before the error.
+ */
 struct dmafs_result {
 	uint64_t bytes;	     /* bytes placed */
 	int path;	     /* DMAFS_PATH_* that moved them (the slowest used, if several) */
-	uint64_t elapsed_ns; /* wall time of the call */
+	uint64_t elapsed_ns; /* wall time of the call, in this process */
 };
 
 /* Per-target capability of a session. */
 struct dmafs_target_caps {
-	int path;	/* best path for this target on this mount, or DMAFS_PATH_NONE */
+	int path;	/* best path for this target on this mount, or DMAFS_PATH_NONE when a
+			 * buffer of this target cannot be registered at all */
 	int devices;	/* GPUs the daemon sees for this target; -1 if its runtime is absent */
 	char why[240];	/* why this path, not a faster one */
 };
 
+/*
+ * Capabilities of a session. Off dmafs (on_dmafs == 0) only host/cuda/hip are filled:
+ * path DMAFS_PATH_POSIX where this process can do the fallback (host always; a GPU
+ * target when its runtime and a device load here), DMAFS_PATH_NONE otherwise, and why
+ * says what is missing.
+ */
 struct dmafs_caps {
 	int on_dmafs;	     /* 1 when the session's path is on a dmafs mount */
-	int proto_version;
-	unsigned members;
-	unsigned stripe_unit;
-	uint64_t staging_bytes;
+	int proto_version;   /* DMAFS_PROTO_VERSION the daemon speaks (0 off dmafs) */
+	unsigned members;    /* member drives of the mount */
+	unsigned stripe_unit; /* bytes */
+	uint64_t staging_bytes; /* pinned staging memory per GPU in the daemon */
 	struct dmafs_target_caps host, cuda, hip;
 };
 
@@ -98,38 +121,58 @@ struct dmafs_caps {
 int dmafs_version(void);
 
 /*
- * Text for an error returned by a dmafs_* call (a negative errno), with the dmafs meaning
- * where it has one, e.g. -EPERM "buffer registered by another process". Never NULL.
+ * Text for an error returned by a dmafs_* call (a negative errno; a positive one is read
+ * the same), with the dmafs meaning where it has one, e.g. -EPERM "buffer registered by
+ * another process". Never NULL; the text is static or thread-local, do not free it.
  */
 const char *dmafs_strerror(int err);
 
-/* "p2p", "staged", "host", "posix" or "none". */
+/* "p2p", "staged", "host", "posix", or "none" for DMAFS_PATH_NONE and unknown values. */
 const char *dmafs_path_name(int path);
 
 /*
- * Open a session for the mount holding @path (any file or directory in it). Outside dmafs
- * the session still opens, in posix-fallback mode (caps.on_dmafs == 0).
- * Returns 0 and *out, or -ENOENT, -EACCES (path), -ENOMEM.
- * @see dmafs_session_close
+ * Open a session for the mount holding @path (any file or directory in it; for other
+ * file types its directory is used). The session keeps a descriptor open on the mount.
+ * Outside dmafs the session still opens, in posix-fallback mode (caps.on_dmafs == 0),
+ * and so it does when the daemon does not answer the placement protocol.
+ * Returns 0 and *out, or:
+ *   -EINVAL  path or out is NULL
+ *   -ENOENT, -EACCES, -ENOTDIR, -ELOOP, -ENAMETOOLONG  from stat(2)/open(2) of @path
+ *   -EMFILE, -ENFILE  no descriptor left for the session
+ *   -ENOMEM
+ * @see dmafs_session_close, dmafs_session_caps
  */
 int dmafs_session_open(const char *path, struct dmafs_session **out);
 
-/* Close a session; buffers still registered through it are unregistered first. */
+/*
+ * Close a session; buffers still registered through it are unregistered (and host
+ * buffers freed) first, even if a placement into them is marked running. NULL is a
+ * no-op. The handle and all its buffer handles are invalid afterwards.
+ */
 void dmafs_session_close(struct dmafs_session *s);
 
 /*
- * Capabilities: which path a placement into each target takes and why.
- * Returns 0, or -EIO/-ENOTCONN when the daemon does not answer.
+ * Capabilities: which path a placement into each target takes and why. On dmafs the
+ * daemon is asked each time (its answer changes when a GPU comes or goes). Returns 0, or:
+ *   -EINVAL    s or caps is NULL
+ *   -ENOTCONN  the daemon is gone (the mount is dead)
+ *   -EIO       the daemon did not answer DMAFS_IOC_INFO
  */
 int dmafs_session_caps(struct dmafs_session *s, struct dmafs_caps *caps);
 
 /*
  * Register CUDA device memory [devptr, devptr + size) (inside one cudaMalloc allocation)
- * on CUDA device @device. Returns 0 and *out, or:
- *   -ENODEV  no CUDA runtime or driver in this process, or the device is unknown
- *   -EINVAL  devptr/size not inside one device allocation, or size 0
- *   -ENXIO   the daemon cannot open the allocation (other GPU, no CUDA in the daemon)
- *   -EMFILE  the daemon's per-process registration limit is reached
+ * on CUDA device @device (the ordinal in this process). Off dmafs the pointer is only
+ * kept for the fallback's copies. Returns 0 and *out, or:
+ *   -EINVAL    s, out or devptr NULL, size 0, or [devptr, devptr + size) not inside one
+ *              device allocation of @device
+ *   -ENODEV    no CUDA runtime or driver in this process, or the device is unknown, or
+ *              the CUDA call making the IPC handle failed
+ *   -ENXIO     the daemon cannot open the allocation (other GPU, no CUDA in the daemon,
+ *              or memory that has no IPC handle)
+ *   -EMFILE    the daemon's per-process registration limit is reached
+ *   -ENOMEM    out of memory (here or in the daemon)
+ *   -ENOTCONN  the daemon is gone
  * @see dmafs_buf_unregister
  */
 int dmafs_buf_register_cuda(struct dmafs_session *s, void *devptr, size_t size, int device,
@@ -140,52 +183,90 @@ int dmafs_buf_register_hip(struct dmafs_session *s, void *devptr, size_t size, i
 			   struct dmafs_buf **out);
 
 /*
- * Allocate @size bytes of shared host memory (a memfd mapped into this process) and
- * register it. dmafs_buf_ptr() gives its address. Returns 0 and *out, or -ENOMEM,
- * -EMFILE (limit reached), -errno from memfd_create/mmap.
+ * Allocate @size bytes of shared host memory (a memfd mapped into this process, in
+ * whole pages, zero filled, and populated at once: allocation takes the time of touching
+ * every page so that the first placement does not) and register it. dmafs_buf_ptr() gives its address; it stays
+ * valid until dmafs_buf_unregister(). Returns 0 and *out, or:
+ *   -EINVAL    s or out NULL, or size 0
+ *   -ENOMEM    out of memory, or size too large for a memfd
+ *   -EMFILE    the daemon's per-process registration limit is reached, or this process
+ *              is out of descriptors (memfd_create)
+ *   -ENOTCONN  the daemon is gone
+ *   other -errno from memfd_create(2), ftruncate(2) or mmap(2)
+ * @see dmafs_buf_unregister
  */
 int dmafs_buf_alloc_host(struct dmafs_session *s, size_t size, struct dmafs_buf **out);
 
-/* Host address of a host buffer, or the device pointer of a GPU buffer. */
+/* Host address of a host buffer, or the device pointer of a GPU buffer (NULL for NULL). */
 void *dmafs_buf_ptr(const struct dmafs_buf *b);
+/* Usable bytes of the buffer, as registered (0 for NULL). */
 size_t dmafs_buf_size(const struct dmafs_buf *b);
-/* DMAFS_TARGET_* of the buffer. */
+/* DMAFS_TARGET_* of the buffer (-EINVAL for NULL). */
 int dmafs_buf_target(const struct dmafs_buf *b);
+/*
+ * Bytes placed into the buffer so far by all threads, for progress displays: whole-file
+ * placements advance it every 1 GiB, dmafs_place() once per call. Never fails.
+ */
+uint64_t dmafs_buf_placed(const struct dmafs_buf *b);
 
 /*
  * Unregister (and, for dmafs_buf_alloc_host buffers, free) a buffer. The handle is
- * invalid afterwards. Returns 0 or -EBUSY if a placement into it is still running.
+ * invalid afterwards. A daemon that is already gone is not an error: its registrations
+ * went with it. Returns 0, or:
+ *   -EBUSY   a placement into it is still running (the handle stays valid)
+ *   -EINVAL  b is NULL
  */
 int dmafs_buf_unregister(struct dmafs_buf *b);
 
 /*
  * Place @n extents of the open file @fd (opened for reading, on the session's mount)
- * into @b. Any n is accepted; the library splits it into daemon-sized batches. Extents
- * past the end of the file are placed short: ext[i].length is set to the bytes placed
- * (0 beyond EOF). Returns 0 with @res filled, or:
- *   -EBADF   fd not open for reading
- *   -EXDEV   fd is on another mount than the session (or not on dmafs while the
- *            session is; use a session for that mount)
- *   -ERANGE  an extent runs past the end of the buffer
- *   -EPERM   buffer registered by another process
- *   -EIO     a member read failed (the daemon logs member and offset)
- *   -ENODEV  the GPU copy failed
+ * into @b. Any n is accepted; the library splits it into daemon-sized batches
+ * (DMAFS_PLACE_MAX). Every extent is checked before any I/O. Extents past the end of the
+ * file are placed short: ext[i].length is set to the bytes placed (0 beyond EOF). The
+ * range of an extent inside the file must fit the buffer, and so must an explicit length
+ * even where the file ends first (DMAFS_TO_EOF is clipped at EOF instead). Placing the
+ * same extents again writes the same bytes. Returns 0 with @res filled (@res may be
+ * NULL), or:
+ *   -EINVAL    b NULL, ext NULL with n > 0, or fd not a regular file
+ *   -EISDIR    fd is a directory
+ *   -EBADF     fd not open, or not open for reading
+ *   -EXDEV     fd is on another mount than the session (or not on dmafs while the
+ *              session is; use a session for that mount)
+ *   -ERANGE    an extent runs past the end of the buffer
+ *   -EPERM     buffer registered by another process
+ *   -ENOENT    the daemon does not know the buffer (it was remounted since)
+ *   -EBUSY     the buffer is being unregistered
+ *   -EIO       a member read failed (the daemon logs member and offset)
+ *   -ENODEV    the GPU copy failed
+ *   -ENOMEM    out of memory
+ *   -ENOTCONN  the daemon is gone
+ * After an error some extents may have been placed: ext[i].length is updated for every
+ * batch that completed, and res->bytes counts them.
  */
 int dmafs_place(struct dmafs_buf *b, int fd, struct dmafs_extent *ext, size_t n,
 		struct dmafs_result *res);
 
 /*
- * Place the whole file @path at @buffer_offset of @b. Same errors as dmafs_place(), and
- * -ERANGE when the file does not fit.
+ * Place the whole file @path at @buffer_offset of @b, in pieces of 1 GiB so that
+ * dmafs_buf_placed() shows progress. The size is taken when the file is opened; a file
+ * that shrinks meanwhile is placed short. Same errors as dmafs_place(), and:
+ *   -ERANGE  the file does not fit at @buffer_offset
+ *   -EINVAL  path NULL, or not a regular file
+ *   -ENOENT, -EACCES, ...  from open(2)
  */
 int dmafs_place_file(struct dmafs_buf *b, const char *path, uint64_t buffer_offset,
 		     struct dmafs_result *res);
 
 /*
  * Place @n whole files at their buffer offsets using @threads worker threads (0: one per
- * file up to 8). res[i] (when @res is not NULL) gets each file's result; @total the sum
- * (elapsed: the wall time of the whole call). Returns 0 when every file was placed, or the
- * first error (the other files are still attempted).
+ * file up to 8; never more than n). Each thread opens its file and places it as
+ * dmafs_place_file() does. res[i] (when @res is not NULL) gets each file's result:
+ * res[i].path is DMAFS_PATH_NONE exactly for the files that failed (dmafs_place_file()
+ * on one of them tells why). @total (when not NULL) the sum of bytes, the slowest path
+ * used, and the wall time of the whole call. Returns 0 when every file was placed, or
+ * the error of the first failed file in @paths order (the other files are still
+ * attempted); errors as dmafs_place_file(), and -EINVAL when b, paths or buffer_offsets
+ * is NULL (with n > 0) or paths[i] is NULL.
  */
 int dmafs_place_files(struct dmafs_buf *b, const char *const *paths,
 		      const uint64_t *buffer_offsets, size_t n, unsigned threads,
@@ -204,10 +285,20 @@ struct dmafs_layout {
 };
 
 /*
- * Read the layout of @path. Returns 0 and *out (free with dmafs_layout_free), or -ENODATA
- * (not a regular file on dmafs), -errno.
+ * Read the layout of @path: where each extent of the file lies on which member. Extents
+ * come sorted by file offset, non-overlapping; holes (sparse files) have none; the last
+ * may run past size to a block boundary. Returns 0 and *out (free with
+ * dmafs_layout_free), or:
+ *   -EINVAL   path or out NULL
+ *   -ENODATA  not a regular file on dmafs
+ *   -EBADMSG  the layout text is malformed (library and daemon versions differ?)
+ *   -EAGAIN   the layout kept changing while it was read (file being written)
+ *   -ENOMEM
+ *   -ENOENT, -EACCES, -ENOTCONN, ...  from statfs(2)/getxattr(2)
+ * @see dmafs_layout_free
  */
 int dmafs_layout_get(const char *path, struct dmafs_layout **out);
+/* Free a layout from dmafs_layout_get(); NULL is a no-op. */
 void dmafs_layout_free(struct dmafs_layout *l);
 
 #ifdef __cplusplus

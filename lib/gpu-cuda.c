@@ -34,7 +34,10 @@
 	X(cuStreamDestroy, "cuStreamDestroy_v2")                         \
 	X(cuStreamSynchronize, "cuStreamSynchronize")                    \
 	X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2")                     \
-	X(cuMemcpyHtoD, "cuMemcpyHtoD_v2")
+	X(cuMemcpyHtoD, "cuMemcpyHtoD_v2")                               \
+	X(cuMemAlloc, "cuMemAlloc_v2")                                   \
+	X(cuMemFree, "cuMemFree_v2")                                     \
+	X(cuMemcpyDtoH, "cuMemcpyDtoH_v2")
 
 static struct {
 #define DECL(fn, sym) __typeof__(fn) *fn;
@@ -287,6 +290,38 @@ static int stream_sync(int dev, void *s)
 	return 0;
 }
 
+static int mem_alloc(int dev, size_t size, void **p)
+{
+	CUdeviceptr d;
+	int ret = use(dev);
+
+	if (ret)
+		return ret;
+	CALL("cuMemAlloc", cu.cuMemAlloc(&d, size));
+	*p = (void *)d;
+	return 0;
+}
+
+static int mem_free(int dev, void *p)
+{
+	int ret = use(dev);
+
+	if (ret)
+		return ret;
+	CALL("cuMemFree", cu.cuMemFree((CUdeviceptr)p));
+	return 0;
+}
+
+static int copy_dtoh(int dev, void *dst, const void *src, size_t len)
+{
+	int ret = use(dev);
+
+	if (ret)
+		return ret;
+	CALL("cuMemcpyDtoH", cu.cuMemcpyDtoH(dst, (CUdeviceptr)src, len));
+	return 0;
+}
+
 const struct gpu_ops gpu_cuda_ops = {
 	.name = name,
 	.uuid = uuid,
@@ -301,4 +336,7 @@ const struct gpu_ops gpu_cuda_ops = {
 	.stream_destroy = stream_destroy,
 	.copy_async = copy_async,
 	.stream_sync = stream_sync,
+	.mem_alloc = mem_alloc,
+	.mem_free = mem_free,
+	.copy_dtoh = copy_dtoh,
 };

@@ -33,7 +33,10 @@
 	X(hipStreamDestroy)                          \
 	X(hipStreamSynchronize)                      \
 	X(hipMemcpyHtoDAsync)                        \
-	X(hipMemcpyHtoD)
+	X(hipMemcpyHtoD)                             \
+	X(hipMalloc)                                 \
+	X(hipFree)                                   \
+	X(hipMemcpyDtoH)
 
 static struct {
 #define DECL(fn) __typeof__(fn) *fn;
@@ -264,6 +267,36 @@ static int stream_sync(int dev, void *s)
 	return 0;
 }
 
+static int mem_alloc(int dev, size_t size, void **p)
+{
+	int ret = use(dev);
+
+	if (ret)
+		return ret;
+	CALL("hipMalloc", hip.hipMalloc(p, size));
+	return 0;
+}
+
+static int mem_free(int dev, void *p)
+{
+	int ret = use(dev);
+
+	if (ret)
+		return ret;
+	CALL("hipFree", hip.hipFree(p));
+	return 0;
+}
+
+static int copy_dtoh(int dev, void *dst, const void *src, size_t len)
+{
+	int ret = use(dev);
+
+	if (ret)
+		return ret;
+	CALL("hipMemcpyDtoH", hip.hipMemcpyDtoH(dst, (hipDeviceptr_t)src, len));
+	return 0;
+}
+
 const struct gpu_ops gpu_hip_ops = {
 	.name = name,
 	.uuid = uuid,
@@ -278,4 +311,7 @@ const struct gpu_ops gpu_hip_ops = {
 	.stream_destroy = stream_destroy,
 	.copy_async = copy_async,
 	.stream_sync = stream_sync,
+	.mem_alloc = mem_alloc,
+	.mem_free = mem_free,
+	.copy_dtoh = copy_dtoh,
 };

@@ -19,6 +19,9 @@ struct gpu_ops {
 	void (*stream_destroy)(int dev, void *s);
 	int (*copy_async)(int dev, void *dst, const void *src, size_t len, void *s);
 	int (*stream_sync)(int dev, void *s);
+	int (*mem_alloc)(int dev, size_t size, void **p);
+	int (*mem_free)(int dev, void *p);
+	int (*copy_dtoh)(int dev, void *dst, const void *src, size_t len);
 };
 
 struct gpu {

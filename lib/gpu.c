@@ -154,3 +154,21 @@ int gpu_stream_sync(struct gpu *g, int dev, void *stream)
 	CHECK_DEV(g, dev);
 	return g->ops->stream_sync(dev, stream);
 }
+
+int gpu_mem_alloc(struct gpu *g, int dev, size_t size, void **p)
+{
+	CHECK_DEV(g, dev);
+	return g->ops->mem_alloc(dev, size, p);
+}
+
+int gpu_mem_free(struct gpu *g, int dev, void *p)
+{
+	CHECK_DEV(g, dev);
+	return g->ops->mem_free(dev, p);
+}
+
+int gpu_copy_dtoh(struct gpu *g, int dev, void *dst, const void *src, size_t len)
+{
+	CHECK_DEV(g, dev);
+	return g->ops->copy_dtoh(dev, dst, src, len);
+}

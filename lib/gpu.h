@@ -55,4 +55,10 @@ int gpu_copy_htod_async(struct gpu *g, int dev, void *dst, const void *src, size
 			void *stream);
 int gpu_stream_sync(struct gpu *g, int dev, void *stream);
 
+/* Tools (dmafs-load): device memory of their own, and reading it back for --verify. */
+int gpu_mem_alloc(struct gpu *g, int dev, size_t size, void **p);
+int gpu_mem_free(struct gpu *g, int dev, void *p);
+/* Synchronous copy device -> host. */
+int gpu_copy_dtoh(struct gpu *g, int dev, void *dst, const void *src, size_t len);
+
 #endif

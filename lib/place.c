@@ -1,0 +1,449 @@
+// SPDX-License-Identifier: MIT
+/*
+ * place.c - dmafs_place, dmafs_place_file, dmafs_place_files: validate extents, hand
+ * them to the daemon in DMAFS_PLACE_MAX batches, or do the posix fallback (pread, plus a
+ * host-to-device copy for GPU buffers) when the session is not on dmafs.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "libdmafs-int.h"
+
+uint64_t place_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* The slower of two paths; NONE (nothing moved) never wins. */
+static int slower(int a, int b)
+{
+	if (a == DMAFS_PATH_NONE)
+		return b;
+	if (b == DMAFS_PATH_NONE)
+		return a;
+	return a > b ? a : b;
+}
+
+/* ---- posix fallback ---- */
+
+/*
+ * Per-thread bounce chunk for GPU buffers, reused across calls (an 8 MiB malloc + free
+ * per extent costs page faults at every call). Page-locked with the runtime when that
+ * works, which doubles the host-to-device rate; plain memory otherwise.
+ */
+struct bounce {
+	void *p;
+	struct gpu *g;
+	int dev;
+	int pinned;
+};
+static pthread_key_t bounce_key;
+static pthread_once_t bounce_once = PTHREAD_ONCE_INIT;
+static int bounce_key_ok;
+
+static void bounce_free(void *v)
+{
+	struct bounce *bo = v;
+
+	if (bo->pinned)
+		gpu_host_unregister(bo->g, bo->dev, bo->p);
+	free(bo->p);
+	free(bo);
+}
+
+static void bounce_init(void)
+{
+	bounce_key_ok = pthread_key_create(&bounce_key, bounce_free) == 0;
+}
+
+static struct bounce *bounce_get(struct gpu *g, int dev)
+{
+	struct bounce *bo;
+
+	pthread_once(&bounce_once, bounce_init);
+	if (!bounce_key_ok)
+		return NULL;
+	bo = pthread_getspecific(bounce_key);
+	if (bo)
+		return bo;
+	bo = calloc(1, sizeof(*bo));
+	if (!bo)
+		return NULL;
+	if (posix_memalign(&bo->p, 4096, LIB_BOUNCE_CHUNK)) {
+		free(bo);
+		return NULL;
+	}
+	bo->g = g;
+	bo->dev = dev;
+	bo->pinned = gpu_host_register(g, dev, bo->p, LIB_BOUNCE_CHUNK) == 0;
+	if (pthread_setspecific(bounce_key, bo)) {
+		bounce_free(bo);
+		return NULL;
+	}
+	return bo;
+}
+
+/* Read up to @len bytes at @off into @dst; *got is what was read (short only at EOF). */
+static int pread_full(int fd, char *dst, uint64_t len, uint64_t off, uint64_t *got)
+{
+	uint64_t done = 0;
+
+	while (done < len) {
+		size_t want = len - done > (1U << 30) ? (1U << 30) : (size_t)(len - done);
+		ssize_t r = pread(fd, dst + done, want, (off_t)(off + done));
+
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			*got = done;
+			return -errno;
+		}
+		if (r == 0)
+			break;
+		done += (uint64_t)r;
+	}
+	*got = done;
+	return 0;
+}
+
+static int posix_extent(struct dmafs_buf *b, int fd, struct dmafs_extent *e, uint64_t len)
+{
+	uint64_t done = 0, got;
+	struct bounce *bo;
+	int ret;
+
+	if (b->target == DMAFS_TARGET_HOST) {
+		ret = pread_full(fd, (char *)b->ptr + e->buffer_offset, len, e->file_offset, &got);
+		e->length = got;
+		return ret;
+	}
+	bo = bounce_get(b->gpu, b->device);
+	if (!bo)
+		return -ENOMEM;
+	while (done < len) {
+		uint64_t want = len - done < LIB_BOUNCE_CHUNK ? len - done : LIB_BOUNCE_CHUNK;
+
+		ret = pread_full(fd, bo->p, want, e->file_offset + done, &got);
+		if (ret)
+			break;
+		if (got) {
+			ret = gpu_copy_htod(b->gpu, b->device,
+					    (char *)b->ptr + e->buffer_offset + done, bo->p, got);
+			if (ret) {
+				ret = -ENODEV;
+				break;
+			}
+		}
+		done += got;
+		if (got < want)
+			break;
+	}
+	e->length = done;
+	return ret;
+}
+
+/*
+ * The fallback cannot use a descriptor opened with O_DIRECT (our chunks and the caller's
+ * buffer offsets need not be aligned): read through a fresh descriptor of the same file.
+ */
+static int posix_fd(int fd, int flags)
+{
+	char p[64];
+
+	if (!(flags & O_DIRECT))
+		return fd;
+	snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
+	fd = open(p, O_RDONLY | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+static int place_posix(struct dmafs_buf *b, int fd, int flags, struct dmafs_extent *ext,
+		       size_t n, const uint64_t *len, uint64_t *bytes)
+{
+	int rfd = posix_fd(fd, flags), ret = 0;
+
+	if (rfd < 0)
+		return rfd;
+	for (size_t i = 0; i < n && !ret; i++) {
+		ret = posix_extent(b, rfd, &ext[i], len[i]);
+		*bytes += ext[i].length;
+	}
+	if (rfd != fd)
+		close(rfd);
+	return ret;
+}
+
+/* ---- daemon ---- */
+
+static int place_daemon(struct dmafs_buf *b, int fd, struct dmafs_extent *ext, size_t n,
+			uint64_t *bytes, int *path)
+{
+	/* calloc: the kernel copies the whole struct, unused entries included. */
+	struct dmafs_ioc_place *p = calloc(1, sizeof(*p));
+	int ret = 0;
+
+	if (!p)
+		return -ENOMEM;
+	for (size_t i = 0; i < n && !ret; i += DMAFS_PLACE_MAX) {
+		uint32_t cnt = n - i < DMAFS_PLACE_MAX ? (uint32_t)(n - i) : DMAFS_PLACE_MAX;
+		int r;
+
+		memset(p, 0, offsetof(struct dmafs_ioc_place, e));
+		p->id = b->id;
+		p->count = cnt;
+		for (uint32_t k = 0; k < cnt; k++) {
+			p->e[k].file_offset = ext[i + k].file_offset;
+			p->e[k].length = ext[i + k].length;
+			p->e[k].buffer_offset = ext[i + k].buffer_offset;
+		}
+		/* A placement writes the same bytes again when repeated: safe to restart. */
+		do
+			r = ioctl(fd, DMAFS_IOC_PLACE, p);
+		while (r < 0 && errno == EINTR);
+		if (r < 0) {
+			ret = -errno;
+			break;
+		}
+		for (uint32_t k = 0; k < cnt; k++)
+			ext[i + k].length = p->e[k].length;
+		*bytes += p->bytes;
+		if (p->bytes)
+			*path = slower(*path, (int)p->path);
+	}
+	free(p);
+	return ret;
+}
+
+/*
+ * Check every extent before any I/O, by the daemon's rules (place_validate in fs/place.c),
+ * so that both modes fail the same requests: the part of an extent inside the file must
+ * fit the buffer, and so must an explicit length even where the file is shorter (a short
+ * file must not hide a bad request). @len gets each extent's effective length, clipped
+ * at the end of a file of @fsize bytes.
+ */
+static int check_extents(const struct dmafs_buf *b, const struct dmafs_extent *ext, size_t n,
+			 uint64_t fsize, uint64_t *len)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct dmafs_extent *e = &ext[i];
+		uint64_t l = 0;
+
+		if (e->file_offset < fsize)
+			l = e->length < fsize - e->file_offset ? e->length : fsize - e->file_offset;
+		if (e->buffer_offset > b->size || l > b->size - e->buffer_offset)
+			return -ERANGE;
+		if (e->length != DMAFS_TO_EOF &&
+		    (e->length > b->size || e->buffer_offset > b->size - e->length))
+			return -ERANGE;
+		if (len)
+			len[i] = l;
+	}
+	return 0;
+}
+
+int dmafs_place(struct dmafs_buf *b, int fd, struct dmafs_extent *ext, size_t n,
+		struct dmafs_result *res)
+{
+	uint64_t t0 = place_now_ns(), bytes = 0, *len = NULL;
+	int path = DMAFS_PATH_NONE, flags, ret;
+	struct stat st;
+
+	if (res)
+		memset(res, 0, sizeof(*res));
+	if (!b || (n && !ext))
+		return -EINVAL;
+	flags = fcntl(fd, F_GETFL);
+	if (flags < 0 || fstat(fd, &st))
+		return -EBADF;
+	if ((flags & O_ACCMODE) == O_WRONLY || (flags & O_PATH))
+		return -EBADF;
+	if (!S_ISREG(st.st_mode))
+		return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+	if (b->s->on_dmafs && st.st_dev != b->s->dev)
+		return -EXDEV;
+	if (!b->registered && n) {
+		len = malloc(n * sizeof(*len));
+		if (!len)
+			return -ENOMEM;
+	}
+	ret = check_extents(b, ext, n, (uint64_t)st.st_size, len);
+	if (!ret)
+		ret = buf_enter(b);
+	if (ret) {
+		free(len);
+		return ret;
+	}
+	if (b->registered) {
+		ret = place_daemon(b, fd, ext, n, &bytes, &path);
+	} else {
+		ret = place_posix(b, fd, flags, ext, n, len, &bytes);
+		path = DMAFS_PATH_POSIX;
+	}
+	buf_leave(b, bytes);
+	free(len);
+	if (path == DMAFS_PATH_NONE)
+		path = b->path_hint;
+	if (res) {
+		res->bytes = bytes;
+		res->path = ret ? DMAFS_PATH_NONE : path;
+		res->elapsed_ns = place_now_ns() - t0;
+	}
+	return ret;
+}
+
+int place_whole(struct dmafs_buf *b, int fd, uint64_t size, uint64_t boff,
+		struct dmafs_result *res)
+{
+	uint64_t t0 = place_now_ns(), off = 0;
+	struct dmafs_result r, sum = { .path = DMAFS_PATH_NONE };
+	int ret = 0;
+
+	if (boff > b->size || size > b->size - boff)
+		return -ERANGE;
+	/* An empty file places nothing but still reports the path a placement takes. */
+	if (size == 0)
+		sum.path = b->path_hint;
+	while (off < size) {
+		struct dmafs_extent e = {
+			.file_offset = off,
+			.length = size - off < LIB_PLACE_CHUNK ? size - off : LIB_PLACE_CHUNK,
+			.buffer_offset = boff + off,
+		};
+		uint64_t want = e.length;
+
+		ret = dmafs_place(b, fd, &e, 1, &r);
+		sum.bytes += r.bytes;
+		sum.path = slower(sum.path, r.path);
+		if (ret || e.length < want)
+			break; /* error, or the file shrank under us */
+		off += want;
+	}
+	if (res) {
+		*res = sum;
+		if (ret)
+			res->path = DMAFS_PATH_NONE;
+		res->elapsed_ns = place_now_ns() - t0;
+	}
+	return ret;
+}
+
+int dmafs_place_file(struct dmafs_buf *b, const char *path, uint64_t buffer_offset,
+		     struct dmafs_result *res)
+{
+	struct stat st;
+	int fd, ret;
+
+	if (res)
+		memset(res, 0, sizeof(*res));
+	if (!b || !path)
+		return -EINVAL;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st))
+		ret = -errno;
+	else if (!S_ISREG(st.st_mode))
+		ret = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+	else
+		ret = place_whole(b, fd, (uint64_t)st.st_size, buffer_offset, res);
+	close(fd);
+	return ret;
+}
+
+/* ---- many files over threads ---- */
+
+struct files_job {
+	struct dmafs_buf *b;
+	const char *const *paths;
+	const uint64_t *offs;
+	size_t n;
+	size_t next; /* atomic: next file to take */
+	struct dmafs_result *res;
+	int *err;
+};
+
+static void *files_worker(void *arg)
+{
+	struct files_job *j = arg;
+	size_t i;
+
+	while ((i = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) < j->n) {
+		if (!j->paths[i])
+			j->err[i] = -EINVAL;
+		else
+			j->err[i] = dmafs_place_file(j->b, j->paths[i], j->offs[i], &j->res[i]);
+		if (j->err[i])
+			j->res[i].path = DMAFS_PATH_NONE;
+	}
+	return NULL;
+}
+
+int dmafs_place_files(struct dmafs_buf *b, const char *const *paths,
+		      const uint64_t *buffer_offsets, size_t n, unsigned threads,
+		      struct dmafs_result *res, struct dmafs_result *total)
+{
+	uint64_t t0 = place_now_ns();
+	struct files_job j = { .b = b, .paths = paths, .offs = buffer_offsets, .n = n };
+	pthread_t *tid = NULL;
+	unsigned started = 0;
+	int ret = 0;
+
+	if (total)
+		memset(total, 0, sizeof(*total));
+	if (!b || (n && (!paths || !buffer_offsets)))
+		return -EINVAL;
+	if (n == 0)
+		return 0;
+	if (threads == 0)
+		threads = n < 8 ? (unsigned)n : 8;
+	if (threads > n)
+		threads = (unsigned)n;
+	if (threads > 256)
+		threads = 256;
+	j.res = res ? res : calloc(n, sizeof(*j.res));
+	j.err = calloc(n, sizeof(*j.err));
+	if (threads > 1)
+		tid = calloc(threads - 1, sizeof(*tid));
+	if (!j.res || !j.err || (threads > 1 && !tid)) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	memset(j.res, 0, n * sizeof(*j.res));
+	/* The calling thread is worker 0; fewer threads if creating them fails. */
+	for (unsigned t = 0; t + 1 < threads; t++) {
+		if (pthread_create(&tid[t], NULL, files_worker, &j))
+			break;
+		started++;
+	}
+	files_worker(&j);
+	for (unsigned t = 0; t < started; t++)
+		pthread_join(tid[t], NULL);
+	if (total)
+		total->path = DMAFS_PATH_NONE;
+	for (size_t i = 0; i < n; i++) {
+		if (j.err[i] && !ret)
+			ret = j.err[i];
+		if (total) {
+			total->bytes += j.res[i].bytes;
+			total->path = slower(total->path, j.res[i].path);
+		}
+	}
+	if (total)
+		total->elapsed_ns = place_now_ns() - t0;
+out:
+	if (!res)
+		free(j.res);
+	free(j.err);
+	free(tid);
+	return ret;
+}

@@ -1,0 +1,668 @@
+// SPDX-License-Identifier: MIT
+/*
+ * dmafs-check.c - what this machine offers for placements and why, in the spirit of
+ * `gdscheck -p`: GPUs, GPUDirect Storage / hipFile, nvidia-fs, P2PDMA, io_uring, and for
+ * a dmafs mount its members and the path each target would take.
+ *
+ * Nothing here changes the system: libraries are dlopen'ed and only asked for versions
+ * (cuFile: cuFileGetVersion, cuFileDriverOpen/Close), files under /proc and /sys read.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <liburing.h>
+#include <linux/fs.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "libdmafs-int.h"
+
+enum { EXIT_OK = 0, EXIT_MISSING = 1, EXIT_ERR = 2 };
+
+/*
+ * Output: every fact is a (section, key, value) triple printed as text or as JSON.
+ * Sections open and close explicitly; lists of objects are sections whose keys repeat.
+ */
+static int json, first_in_obj = 1, depth;
+
+static void jstr(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			printf("\\%c", c);
+		else if (c == '\n')
+			fputs("\\n", stdout);
+		else if (c < 0x20)
+			printf("\\u%04x", c);
+		else
+			putchar(c);
+	}
+	putchar('"');
+}
+
+static void indent(void)
+{
+	for (int i = 0; i < depth; i++)
+		fputs("  ", stdout);
+}
+
+static void jsep(void)
+{
+	if (!first_in_obj)
+		putchar(',');
+	putchar('\n');
+	first_in_obj = 0;
+	indent();
+}
+
+/* Open an object (@key NULL inside an array) or, with @array, an array. */
+static void open_(const char *key, const char *title, int array)
+{
+	if (json) {
+		jsep();
+		if (key) {
+			jstr(key);
+			fputs(": ", stdout);
+		}
+		putchar(array ? '[' : '{');
+		first_in_obj = 1;
+	} else if (title) {
+		indent();
+		printf("%s\n", title);
+	}
+	depth++;
+}
+
+static void close_(int array)
+{
+	depth--;
+	if (json) {
+		putchar('\n');
+		indent();
+		putchar(array ? ']' : '}');
+		first_in_obj = 0;
+	}
+}
+
+/* One value: a string (quoted in JSON), or raw JSON when @raw (numbers, true/false). */
+static void kv(const char *key, const char *label, int raw, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void kv(const char *key, const char *label, int raw, const char *fmt, ...)
+{
+	char v[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(v, sizeof(v), fmt, ap);
+	va_end(ap);
+	if (json) {
+		jsep();
+		jstr(key);
+		fputs(": ", stdout);
+		if (raw)
+			fputs(v, stdout);
+		else
+			jstr(v);
+	} else {
+		indent();
+		printf("%-22s %s\n", label ? label : key, v);
+	}
+}
+
+/* A yes/no fact: true/false in JSON, yes/no in text. */
+static void kv_bool(const char *key, const char *label, int v)
+{
+	if (json)
+		kv(key, label, 1, "%s", v ? "true" : "false");
+	else
+		kv(key, label, 0, "%s", v ? "yes" : "no");
+}
+
+/* ---- GPUs ---- */
+
+static void check_gpus(void)
+{
+	static const struct { int target; const char *key, *name; } rt[] = {
+		{ DMAFS_TARGET_CUDA, "cuda", "CUDA" },
+		{ DMAFS_TARGET_HIP, "hip", "HIP" },
+	};
+
+	open_("gpus", "GPUs", 0);
+	for (size_t k = 0; k < 2; k++) {
+		struct gpu *g;
+		char why[256], title[64];
+		int n;
+
+		snprintf(title, sizeof(title), "%s:", rt[k].name);
+		open_(rt[k].key, title, 0);
+		if (gpu_load(rt[k].target, &g, why, sizeof(why))) {
+			kv_bool("present", "present", 0);
+			kv("why", "why absent", 0, "%s", why);
+			close_(0);
+			continue;
+		}
+		n = gpu_count(g);
+		kv_bool("present", "present", 1);
+		kv("version", "runtime", 0, "%s", gpu_version(g));
+		kv("count", "devices", 1, "%d", n);
+		open_("devices", NULL, 1);
+		for (int d = 0; d < n; d++) {
+			char name[256] = "?", bus[64] = "?", u[48] = "?";
+			uint8_t id[16];
+
+			gpu_device_name(g, d, name, sizeof(name));
+			gpu_pci_bus_id(g, d, bus, sizeof(bus));
+			/* CUDA's spelling (nvidia-smi -L) has a GPU- prefix; HIP's has none. */
+			if (!gpu_device_uuid(g, d, id))
+				snprintf(u, sizeof(u),
+					 "%s%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+					 rt[k].target == DMAFS_TARGET_CUDA ? "GPU-" : "", id[0], id[1], id[2], id[3], id[4], id[5], id[6], id[7], id[8],
+					 id[9], id[10], id[11], id[12], id[13], id[14], id[15]);
+			if (json) {
+				open_(NULL, NULL, 0);
+				kv("index", NULL, 1, "%d", d);
+				kv("name", NULL, 0, "%s", name);
+				kv("uuid", NULL, 0, "%s", u);
+				kv("pci_bus_id", NULL, 0, "%s", bus);
+				close_(0);
+			} else {
+				indent();
+				printf("%d: %s  uuid %s  pci %s\n", d, name, u, bus);
+			}
+		}
+		close_(1);
+		close_(0);
+	}
+	close_(0);
+}
+
+/* ---- direct storage ---- */
+
+/* cufile.h's CUfileError_t, declared here: the header is not needed to ask for versions. */
+typedef struct {
+	int err;
+	int cu_err;
+} cufile_err;
+
+static void check_cufile(int have_gpu)
+{
+	void *h = dlopen("libcufile.so.0", RTLD_NOW | RTLD_LOCAL);
+	cufile_err (*get_version)(int *);
+	cufile_err (*drv_open)(void);
+	cufile_err (*drv_close)(void);
+
+	open_("cufile", "cuFile (GPUDirect Storage):", 0);
+	if (!h) {
+		kv_bool("present", "libcufile.so.0 found", 0);
+		kv("why", "why absent", 0, "%s", dlerror());
+		close_(0);
+		return;
+	}
+	kv_bool("present", "libcufile.so.0 found", 1);
+	*(void **)&get_version = dlsym(h, "cuFileGetVersion");
+	if (get_version) {
+		int v = 0;
+		cufile_err e = get_version(&v);
+
+		if (e.err == 0)
+			kv("version", "version", 0, "%d.%d", v / 1000, v % 1000 / 10);
+		else
+			kv("version", "version", 0, "unknown (cuFileGetVersion error %d)", e.err);
+	} else {
+		kv("version", "version", 0, "unknown (no cuFileGetVersion: cuFile older than CUDA 12.x)");
+	}
+	/* Opening the driver needs a CUDA device; without one it only fails slowly. */
+	*(void **)&drv_open = dlsym(h, "cuFileDriverOpen");
+	*(void **)&drv_close = dlsym(h, "cuFileDriverClose_v2");
+	if (!drv_close)
+		*(void **)&drv_close = dlsym(h, "cuFileDriverClose");
+	if (!have_gpu) {
+		kv("driver_open", "cuFileDriverOpen", 0, "not tried (no CUDA device)");
+	} else if (drv_open) {
+		cufile_err e = drv_open();
+
+		if (e.err == 0) {
+			kv("driver_open", "cuFileDriverOpen", 0, "ok");
+			if (drv_close)
+				drv_close();
+		} else {
+			kv("driver_open", "cuFileDriverOpen", 0, "failed: cuFile error %d, CUDA error %d",
+			   e.err, e.cu_err);
+		}
+	}
+	close_(0);
+	dlclose(h);
+}
+
+static void check_nvfs(void)
+{
+	FILE *f = fopen("/proc/driver/nvidia-fs/version", "re");
+	char line[256], all[512] = "";
+
+	if (!f) {
+		kv("nvidia_fs", "nvidia-fs", 0, "not loaded");
+		return;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = '\0';
+		if (*all && strlen(all) + 2 < sizeof(all))
+			strcat(all, "; ");
+		strncat(all, line, sizeof(all) - strlen(all) - 1);
+	}
+	fclose(f);
+	kv("nvidia_fs", "nvidia-fs", 0, "loaded: %s", all);
+}
+
+/* Look for CONFIG_PCI_P2PDMA in a kernel config stream. */
+static const char *p2p_scan(FILE *f)
+{
+	char line[512];
+
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "CONFIG_PCI_P2PDMA=y", 19))
+			return "enabled (CONFIG_PCI_P2PDMA=y)";
+		if (!strncmp(line, "# CONFIG_PCI_P2PDMA is not set", 30))
+			return "disabled (CONFIG_PCI_P2PDMA is not set)";
+	}
+	return "disabled (CONFIG_PCI_P2PDMA absent from the kernel config)";
+}
+
+/* /proc/config.gz is gzip: read it through gzip -dc rather than link zlib for one line. */
+static const char *p2p_config_gz(void)
+{
+	static const char *res;
+	int p[2];
+	pid_t pid;
+	FILE *f;
+	int st;
+
+	if (access("/proc/config.gz", R_OK) || pipe(p))
+		return NULL;
+	pid = fork();
+	if (pid < 0) {
+		close(p[0]);
+		close(p[1]);
+		return NULL;
+	}
+	if (pid == 0) {
+		int devnull = open("/dev/null", O_WRONLY);
+
+		dup2(p[1], 1);
+		if (devnull >= 0)
+			dup2(devnull, 2);
+		close(p[0]);
+		close(p[1]);
+		execlp("gzip", "gzip", "-dc", "/proc/config.gz", (char *)NULL);
+		_exit(127);
+	}
+	close(p[1]);
+	f = fdopen(p[0], "r");
+	res = f ? p2p_scan(f) : NULL;
+	if (f)
+		fclose(f); /* gzip may get SIGPIPE: fine */
+	else
+		close(p[0]);
+	waitpid(pid, &st, 0);
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 127)
+		return NULL;
+	return res;
+}
+
+static void check_p2pdma(void)
+{
+	struct utsname u;
+	char path[300];
+	const char *r = NULL, *src = NULL;
+	FILE *f;
+
+	uname(&u);
+	snprintf(path, sizeof(path), "/boot/config-%s", u.release);
+	f = fopen(path, "re");
+	if (f) {
+		r = p2p_scan(f);
+		fclose(f);
+		src = path;
+	} else if ((r = p2p_config_gz())) {
+		src = "/proc/config.gz";
+	}
+	if (r)
+		kv("p2pdma", "P2PDMA", 0, "%s, from %s", r, src);
+	else
+		kv("p2pdma", "P2PDMA", 0, "unknown (no %s and no readable /proc/config.gz)", path);
+}
+
+static void check_hipfile(void)
+{
+	void *h = dlopen("libhipfile.so", RTLD_NOW | RTLD_LOCAL);
+
+	if (!h) {
+		kv("hipfile", "hipFile", 0, "not found (libhipfile.so, ROCm >= 7.2)");
+		return;
+	}
+	kv("hipfile", "hipFile", 0, "found (libhipfile.so)");
+	dlclose(h);
+}
+
+/* ---- io_uring ---- */
+
+static void check_uring(void)
+{
+	static const struct { int op; const char *name; } ops[] = {
+		{ IORING_OP_READ, "READ" },
+		{ IORING_OP_WRITE, "WRITE" },
+		{ IORING_OP_READ_FIXED, "READ_FIXED" },
+		{ IORING_OP_WRITE_FIXED, "WRITE_FIXED" },
+	};
+	struct io_uring_probe *p;
+	struct utsname u;
+	char sup[256] = "";
+
+	uname(&u);
+	open_("io_uring", "io_uring", 0);
+	kv("kernel", "kernel", 0, "%s", u.release);
+	p = io_uring_get_probe();
+	if (!p) {
+		FILE *f = fopen("/proc/sys/kernel/io_uring_disabled", "re");
+		int dis = 0;
+
+		if (f) {
+			if (fscanf(f, "%d", &dis) != 1)
+				dis = 0;
+			fclose(f);
+		}
+		kv_bool("available", "available", 0);
+		kv("why", "why", 0, "io_uring_get_probe failed%s",
+		   dis ? " (kernel.io_uring_disabled is set)" : " (kernel too old, or blocked by seccomp)");
+		close_(0);
+		return;
+	}
+	kv_bool("available", "available", 1);
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+		int ok = io_uring_opcode_supported(p, ops[i].op);
+
+		if (json) {
+			char key[32];
+
+			snprintf(key, sizeof(key), "op_%s", ops[i].name);
+			kv(key, NULL, 1, "%s", ok ? "true" : "false");
+		}
+		snprintf(sup + strlen(sup), sizeof(sup) - strlen(sup), "%s%s %s",
+			 *sup ? ", " : "", ops[i].name, ok ? "yes" : "NO");
+	}
+	if (!json)
+		kv("opcodes", "opcodes", 0, "%s", sup);
+	io_uring_free_probe(p);
+	close_(0);
+}
+
+/* ---- a mount ---- */
+
+/* Logical block size of the device holding a regular file, from sysfs. */
+static int sysfs_lbs(dev_t dev)
+{
+	char p[128];
+	FILE *f;
+	int v = -1;
+
+	snprintf(p, sizeof(p), "/sys/dev/block/%u:%u/queue/logical_block_size", major(dev), minor(dev));
+	f = fopen(p, "re");
+	if (!f) {
+		/* a partition: its queue is the parent's */
+		snprintf(p, sizeof(p), "/sys/dev/block/%u:%u/../queue/logical_block_size", major(dev),
+			 minor(dev));
+		f = fopen(p, "re");
+	}
+	if (f) {
+		if (fscanf(f, "%d", &v) != 1)
+			v = -1;
+		fclose(f);
+	}
+	return v;
+}
+
+static void member(int i, const char *path)
+{
+	struct stat st;
+	char desc[512];
+	int lbs = -1, blk = 0;
+
+	if (stat(path, &st)) {
+		snprintf(desc, sizeof(desc), "cannot stat: %s%s", strerror(errno),
+			 path[0] != '/' ? " (a relative path is relative to the daemon's working directory)" : "");
+	} else if (S_ISBLK(st.st_mode)) {
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+		blk = 1;
+		if (fd >= 0 && ioctl(fd, BLKSSZGET, &lbs) == 0)
+			snprintf(desc, sizeof(desc), "block device, logical block size %d", lbs);
+		else
+			snprintf(desc, sizeof(desc), "block device, logical block size unknown (%s)",
+				 strerror(errno));
+		if (fd >= 0)
+			close(fd);
+	} else if (S_ISREG(st.st_mode)) {
+		lbs = sysfs_lbs(st.st_dev);
+		if (lbs > 0)
+			snprintf(desc, sizeof(desc), "image file, not a block device (its device's logical block size %d)", lbs);
+		else
+			snprintf(desc, sizeof(desc), "image file, not a block device (on a filesystem without a block device)");
+	} else {
+		snprintf(desc, sizeof(desc), "neither a block device nor a file");
+	}
+	if (json) {
+		open_(NULL, NULL, 0);
+		kv("index", NULL, 1, "%d", i);
+		kv("path", NULL, 0, "%s", path);
+		kv("block_device", NULL, 1, "%s", blk ? "true" : "false");
+		kv("logical_block_size", NULL, 1, "%d", lbs);
+		kv("description", NULL, 0, "%s", desc);
+		close_(0);
+	} else {
+		indent();
+		printf("%d: %s  %s\n", i, path, desc);
+	}
+}
+
+static int path_rank(int path)
+{
+	/* Faster paths have smaller numbers; NONE and POSIX never satisfy --require. */
+	return path >= DMAFS_PATH_P2P && path <= DMAFS_PATH_HOST ? path : 99;
+}
+
+static int check_mount(const char *arg, int require)
+{
+	struct dmafs_session *s;
+	struct dmafs_caps c;
+	struct mountinfo mi;
+	struct stat st;
+	int ret, ok = 0;
+
+	if (stat(arg, &st)) {
+		fprintf(stderr, "dmafs-check: %s: %s\n", arg, strerror(errno));
+		return -1;
+	}
+	open_("mount", "Mount", 0);
+	kv("path", "path", 0, "%s", arg);
+	ret = mountinfo_find(st.st_dev, arg, &mi);
+	if (ret) {
+		kv("mount", "mount", 0, "not found in /proc/self/mountinfo (%s)", strerror(-ret));
+	} else {
+		char **m;
+		int n;
+
+		kv("mountpoint", "mount point", 0, "%s", mi.mnt);
+		kv("fstype", "type", 0, "%s", mi.fstype);
+		if (!strcmp(mi.fstype, DMAFS_FSTYPE) && (n = mountinfo_members(mi.source, &m)) > 0) {
+			open_("members", "members:", 1);
+			for (int i = 0; i < n; i++) {
+				member(i, m[i]);
+				free(m[i]);
+			}
+			free(m);
+			close_(1);
+		} else {
+			kv("source", "source", 0, "%s", mi.source);
+		}
+		mountinfo_free(&mi);
+	}
+	ret = dmafs_session_open(arg, &s);
+	if (ret) {
+		fprintf(stderr, "dmafs-check: %s: cannot open a session: %s\n", arg, dmafs_strerror(ret));
+		close_(0);
+		return -1;
+	}
+	ret = dmafs_session_caps(s, &c);
+	if (ret) {
+		fprintf(stderr, "dmafs-check: %s: the daemon does not answer: %s\n", arg, dmafs_strerror(ret));
+		dmafs_session_close(s);
+		close_(0);
+		return -1;
+	}
+	kv_bool("on_dmafs", "on dmafs", c.on_dmafs);
+	if (c.on_dmafs) {
+		kv("proto_version", "protocol", 1, "%d", c.proto_version);
+		kv("members_count", "member count", 1, "%u", c.members);
+		kv("stripe_unit", "stripe unit", 1, "%u", c.stripe_unit);
+		kv("staging_bytes", "staging per GPU", 1, "%llu", (unsigned long long)c.staging_bytes);
+	}
+	open_("placement", "placement (path a placement into each target takes, and why):", 0);
+	{
+		const struct { const char *key; const struct dmafs_target_caps *t; } tg[] = {
+			{ "host", &c.host }, { "cuda", &c.cuda }, { "hip", &c.hip },
+		};
+
+		for (size_t i = 0; i < 3; i++) {
+			const struct dmafs_target_caps *t = tg[i].t;
+
+			if (path_rank(t->path) <= require)
+				ok = 1;
+			if (json) {
+				open_(tg[i].key, NULL, 0);
+				kv("path", NULL, 0, "%s", dmafs_path_name(t->path));
+				kv("devices", NULL, 1, "%d", t->devices);
+				kv("why", NULL, 0, "%s", t->why);
+				close_(0);
+			} else {
+				indent();
+				printf("%-5s %-7s %s\n", tg[i].key, dmafs_path_name(t->path), t->why);
+			}
+		}
+	}
+	close_(0);
+	close_(0);
+	dmafs_session_close(s);
+	return ok;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: dmafs-check [--json] [--require p2p|staged|host] [MOUNT|FILE]\n"
+		"\n"
+		"Report what this machine offers for dmafs placements: GPUs, GPUDirect Storage,\n"
+		"nvidia-fs, P2PDMA, hipFile, io_uring, and for a dmafs MOUNT (or a FILE on it)\n"
+		"its members and which path a placement into each target takes, and why.\n"
+		"  -r, --require P  exit 0 only if path P (or a faster one) is available for some\n"
+		"                   target on MOUNT, 1 otherwise\n"
+		"  -j, --json       print one JSON document\n"
+		"  -h, --help       this text\n"
+		"Exit status: 0 ok, 1 required path missing, 2 error. See dmafs-check(1).\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lopts[] = {
+		{ "require", required_argument, NULL, 'r' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *mount = NULL;
+	int c, require = 0, ok = -2, have_cuda_dev;
+	struct gpu *g;
+	char why[256];
+
+	while ((c = getopt_long(argc, argv, "r:jh", lopts, NULL)) != -1) {
+		switch (c) {
+		case 'r':
+			if (!strcmp(optarg, "p2p"))
+				require = DMAFS_PATH_P2P;
+			else if (!strcmp(optarg, "staged"))
+				require = DMAFS_PATH_STAGED;
+			else if (!strcmp(optarg, "host"))
+				require = DMAFS_PATH_HOST;
+			else {
+				fprintf(stderr, "dmafs-check: --require %s: expected p2p, staged or host\n", optarg);
+				return EXIT_ERR;
+			}
+			break;
+		case 'j':
+			json = 1;
+			break;
+		case 'h':
+			usage(stdout);
+			return EXIT_OK;
+		default:
+			usage(stderr);
+			return EXIT_ERR;
+		}
+	}
+	if (optind < argc)
+		mount = argv[optind++];
+	if (optind < argc) {
+		usage(stderr);
+		return EXIT_ERR;
+	}
+	if (require && !mount) {
+		fprintf(stderr, "dmafs-check: --require needs a MOUNT or FILE to check\n");
+		return EXIT_ERR;
+	}
+	if (mount && access(mount, F_OK)) {
+		fprintf(stderr, "dmafs-check: %s: %s\n", mount, strerror(errno));
+		return EXIT_ERR;
+	}
+	if (json)
+		putchar('{');
+	else
+		printf("dmafs-check %s (libdmafs %d.%d.%d)\n", PACKAGE_VERSION,
+		       dmafs_version() / 10000, dmafs_version() / 100 % 100, dmafs_version() % 100);
+	if (json) {
+		kv("version", NULL, 0, "%s", PACKAGE_VERSION);
+	}
+	check_gpus();
+	have_cuda_dev = gpu_load(DMAFS_TARGET_CUDA, &g, why, sizeof(why)) == 0;
+	open_("direct", "Direct storage", 0);
+	check_cufile(have_cuda_dev);
+	check_nvfs();
+	check_p2pdma();
+	check_hipfile();
+	close_(0);
+	check_uring();
+	if (mount)
+		ok = check_mount(mount, require ? require : 99);
+	if (require && ok >= 0) {
+		if (json)
+			kv("require_met", NULL, 1, "%s", ok ? "true" : "false");
+		else
+			printf("require %s: %s\n", dmafs_path_name(require), ok ? "met" : "NOT met");
+	}
+	if (json)
+		printf("\n}\n");
+	if (ok == -1)
+		return EXIT_ERR;
+	if (require)
+		return ok ? EXIT_OK : EXIT_MISSING;
+	return EXIT_OK;
+}

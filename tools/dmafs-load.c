@@ -1,0 +1,756 @@
+// SPDX-License-Identifier: MIT
+/*
+ * dmafs-load.c - place files into host or GPU memory through libdmafs, report the rate
+ * and the path each file took, and optionally verify every byte against a POSIX read.
+ *
+ * All files go into one buffer, each at a 4 KiB-aligned offset (aligned offsets let the
+ * daemon read straight into the buffer). Files on different mounts get one session and
+ * one registration per mount, over slices of the same allocation.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <getopt.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dmafs.h"
+#include "gpu.h"
+
+#define ALIGN 4096ULL
+#define VERIFY_CHUNK (8u << 20)
+
+enum { EXIT_OK = 0, EXIT_ERR = 1, EXIT_MISMATCH = 2 };
+
+struct file {
+	char *path;
+	uint64_t size;
+	dev_t dev;
+	uint64_t off;	/* in the whole allocation */
+	int group;
+	struct dmafs_result res;
+	int err;	/* -errno of a failed placement */
+	int verified;	/* 1 ok, -1 mismatch, 0 not checked */
+	uint64_t bad_at; /* first differing byte, when verified == -1 */
+};
+
+/* Files of one mount: one session and one registration. */
+struct group {
+	dev_t dev;
+	struct dmafs_session *s;
+	struct dmafs_buf *b;
+	uint64_t base, size;	/* slice of the allocation */
+	struct dmafs_caps caps;
+	int caps_ok;
+	struct dmafs_result total;
+};
+
+static struct {
+	int target, device;
+	int verify, json, quiet;
+	unsigned threads;
+} opt = { .target = DMAFS_TARGET_HOST };
+
+static struct file *files;
+static size_t nfiles, capfiles;
+static struct group *groups;
+static size_t ngroups;
+static struct gpu *gpu;
+static char *gpumem;	/* GPU target: the allocation */
+static int errors;
+
+static void err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void err(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("dmafs-load: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: dmafs-load [--target host|cuda:N|hip:N] [--verify] [--json] [--threads N] [-q] PATH...\n"
+		"\n"
+		"Place files (directories: every regular file below them) into one buffer of\n"
+		"host or GPU memory through libdmafs, and report the rate and the path used.\n"
+		"  -t, --target T   host (shared host memory, default), cuda:N or hip:N\n"
+		"  -V, --verify     compare every placed byte with a POSIX read of the file\n"
+		"  -j, --json       print one JSON document instead of text\n"
+		"  -T, --threads N  files placed at once (default: one per file, up to 8)\n"
+		"  -q, --quiet      print only the total line (and notices and errors)\n"
+		"  -h, --help       this text\n"
+		"Exit status: 0 success, 1 error, 2 verify mismatch. See dmafs-load(1).\n");
+}
+
+static int parse_target(const char *s)
+{
+	const char *num = NULL;
+	char *end;
+	long d = 0;
+
+	if (!strcmp(s, "host")) {
+		opt.target = DMAFS_TARGET_HOST;
+		return 0;
+	}
+	if (!strncmp(s, "cuda", 4)) {
+		opt.target = DMAFS_TARGET_CUDA;
+		num = s + 4;
+	} else if (!strncmp(s, "hip", 3)) {
+		opt.target = DMAFS_TARGET_HIP;
+		num = s + 3;
+	} else {
+		return -1;
+	}
+	if (*num == ':') {
+		errno = 0;
+		d = strtol(num + 1, &end, 10);
+		if (errno || end == num + 1 || *end || d < 0 || d > 1023)
+			return -1;
+	} else if (*num) {
+		return -1;
+	}
+	opt.device = (int)d;
+	return 0;
+}
+
+static const char *target_name(void)
+{
+	static char buf[32];
+
+	if (opt.target == DMAFS_TARGET_HOST)
+		return "host";
+	snprintf(buf, sizeof(buf), "%s:%d", opt.target == DMAFS_TARGET_CUDA ? "cuda" : "hip",
+		 opt.device);
+	return buf;
+}
+
+/* ---- collecting files ---- */
+
+static int add_file(const char *path, const struct stat *st)
+{
+	if (nfiles == capfiles) {
+		size_t n = capfiles ? capfiles * 2 : 64;
+		struct file *f = realloc(files, n * sizeof(*f));
+
+		if (!f)
+			return -ENOMEM;
+		files = f;
+		capfiles = n;
+	}
+	memset(&files[nfiles], 0, sizeof(files[0]));
+	files[nfiles].path = strdup(path);
+	if (!files[nfiles].path)
+		return -ENOMEM;
+	files[nfiles].size = (uint64_t)st->st_size;
+	files[nfiles].dev = st->st_dev;
+	nfiles++;
+	return 0;
+}
+
+/* Directory walk: regular files, and symlinks that lead to regular files. Symlinks to
+ * directories are not followed (they could loop). */
+static int walk_cb(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	struct stat t;
+
+	if (type == FTW_F && S_ISREG(st->st_mode))
+		return add_file(path, st) ? FTW_STOP : 0;
+	if (type == FTW_SL && !stat(path, &t) && S_ISREG(t.st_mode))
+		return add_file(path, &t) ? FTW_STOP : 0;
+	if (type == FTW_DNR || type == FTW_NS) {
+		err("%s: cannot read, skipped", path);
+		errors++;
+	}
+	return 0;
+}
+
+static int cmp_path(const void *a, const void *b)
+{
+	return strcmp(((const struct file *)a)->path, ((const struct file *)b)->path);
+}
+
+static int collect(char **paths, int n)
+{
+	for (int i = 0; i < n; i++) {
+		size_t first = nfiles;
+		struct stat st;
+
+		if (stat(paths[i], &st)) {
+			err("%s: %s", paths[i], strerror(errno));
+			return -1;
+		}
+		if (S_ISREG(st.st_mode)) {
+			if (add_file(paths[i], &st))
+				return -1;
+		} else if (S_ISDIR(st.st_mode)) {
+			if (nftw(paths[i], walk_cb, 64, FTW_PHYS)) {
+				err("%s: %s", paths[i], strerror(errno));
+				return -1;
+			}
+			/* readdir order is arbitrary: sort each directory argument's files */
+			qsort(files + first, nfiles - first, sizeof(*files), cmp_path);
+		} else {
+			err("%s: not a regular file or directory", paths[i]);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* ---- layout, sessions, buffers ---- */
+
+static uint64_t align_up(uint64_t v) { return (v + ALIGN - 1) / ALIGN * ALIGN; }
+
+static int plan(uint64_t *total)
+{
+	uint64_t off = 0;
+
+	for (size_t i = 0; i < nfiles; i++) {
+		size_t g;
+
+		for (g = 0; g < ngroups && groups[g].dev != files[i].dev; g++)
+			;
+		if (g == ngroups) {
+			struct group *ng = realloc(groups, (ngroups + 1) * sizeof(*ng));
+
+			if (!ng)
+				return -ENOMEM;
+			groups = ng;
+			memset(&groups[g], 0, sizeof(groups[g]));
+			groups[g].dev = files[i].dev;
+			ngroups++;
+		}
+		files[i].group = (int)g;
+	}
+	/* Lay the groups out one after the other, each file aligned inside its group. */
+	for (size_t g = 0; g < ngroups; g++) {
+		groups[g].base = off;
+		for (size_t i = 0; i < nfiles; i++) {
+			if (files[i].group != (int)g)
+				continue;
+			if (files[i].size > UINT64_MAX - ALIGN - off)
+				return -EOVERFLOW;
+			files[i].off = off;
+			off = align_up(off + files[i].size);
+		}
+		groups[g].size = off - groups[g].base;
+		if (!groups[g].size) { /* only empty files: still one page to register */
+			groups[g].size = ALIGN;
+			off += ALIGN;
+		}
+	}
+	*total = off;
+	return 0;
+}
+
+static int open_groups(uint64_t total)
+{
+	char why[256];
+	int ret;
+
+	if (opt.target != DMAFS_TARGET_HOST) {
+		ret = gpu_load(opt.target, &gpu, why, sizeof(why));
+		if (ret) {
+			err("%s: no GPU: %s", target_name(), why);
+			return ret;
+		}
+		if (opt.device >= gpu_count(gpu)) {
+			err("%s: no such device (%d %s device(s) found)", target_name(),
+			    gpu_count(gpu), opt.target == DMAFS_TARGET_CUDA ? "CUDA" : "HIP");
+			return -ENODEV;
+		}
+		ret = gpu_mem_alloc(gpu, opt.device, total, (void **)&gpumem);
+		if (ret) {
+			err("%s: cannot allocate %llu bytes of device memory: %s (load fewer files at once)",
+			    target_name(), (unsigned long long)total, strerror(-ret));
+			return ret;
+		}
+	}
+	for (size_t g = 0; g < ngroups; g++) {
+		struct group *gr = &groups[g];
+		const char *first = NULL;
+
+		for (size_t i = 0; i < nfiles && !first; i++)
+			if (files[i].group == (int)g)
+				first = files[i].path;
+		ret = dmafs_session_open(first, &gr->s);
+		if (ret) {
+			err("%s: cannot open a dmafs session: %s", first, dmafs_strerror(ret));
+			return ret;
+		}
+		gr->caps_ok = dmafs_session_caps(gr->s, &gr->caps) == 0;
+		if (opt.target == DMAFS_TARGET_HOST)
+			ret = dmafs_buf_alloc_host(gr->s, gr->size, &gr->b);
+		else if (opt.target == DMAFS_TARGET_CUDA)
+			ret = dmafs_buf_register_cuda(gr->s, gpumem + gr->base, gr->size, opt.device,
+						      &gr->b);
+		else
+			ret = dmafs_buf_register_hip(gr->s, gpumem + gr->base, gr->size, opt.device,
+						     &gr->b);
+		if (ret) {
+			err("cannot register %llu bytes of %s memory for the files on the mount of %s: %s",
+			    (unsigned long long)gr->size, target_name(), first, dmafs_strerror(ret));
+			return ret;
+		}
+	}
+	return 0;
+}
+
+static void close_groups(void)
+{
+	for (size_t g = 0; g < ngroups; g++) {
+		if (groups[g].b)
+			dmafs_buf_unregister(groups[g].b);
+		if (groups[g].s)
+			dmafs_session_close(groups[g].s);
+	}
+	if (gpumem)
+		gpu_mem_free(gpu, opt.device, gpumem);
+}
+
+/* ---- progress ---- */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int stop;
+	uint64_t total, t0;
+} prog = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0 };
+
+static void progress_draw(int final)
+{
+	uint64_t done = 0, el = now_ns() - prog.t0;
+	double frac;
+	int w = 30, fill;
+	char bar[64];
+
+	for (size_t g = 0; g < ngroups; g++)
+		done += dmafs_buf_placed(groups[g].b);
+	frac = prog.total ? (double)done / (double)prog.total : 1.0;
+	if (frac > 1)
+		frac = 1;
+	fill = (int)(frac * w);
+	memset(bar, '#', (size_t)fill);
+	memset(bar + fill, ' ', (size_t)(w - fill));
+	bar[w] = '\0';
+	fprintf(stderr, "\r[%s] %3d%% %.2f/%.2f GB %.2f GB/s%s", bar, (int)(frac * 100),
+		done / 1e9, prog.total / 1e9, el ? done / (double)el : 0.0, final ? "\r\033[K" : "");
+	fflush(stderr);
+}
+
+static void *progress_main(void *arg)
+{
+	struct timespec ts;
+
+	pthread_mutex_lock(&prog.lock);
+	while (!prog.stop) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 200000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&prog.cond, &prog.lock, &ts);
+		if (!prog.stop)
+			progress_draw(0);
+	}
+	pthread_mutex_unlock(&prog.lock);
+	progress_draw(1);
+	return NULL;
+}
+
+/* ---- placing ---- */
+
+static int place_all(uint64_t *elapsed)
+{
+	uint64_t t0 = now_ns();
+	pthread_t pt;
+	int bar = !opt.quiet && !opt.json && isatty(STDERR_FILENO), ret = 0;
+
+	prog.t0 = t0;
+	if (bar && pthread_create(&pt, NULL, progress_main, NULL))
+		bar = 0;
+	for (size_t g = 0; g < ngroups; g++) {
+		struct group *gr = &groups[g];
+		size_t n = 0, k = 0;
+		const char **paths;
+		uint64_t *offs;
+		struct dmafs_result *res;
+
+		for (size_t i = 0; i < nfiles; i++)
+			n += files[i].group == (int)g;
+		paths = calloc(n, sizeof(*paths));
+		offs = calloc(n, sizeof(*offs));
+		res = calloc(n, sizeof(*res));
+		if (!paths || !offs || !res) {
+			free(paths);
+			free(offs);
+			free(res);
+			ret = -ENOMEM;
+			break;
+		}
+		for (size_t i = 0; i < nfiles; i++) {
+			if (files[i].group != (int)g)
+				continue;
+			paths[k] = files[i].path;
+			offs[k] = files[i].off - gr->base;
+			k++;
+		}
+		if (dmafs_place_files(gr->b, paths, offs, n, opt.threads, res, &gr->total))
+			ret = -EIO;
+		k = 0;
+		for (size_t i = 0; i < nfiles; i++) {
+			if (files[i].group != (int)g)
+				continue;
+			files[i].res = res[k++];
+			if (files[i].res.path == DMAFS_PATH_NONE) {
+				/* dmafs_place_files() marks failed files; ask again for the reason. */
+				struct dmafs_result r;
+
+				files[i].err = dmafs_place_file(gr->b, files[i].path,
+								files[i].off - gr->base, &r);
+				if (!files[i].err) {
+					files[i].res = r; /* a transient failure: it worked now */
+				} else {
+					err("%s: %s", files[i].path, dmafs_strerror(files[i].err));
+					errors++;
+				}
+			}
+		}
+		free(paths);
+		free(offs);
+		free(res);
+	}
+	if (bar) {
+		pthread_mutex_lock(&prog.lock);
+		prog.stop = 1;
+		pthread_cond_signal(&prog.cond);
+		pthread_mutex_unlock(&prog.lock);
+		pthread_join(pt, NULL);
+	}
+	*elapsed = now_ns() - t0;
+	return ret;
+}
+
+/* ---- verify ---- */
+
+static void verify_file(struct file *f, char *a, char *b)
+{
+	uint64_t off = 0;
+	int fd;
+
+	if (f->err)
+		return;
+	fd = open(f->path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		err("%s: cannot verify: %s", f->path, strerror(errno));
+		errors++;
+		return;
+	}
+	f->verified = 1;
+	if (f->res.bytes != f->size) {
+		f->verified = -1;
+		f->bad_at = f->res.bytes < f->size ? f->res.bytes : f->size;
+	}
+	while (f->verified == 1 && off < f->size) {
+		size_t want = f->size - off < VERIFY_CHUNK ? (size_t)(f->size - off) : VERIFY_CHUNK;
+		ssize_t n = pread(fd, a, want, (off_t)off);
+		const char *placed;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			err("%s: cannot verify: read at %llu: %s", f->path, (unsigned long long)off,
+			    n ? strerror(errno) : "file shrank");
+			errors++;
+			f->verified = 0;
+			break;
+		}
+		if (opt.target == DMAFS_TARGET_HOST) {
+			placed = (char *)dmafs_buf_ptr(groups[f->group].b) +
+				 (f->off - groups[f->group].base) + off;
+		} else {
+			int ret = gpu_copy_dtoh(gpu, opt.device, b, gpumem + f->off + off, (size_t)n);
+
+			if (ret) {
+				err("%s: cannot verify: copy back from %s failed: %s", f->path,
+				    target_name(), strerror(-ret));
+				errors++;
+				f->verified = 0;
+				break;
+			}
+			placed = b;
+		}
+		if (memcmp(a, placed, (size_t)n)) {
+			size_t k = 0;
+
+			while (a[k] == placed[k])
+				k++;
+			f->verified = -1;
+			f->bad_at = off + k;
+		}
+		off += (uint64_t)n;
+	}
+	close(fd);
+}
+
+static int verify_all(void)
+{
+	char *a = malloc(VERIFY_CHUNK), *b = malloc(VERIFY_CHUNK);
+	int bad = 0;
+
+	if (!a || !b) {
+		free(a);
+		free(b);
+		err("cannot verify: out of memory");
+		errors++;
+		return 0;
+	}
+	for (size_t i = 0; i < nfiles; i++) {
+		verify_file(&files[i], a, b);
+		if (files[i].verified < 0) {
+			bad++;
+			err("%s: MISMATCH at byte %llu (placed %llu of %llu bytes)", files[i].path,
+			    (unsigned long long)files[i].bad_at, (unsigned long long)files[i].res.bytes,
+			    (unsigned long long)files[i].size);
+		}
+	}
+	free(a);
+	free(b);
+	return bad;
+}
+
+/* ---- notices and output ---- */
+
+/* Why the placements were not as fast as they could be, once per mount; NULL if they were. */
+static int notice(const struct group *g, char *buf, size_t len)
+{
+	const struct dmafs_target_caps *t = opt.target == DMAFS_TARGET_HOST ? &g->caps.host
+					    : opt.target == DMAFS_TARGET_CUDA ? &g->caps.cuda
+									      : &g->caps.hip;
+	int used = g->total.path;
+
+	if (!g->caps_ok || used == DMAFS_PATH_NONE)
+		return 0;
+	if (used == DMAFS_PATH_POSIX)
+		snprintf(buf, len, "path posix: %s", t->why);
+	else if (t->path != DMAFS_PATH_NONE && used > t->path)
+		snprintf(buf, len, "path %s used although the mount offers %s for %s", dmafs_path_name(used),
+			 dmafs_path_name(t->path), target_name());
+	else if (opt.target != DMAFS_TARGET_HOST && used != DMAFS_PATH_P2P)
+		snprintf(buf, len, "path %s, not p2p: %s", dmafs_path_name(used), t->why);
+	else
+		return 0;
+	return 1;
+}
+
+static double gbps(uint64_t bytes, uint64_t ns) { return ns ? (double)bytes / (double)ns : 0.0; }
+
+static void json_str(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			printf("\\%c", c);
+		else if (c == '\n')
+			fputs("\\n", stdout);
+		else if (c == '\t')
+			fputs("\\t", stdout);
+		else if (c < 0x20)
+			printf("\\u%04x", c);
+		else
+			putchar(c);
+	}
+	putchar('"');
+}
+
+static void print_text(uint64_t total_bytes, uint64_t elapsed, int path)
+{
+	if (!opt.quiet) {
+		for (size_t i = 0; i < nfiles; i++) {
+			const struct file *f = &files[i];
+
+			if (f->err)
+				printf("%s  FAILED: %s\n", f->path, dmafs_strerror(f->err));
+			else
+				printf("%s  %llu bytes  %.3f s  %.2f GB/s  %s%s\n", f->path,
+				       (unsigned long long)f->res.bytes, f->res.elapsed_ns / 1e9,
+				       gbps(f->res.bytes, f->res.elapsed_ns), dmafs_path_name(f->res.path),
+				       f->verified > 0 ? "  verified" : f->verified < 0 ? "  MISMATCH" : "");
+		}
+	}
+	printf("total  %zu files  %llu bytes  %.3f s  %.2f GB/s  %s  target %s\n", nfiles,
+	       (unsigned long long)total_bytes, elapsed / 1e9, gbps(total_bytes, elapsed),
+	       dmafs_path_name(path), target_name());
+}
+
+static void print_json(uint64_t total_bytes, uint64_t elapsed, int path, int mismatches)
+{
+	char buf[512];
+	int first = 1;
+
+	printf("{\n  \"target\": ");
+	json_str(target_name());
+	printf(",\n  \"files\": [");
+	for (size_t i = 0; i < nfiles; i++) {
+		const struct file *f = &files[i];
+
+		printf("%s\n    {\"file\": ", i ? "," : "");
+		json_str(f->path);
+		printf(", \"size\": %llu, \"bytes\": %llu, \"seconds\": %.6f, \"gbps\": %.3f, \"path\": ",
+		       (unsigned long long)f->size, (unsigned long long)f->res.bytes,
+		       f->res.elapsed_ns / 1e9, gbps(f->res.bytes, f->res.elapsed_ns));
+		json_str(dmafs_path_name(f->res.path));
+		printf(", \"error\": ");
+		if (f->err)
+			json_str(dmafs_strerror(f->err));
+		else
+			printf("null");
+		if (opt.verify)
+			printf(", \"verified\": %s", f->verified > 0 ? "true" : "false");
+		if (f->verified < 0)
+			printf(", \"mismatch_at\": %llu", (unsigned long long)f->bad_at);
+		printf("}");
+	}
+	printf("\n  ],\n  \"total\": {\"files\": %zu, \"bytes\": %llu, \"seconds\": %.6f, \"gbps\": %.3f, \"path\": ",
+	       nfiles, (unsigned long long)total_bytes, elapsed / 1e9, gbps(total_bytes, elapsed));
+	json_str(dmafs_path_name(path));
+	printf("},\n  \"notices\": [");
+	for (size_t g = 0; g < ngroups; g++) {
+		if (!notice(&groups[g], buf, sizeof(buf)))
+			continue;
+		printf("%s\n    ", first ? "" : ",");
+		json_str(buf);
+		first = 0;
+	}
+	printf("%s],\n  \"verify\": ", first ? "" : "\n  ");
+	json_str(!opt.verify ? "skipped" : mismatches ? "mismatch" : "ok");
+	printf(",\n  \"errors\": %d\n}\n", errors);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lopts[] = {
+		{ "target", required_argument, NULL, 't' },
+		{ "verify", no_argument, NULL, 'V' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "threads", required_argument, NULL, 'T' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	uint64_t total = 0, elapsed = 0, bytes = 0;
+	int c, path = DMAFS_PATH_NONE, mismatches = 0;
+	char buf[512];
+
+	while ((c = getopt_long(argc, argv, "t:VjT:qh", lopts, NULL)) != -1) {
+		switch (c) {
+		case 't':
+			if (parse_target(optarg)) {
+				err("--target %s: expected host, cuda:N or hip:N", optarg);
+				return EXIT_ERR;
+			}
+			break;
+		case 'V':
+			opt.verify = 1;
+			break;
+		case 'j':
+			opt.json = 1;
+			break;
+		case 'T': {
+			char *end;
+			unsigned long v = strtoul(optarg, &end, 10);
+
+			if (end == optarg || *end || v < 1 || v > 256) {
+				err("--threads %s: expected a number from 1 to 256", optarg);
+				return EXIT_ERR;
+			}
+			opt.threads = (unsigned)v;
+			break;
+		}
+		case 'q':
+			opt.quiet = 1;
+			break;
+		case 'h':
+			usage(stdout);
+			return EXIT_OK;
+		default:
+			usage(stderr);
+			return EXIT_ERR;
+		}
+	}
+	if (optind >= argc) {
+		usage(stderr);
+		return EXIT_ERR;
+	}
+	if (collect(argv + optind, argc - optind))
+		return EXIT_ERR;
+	if (nfiles == 0) {
+		err("no regular files found under %s%s", argv[optind], argc - optind > 1 ? " ..." : "");
+		return EXIT_ERR;
+	}
+	if (plan(&total)) {
+		err("the files do not fit one address space");
+		return EXIT_ERR;
+	}
+	prog.total = 0;
+	for (size_t i = 0; i < nfiles; i++)
+		prog.total += files[i].size;
+	if (open_groups(total)) {
+		close_groups();
+		return EXIT_ERR;
+	}
+	place_all(&elapsed);
+	for (size_t g = 0; g < ngroups; g++)
+		for (size_t i = 0; i < nfiles; i++)
+			if (files[i].group == (int)g && !files[i].err && files[i].res.path > path)
+				path = files[i].res.path;
+	for (size_t g = 0; g < ngroups; g++)
+		groups[g].total.path = DMAFS_PATH_NONE;
+	for (size_t i = 0; i < nfiles; i++) {
+		struct group *gr = &groups[files[i].group];
+
+		bytes += files[i].res.bytes;
+		if (!files[i].err && files[i].res.path > gr->total.path)
+			gr->total.path = files[i].res.path;
+	}
+	if (opt.verify)
+		mismatches = verify_all();
+	if (opt.json) {
+		print_json(bytes, elapsed, path, mismatches);
+	} else {
+		print_text(bytes, elapsed, path);
+		for (size_t g = 0; g < ngroups; g++)
+			if (notice(&groups[g], buf, sizeof(buf)))
+				fprintf(stderr, "dmafs-load: notice: %s\n", buf);
+		if (opt.verify && !mismatches && !errors)
+			printf("verify  ok: every placed byte matches a POSIX read\n");
+	}
+	fflush(stdout);
+	close_groups();
+	if (mismatches)
+		return EXIT_MISMATCH;
+	return errors ? EXIT_ERR : EXIT_OK;
+}
