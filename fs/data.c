@@ -391,7 +391,7 @@ ssize_t fs_write(struct fs *fs, uint64_t ino_nr, const char *data, size_t size, 
 	for (size_t k = 0; k < nops; k++)
 		journal_dirty(&fs->j, ops[k].tag);
 
-	ret = fs_begin(fs, 256 + nne * 64);
+	ret = fs_begin(fs, 256 + nne * 64, nne > 0);
 	if (ret)
 		goto undo;
 	ret = log_extents(fs, ino, ne, nne);
@@ -449,7 +449,7 @@ int fs_truncate_locked_data(struct fs *fs, struct inode *ino, uint64_t size)
 			goto out;
 		journal_dirty(&fs->j, op.tag);
 	}
-	ret = fs_begin(fs, 256);
+	ret = fs_begin(fs, 256, 0);
 	if (ret)
 		goto out;
 	memset(&r, 0, sizeof(r));

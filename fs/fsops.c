@@ -14,8 +14,15 @@
 
 int64_t fs_now(void) { return (int64_t)util_now_ns(); }
 
-int fs_begin(struct fs *fs, size_t need)
+int fs_begin(struct fs *fs, size_t need, int grows)
 {
+	/*
+	 * Operations that grow the metadata must leave a reserve in the log half: deletes
+	 * can always be logged, and the snapshot of a full filesystem still fits a half, so
+	 * a remount (which compacts) never fails for lack of log space.
+	 */
+	if (grows)
+		need += MAX(64u << 10, fs->j.half / 16);
 	if (fs->ro)
 		return -EROFS;
 	pthread_mutex_lock(&fs->meta.lock);
@@ -97,6 +104,11 @@ int fs_mount(struct fs *fs, struct member *ms, unsigned n, int ro, char *err, si
 	if (!ro) {
 		/* A fresh snapshot in the other half: unifies the mirrors, drops a torn tail. */
 		ret = journal_compact(&fs->j);
+		if (ret == -ENOSPC) {
+			/* keep appending to the current half; deletes will make room */
+			log_warn("mount: metadata log is full; only deletions will succeed until space is freed");
+			ret = 0;
+		}
 		if (ret) {
 			snprintf(err, errlen, "cannot write the metadata log on member 0 (%s): %s",
 				 ms[0].path, strerror(-ret));
@@ -106,18 +118,20 @@ int fs_mount(struct fs *fs, struct member *ms, unsigned n, int ro, char *err, si
 	return 0;
 }
 
-void fs_unmount(struct fs *fs)
+int fs_unmount(struct fs *fs)
 {
+	int ret = 0;
+
 	journal_stop(&fs->j);
 	if (!fs->ro) {
-		int ret = journal_commit(&fs->j);
-
+		ret = journal_commit(&fs->j);
 		if (ret)
 			log_err("unmount: final metadata commit failed: %s", strerror(-ret));
 	}
 	meta_destroy(&fs->meta);
 	alloc_destroy(&fs->alloc);
 	buf_free(&fs->j.pending);
+	return ret;
 }
 
 void fs_stat(struct fs *fs, const struct inode *ino, struct stat *st)
@@ -279,7 +293,7 @@ int fs_mknod(struct fs *fs, const struct fs_ctx *c, uint64_t parent, const char 
 		return ret;
 	if (target && (strlen(target) == 0 || strlen(target) > FMT_SYMLINK_MAX))
 		return strlen(target) ? -ENAMETOOLONG : -ENOENT;
-	ret = fs_begin(fs, REC_ROOM + (target ? strlen(target) : 0));
+	ret = fs_begin(fs, REC_ROOM + (target ? strlen(target) : 0), 1);
 	if (ret)
 		return ret;
 	ret = lookup_locked(fs, parent, name, &dir, &child, &de);
@@ -343,7 +357,7 @@ int fs_link(struct fs *fs, uint64_t ino, uint64_t parent, const char *name, stru
 
 	if (ret)
 		return ret;
-	ret = fs_begin(fs, REC_ROOM);
+	ret = fs_begin(fs, REC_ROOM, 1);
 	if (ret)
 		return ret;
 	src = meta_iget(&fs->meta, ino);
@@ -404,7 +418,7 @@ int fs_unlink(struct fs *fs, uint64_t parent, const char *name, int rmdir)
 	struct dentry *de;
 	int ret;
 
-	ret = fs_begin(fs, REC_ROOM);
+	ret = fs_begin(fs, REC_ROOM, 0);
 	if (ret)
 		return ret;
 	ret = lookup_locked(fs, parent, name, &dir, &child, &de);
@@ -459,7 +473,7 @@ int fs_rename(struct fs *fs, uint64_t parent, const char *name, uint64_t newpare
 		ret = check_name(name);
 	if (ret)
 		return ret;
-	ret = fs_begin(fs, 2 * REC_ROOM);
+	ret = fs_begin(fs, 2 * REC_ROOM, 0);
 	if (ret)
 		return ret;
 	ret = lookup_locked(fs, parent, name, &sdir, &src, &sde);
@@ -574,7 +588,7 @@ int fs_setattr(struct fs *fs, uint64_t ino, const struct stat *in, int valid, st
 		if (ret)
 			return ret;
 	}
-	ret = fs_begin(fs, REC_ROOM);
+	ret = fs_begin(fs, REC_ROOM, 0);
 	if (ret)
 		return ret;
 	i = meta_iget(&fs->meta, ino);
@@ -878,7 +892,7 @@ int fs_setxattr(struct fs *fs, uint64_t ino, const char *name, const void *val, 
 		return -ERANGE;
 	if (size > FMT_XATTR_VALUE_MAX)
 		return -E2BIG;
-	ret = fs_begin(fs, REC_ROOM + size);
+	ret = fs_begin(fs, REC_ROOM + size, 1);
 	if (ret)
 		return ret;
 	i = meta_iget(&fs->meta, ino);
@@ -962,7 +976,7 @@ int fs_removexattr(struct fs *fs, uint64_t ino, const char *name)
 		return -EOPNOTSUPP;
 	if (strlen(name) > FMT_XATTR_NAME_MAX)
 		return -ERANGE;
-	ret = fs_begin(fs, REC_ROOM);
+	ret = fs_begin(fs, REC_ROOM, 0);
 	if (ret)
 		return ret;
 	i = meta_iget(&fs->meta, ino);

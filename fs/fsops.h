@@ -34,8 +34,9 @@ struct fs_ctx {
 
 /* Mount-time setup: members already opened and verified. @err gets a one-line reason. */
 int fs_mount(struct fs *fs, struct member *ms, unsigned n, int ro, char *err, size_t errlen);
-/* Commit, stop threads, free memory (members are closed by the caller). */
-void fs_unmount(struct fs *fs);
+/* Commit, stop threads, free memory (members are closed by the caller). Returns the
+ * final commit's result. */
+int fs_unmount(struct fs *fs);
 
 void fs_stat(struct fs *fs, const struct inode *ino, struct stat *st);
 int fs_getattr(struct fs *fs, uint64_t ino, struct stat *st);
@@ -95,8 +96,12 @@ ssize_t fs_write(struct fs *fs, uint64_t ino, const char *data, size_t size, uin
 /* Change the size (caller holds nothing); data beyond the new end is released. */
 int fs_truncate_locked_data(struct fs *fs, struct inode *ino, uint64_t size);
 
-/* Take meta.lock with room for @need bytes of log records (compacting if needed). */
-int fs_begin(struct fs *fs, size_t need);
+/*
+ * Take meta.lock with room for @need bytes of log records (compacting if needed).
+ * @grows: the operation adds metadata, and must leave the deletion reserve free.
+ * Returns 0 (locked) or -ENOSPC/-EROFS/-EIO (not locked).
+ */
+int fs_begin(struct fs *fs, size_t need, int grows);
 void fs_end(struct fs *fs);
 int64_t fs_now(void);
 /*

@@ -305,10 +305,10 @@ static int compact_locked(struct journal *j)
 		ret = -ENOSPC;
 	if (ret) {
 		pthread_mutex_unlock(&j->meta->lock);
-		buf_free(&snap);
 		if (ret == -ENOSPC)
-			log_warn("metadata snapshot (%zu bytes) no longer fits a log half (%llu bytes)",
+			log_warn("metadata snapshot (%zu bytes) does not fit a log half (%llu bytes): delete files to make room",
 				 snap.len, (unsigned long long)j->half);
+		buf_free(&snap);
 		return ret;
 	}
 	if (j->meta->alloc)

@@ -420,7 +420,8 @@ out_session:
 	fuse_session_destroy(se);
 out_fs:
 	place_shutdown();
-	fs_unmount(&fs);
+	if (fs_unmount(&fs))
+		ret = 1;
 	members_close(ms, n);
 	fuse_opt_free_args(&args);
 	return ret;

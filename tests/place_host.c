@@ -6,7 +6,6 @@
  * malformed requests, foreign shared memory, and random request fuzzing.
  * Usage: place_host FILE_ON_DMAFS (the file holds random data; at least 8 MiB).
  */
-#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>

@@ -181,7 +181,11 @@ int main(int argc, char *argv[])
 			return 1;
 		ret = member_open(&ms[i], path, 0, err, sizeof(err));
 		if (ret) {
-			fprintf(stderr, "mkfs.dmafs: member %d (%s\n", i, err);
+			/* err is "PATH: reason" */
+			const char *why = strncmp(err, path, strlen(path)) ? err : err + strlen(path);
+
+			fprintf(stderr, "mkfs.dmafs: member %d (%s)%s%s\n", i, path,
+				why == err ? ": " : "", why);
 			return 1;
 		}
 		if (ms[i].size < FMT_MIN_MEMBER) {

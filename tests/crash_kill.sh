@@ -1,0 +1,106 @@
+#!/bin/bash
+# Description: kill -9 of the daemon during fsync'd creates/replaces/renames/unlinks/
+# overwrites/truncates, then remount: every op logged as durable (after its fsync returned)
+# is intact, the op in flight is all-or-nothing; periodic commit= makes unsynced writes
+# durable; a file unlinked while open at the crash is deleted at the next mount; kill -9
+# while mounting (replay/compaction) loses nothing.
+[ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
+. "$(dirname "$0")/t_lib.sh"
+t_require_root_fuse
+t_require_python
+ROUNDS=${CRASH_ROUNDS:-4}
+t_workdir
+t_images 2 512M
+t_mkfs "${T_IMGS[@]}"
+M=$T_WORK/mnt
+H="$top_srcdir/tests/t_helpers.py"
+
+verify_all() {
+	local k
+	for ((k = 1; k <= $1; k++)); do
+		t_py "$H" crash-verify "$M/round$k" "$T_WORK/log$k" || t_fail "round $k: durable ops lost after kill -9 (see above)"
+	done
+}
+
+for ((r = 1; r <= ROUNDS; r++)); do
+	# commit=3600: only fsync may make these ops durable.
+	t_mount "$T_MEMBERS" "$M" commit=3600
+	[ $r -gt 1 ] && verify_all $((r - 1))
+	"$T_PY" "$H" crash-work "$M/round$r" "$T_WORK/log$r" "$r" &
+	wpid=$!
+	t_register pid "$wpid"
+	sleep "$(t_py -c "import random; random.seed($r); print(round(random.uniform(1.5, 4.0), 2))")"
+	kill -0 "$wpid" 2>/dev/null || { tail -3 "$T_WORK/log$r"; t_fail "workload died before the kill"; }
+	t_log "round $r: kill -9 the daemon during the workload ($(grep -c '^D' "$T_WORK/log$r") ops durable so far)"
+	t_crash "$M"
+	wait "$wpid"
+	[ "$(grep -c '^D' "$T_WORK/log$r")" -gt 5 ] || t_fail "round $r: workload completed too few ops to test anything"
+	t_mount "$T_MEMBERS" "$M" commit=3600
+	verify_all $r
+	t_log "round $r: filesystem usable after recovery (write, fsync, delete)"
+	head -c 1000000 /dev/urandom >"$M/after$r" && sync -f "$M/after$r" 2>/dev/null
+	cmp -s <(head -c 1000000 "$M/after$r") "$M/after$r" || t_fail "write after recovery"
+	rm "$M/after$r" || t_fail "rm after recovery"
+	t_umount "$M"
+done
+
+t_log "periodic commit: unsynced files written with commit=1 survive kill -9 after 4 s"
+t_mount "$T_MEMBERS" "$M" commit=1
+mkdir "$M/periodic" || t_fail "mkdir"
+for i in $(seq 1 20); do head -c $((i * 7777)) /dev/urandom >"$M/periodic/p$i" || t_fail "write p$i"; done
+(cd "$M/periodic" && sha256sum p*) >"$T_WORK/periodic.sums"
+sleep 4
+t_crash "$M"
+t_mount "$T_MEMBERS" "$M" commit=1
+(cd "$M/periodic" && sha256sum -c --quiet "$T_WORK/periodic.sums") ||
+	t_fail "files written 4 s before kill -9 with commit=1 lost or damaged"
+
+t_log "unlinked-while-open file at kill -9 is deleted at the next mount (space comes back)"
+sync -f "$M" 2>/dev/null
+free0=$(t_free_bytes "$M")
+"$T_PY" "$H" hold-unlinked "$M/held" $((64 * 1024 * 1024)) "$T_WORK/held.ready" &
+hpid=$!
+t_register pid "$hpid"
+n=0
+while [ ! -e "$T_WORK/held.ready" ]; do
+	kill -0 $hpid 2>/dev/null || t_fail "hold-unlinked helper died"
+	((n++ < 300)) || t_fail "hold-unlinked helper not ready after 30 s"
+	sleep 0.1
+done
+[ ! -e "$M/held" ] || t_fail "unlinked name still visible"
+free1=$(t_free_bytes "$M")
+[ "$free1" -le $((free0 - 60 * 1024 * 1024)) ] || t_fail "64 MiB open unlinked file does not use space ($free0 -> $free1)"
+t_crash "$M"
+kill "$hpid" 2>/dev/null
+wait "$hpid" 2>/dev/null
+t_mount "$T_MEMBERS" "$M" commit=1
+n=0
+while [ "$(t_free_bytes "$M")" -lt $((free0 - 2 * 1024 * 1024)) ]; do
+	((n++ < 100)) || t_fail "space of the unlinked-open file not reclaimed at mount: free $free0 before, $(t_free_bytes "$M") now"
+	sleep 0.1
+done
+verify_all "$ROUNDS"
+t_umount "$M"
+
+t_log "kill -9 during mount (log replay / compaction into the other half), 30 times, 0.3..9 ms after start"
+early=0
+for i in $(seq 1 30); do
+	"$DMAFS" -f "$T_MEMBERS" "$M" 2>/dev/null &
+	dpid=$!
+	t_register pid "$dpid"
+	# The mount itself takes milliseconds: aim the kills inside it.
+	sleep "$(printf '0.%04d' $((i * 3)))"
+	kill -9 "$dpid" 2>/dev/null
+	wait "$dpid" 2>/dev/null
+	if t_is_mounted "$M"; then
+		fusermount3 -u -z "$M" 2>/dev/null || umount -l "$M"
+	else
+		early=$((early + 1))
+	fi
+done
+t_log "  $early of 30 kills landed before the mount was up"
+t_mount "$T_MEMBERS" "$M"
+verify_all "$ROUNDS"
+(cd "$M/periodic" && sha256sum -c --quiet "$T_WORK/periodic.sums") || t_fail "periodic files after mount-time kills"
+t_umount "$M"
+t_log "PASS"

@@ -1,0 +1,80 @@
+#!/bin/bash
+# Description: daemon mount options: fstab noise accepted, fsname= shown as the source,
+# readahead_kb= (default 16384) applied to the mount's bdi, threads=1 under concurrent I/O,
+# attr/entry_timeout=0, no access for other users without allow_other, unknown option and
+# missing mount point refused, `umount MNT` ends a -f daemon with status 0.
+[ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
+. "$(dirname "$0")/t_lib.sh"
+t_require_root_fuse
+t_workdir
+chmod 0755 "$T_WORK"
+t_images 2 128M
+t_mkfs "${T_IMGS[@]}"
+M=$T_WORK/mnt
+
+# ra_is MNT KB - wait up to 3 s for the mount's bdi read_ahead_kb to become KB.
+ra_is() {
+	local dev f n=30
+	dev=$(mountpoint -d "$1") || t_fail "mountpoint -d $1"
+	f=/sys/class/bdi/$dev/read_ahead_kb
+	[ -r "$f" ] || t_skip "no $f to check readahead"
+	while [ "$(cat "$f")" != "$2" ]; do
+		((n-- > 0)) || t_fail "read_ahead_kb of $1 ($f) is $(cat "$f"), expected $2"
+		sleep 0.1
+	done
+}
+
+t_log "fstab noise options are accepted"
+t_mount "$T_MEMBERS" "$M" defaults,auto,noauto,user,nouser,nofail,_netdev,exec,suid,nosuid,dev,nodev,atime,noatime,relatime,rw,default_permissions
+echo x >"$M/f" && [ "$(cat "$M/f")" = x ] || t_fail "I/O on mount with fstab noise options"
+t_log "default readahead_kb is 16384"
+ra_is "$M" 16384
+t_log "without allow_other another user cannot enter the mount"
+if command -v setpriv >/dev/null; then
+	setpriv --reuid=65534 --regid=65534 --clear-groups -- ls "$M" >/dev/null 2>&1 &&
+		t_fail "uid 65534 can list a mount made without allow_other"
+fi
+t_umount "$M"
+
+t_log "fsname=NAME is the source in /proc/mounts; readahead_kb=4096 applied"
+t_mount "$T_MEMBERS" "$M" fsname=bigdata,readahead_kb=4096
+src=$(awk -v m="$M" '$2 == m {print $1}' /proc/mounts | tail -n 1)
+[ "$src" = bigdata ] || t_fail "fsname=bigdata: /proc/mounts source is '$src'"
+ra_is "$M" 4096
+t_umount "$M"
+
+t_log "threads=1, attr_timeout=0, entry_timeout=0: concurrent writers and readers finish"
+t_mount "$T_MEMBERS" "$M" threads=1,attr_timeout=0,entry_timeout=0
+head -c $((24 * 1024 * 1024)) /dev/urandom >"$T_WORK/ref"
+pids=()
+for i in 1 2 3 4; do
+	timeout 120 dd if="$T_WORK/ref" of="$M/w$i" bs=64K conv=fsync status=none &
+	pids+=($!)
+done
+for i in 1 2 3 4; do timeout 120 cat "$T_WORK/ref" >/dev/null & pids+=($!); done
+for p in "${pids[@]}"; do wait "$p" || t_fail "concurrent I/O with threads=1 failed or hung"; done
+for i in 1 2 3 4; do cmp "$T_WORK/ref" "$M/w$i" || t_fail "w$i differs"; done
+mv "$M/w1" "$M/w1b" && [ -e "$M/w1b" ] && [ ! -e "$M/w1" ] || t_fail "rename seen at once with entry_timeout=0"
+t_umount "$M"
+
+t_log "unknown option and missing mount point are refused"
+if "$DMAFS" -o no_such_option_xyz "$T_MEMBERS" "$M" 2>"$T_WORK/err"; then
+	t_is_mounted "$M" && fusermount3 -u "$M"
+	t_fail "unknown option accepted"
+fi
+t_is_mounted "$M" && t_fail "mounted despite an unknown option"
+[ -s "$T_WORK/err" ] || t_fail "no message for an unknown option"
+"$DMAFS" "$T_MEMBERS" "$T_WORK/no/such/dir" 2>"$T_WORK/err" && t_fail "mount on a missing mount point succeeded"
+[ -s "$T_WORK/err" ] || t_fail "no message for a missing mount point"
+
+t_log "umount(8) of a -f daemon: it commits and exits 0"
+t_mount_fg "$T_MEMBERS" "$M"
+echo y >"$M/g" || t_fail write
+umount "$M" || t_fail "umount $M"
+wait "$T_DAEMON_PID"
+rc=$?
+[ $rc = 0 ] || t_fail "daemon exit status $rc after umount: $(cat "$T_DAEMON_ERR")"
+t_mount "$T_MEMBERS" "$M" ro
+[ "$(cat "$M/g")" = y ] || t_fail "file written before umount(8) lost"
+t_umount "$M"
+t_log "PASS"

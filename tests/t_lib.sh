@@ -1,0 +1,295 @@
+# SPDX-License-Identifier: MIT
+# t_lib.sh - shared helpers for the mounted dmafs tests (sourced, not run).
+#
+# Every helper is prefixed t_.  Sourcing this file registers t_cleanup on EXIT;
+# whatever the test leaves behind (mounts, daemons, loop devices, work dirs) is
+# recorded in a state file as it is created, so helpers work from subshells too
+# and the cleanup runs even when the test fails half way.
+#
+# Environment: top_builddir / top_srcdir (set by `make check`; default: the
+# directory above this file).  DMAFS / MKFS may point at other binaries.
+
+: "${top_srcdir:=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
+: "${top_builddir:=$top_srcdir}"
+: "${DMAFS:=$top_builddir/fs/dmafs}"
+: "${MKFS:=$top_builddir/tools/mkfs.dmafs}"
+T_NAME=$(basename "$0" .sh)
+# The interpreter itself (not a wrapper such as a pyenv shim), so that $! of a
+# backgrounded "$T_PY" is the python process.
+T_PY=$(python3 -c 'import sys; print(sys.executable)' 2>/dev/null || true)
+T_WORK=
+T_MEMBERS=
+T_IMGS=()
+T_LOOPDEVS=()
+T_DAEMON_ERR=
+T_STATE=$(mktemp /dev/shm/.dmafs-t-state.XXXXXX) || { echo "$T_NAME: mktemp failed"; exit 1; }
+
+# t_log MSG... - one line of what the test is checking now.
+t_log() { echo "[$T_NAME] $*"; }
+
+# t_fail MSG... - report a failure and end the test with status 1.
+t_fail() {
+	echo "[$T_NAME] FAIL: $*"
+	exit 1
+}
+
+# t_skip MSG... - end the test with status 77 (skip), saying why.
+t_skip() {
+	echo "[$T_NAME] SKIP: $*"
+	exit 77
+}
+
+# t_register KIND VALUE - remember something for t_cleanup (dir, loop, mnt, pid).
+t_register() { echo "$1 $2" >>"$T_STATE"; }
+
+# t_require_root_fuse - skip unless we can mount FUSE filesystems as root
+# and the dmafs binaries are built.
+t_require_root_fuse() {
+	[ "$(id -u)" = 0 ] || t_skip "needs root (mounts FUSE, uses loop devices, changes owners)"
+	[ -c /dev/fuse ] || t_skip "no /dev/fuse character device"
+	command -v fusermount3 >/dev/null || t_skip "fusermount3 not installed (Debian package fuse3)"
+	[ -x "$DMAFS" ] || t_skip "daemon not built: $DMAFS"
+	[ -x "$MKFS" ] || t_skip "mkfs not built: $MKFS"
+}
+
+# t_require_python - skip unless python3 is available (several checks use it).
+t_require_python() {
+	[ -n "$T_PY" ] || t_skip "python3 not found"
+}
+
+# t_py ARGS... - run python3.
+t_py() { PYTHONDONTWRITEBYTECODE=1 "$T_PY" "$@"; }
+
+# t_workdir - create a fresh work dir under /dev/shm; sets T_WORK.
+t_workdir() {
+	T_WORK=$(mktemp -d "/dev/shm/dmafs-$T_NAME.XXXXXX") || t_fail "mktemp -d under /dev/shm failed"
+	t_register dir "$T_WORK"
+}
+
+# t_images N SIZE [NAME] - N sparse image files of SIZE (truncate(1) syntax)
+# in the work dir.  Sets T_IMGS (array) and T_MEMBERS (comma list).
+t_images() {
+	local n=$1 size=$2 name=${3:-img} i
+	[ -n "$T_WORK" ] || t_workdir
+	T_IMGS=()
+	for ((i = 0; i < n; i++)); do
+		truncate -s "$size" "$T_WORK/$name$i" || t_fail "cannot create image $T_WORK/$name$i"
+		T_IMGS+=("$T_WORK/$name$i")
+	done
+	T_MEMBERS=$(IFS=,; echo "${T_IMGS[*]}")
+}
+
+# t_loops N SIZE [NAME] - N loop devices over sparse files in the work dir.
+# Sets T_LOOPDEVS (array) and T_MEMBERS (comma list).
+t_loops() {
+	local n=$1 size=$2 name=${3:-loop} i dev
+	command -v losetup >/dev/null || t_skip "losetup not installed"
+	[ -n "$T_WORK" ] || t_workdir
+	T_LOOPDEVS=()
+	for ((i = 0; i < n; i++)); do
+		truncate -s "$size" "$T_WORK/$name$i.img" || t_fail "cannot create $T_WORK/$name$i.img"
+		dev=
+		# losetup -f races with other users of loop devices; retry a few times.
+		for _ in 1 2 3 4 5; do
+			dev=$(losetup -f --show "$T_WORK/$name$i.img" 2>/dev/null) && break
+			dev=
+			sleep 0.2
+		done
+		[ -n "$dev" ] || t_skip "no free loop device (losetup -f --show failed)"
+		t_register loop "$dev"
+		T_LOOPDEVS+=("$dev")
+	done
+	T_MEMBERS=$(IFS=,; echo "${T_LOOPDEVS[*]}")
+}
+
+# t_mkfs ARGS... - run mkfs.dmafs -q ARGS; fails the test if mkfs fails.
+t_mkfs() {
+	local out
+	out=$("$MKFS" -q "$@" 2>&1) || t_fail "mkfs.dmafs $* failed: $out"
+}
+
+# t_daemon_pids MNT - pids of dmafs daemons whose last argument is MNT.
+t_daemon_pids() {
+	local mnt=$1 p a
+	for p in /proc/[0-9]*; do
+		mapfile -d "" -t a 2>/dev/null <"$p/cmdline" || continue
+		[ ${#a[@]} -ge 2 ] || continue
+		[ "${a[0]##*/}" = dmafs ] || continue
+		[ "${a[${#a[@]} - 1]}" = "$mnt" ] && echo "${p#/proc/}"
+	done
+}
+
+# t_is_mounted MNT - true if MNT is in the mount table.  (mountpoint(1) stats the
+# path and says "not a mount point" for a FUSE mount whose daemon is dead.)
+t_is_mounted() {
+	awk -v m="$1" '$2 == m { found = 1 } END { exit !found }' /proc/self/mounts
+}
+
+# t_wait_mounted MNT [SECONDS] - wait until MNT is a mount point.
+t_wait_mounted() {
+	local mnt=$1 n=$((${2:-30} * 10))
+	while ! t_is_mounted "$mnt"; do
+		((n-- > 0)) || return 1
+		sleep 0.1
+	done
+}
+
+# t_mount MEMBERS MNT [OPTS] - mount with the daemon (which daemonizes once the
+# mount is up) and wait for the mount point.  Fails the test if it does not mount.
+# The daemon's stderr is kept in $T_DAEMON_ERR.
+t_mount() {
+	local members=$1 mnt=$2 opts=${3:-} rc
+	[ -n "$T_WORK" ] || t_workdir
+	mkdir -p "$mnt" || t_fail "mkdir $mnt"
+	t_register mnt "$mnt"
+	T_DAEMON_ERR=$T_WORK/daemon.err
+	if [ -n "$opts" ]; then
+		"$DMAFS" -o "$opts" "$members" "$mnt" 2>"$T_DAEMON_ERR"
+	else
+		"$DMAFS" "$members" "$mnt" 2>"$T_DAEMON_ERR"
+	fi
+	rc=$?
+	[ $rc = 0 ] || t_fail "dmafs ${opts:+-o $opts }$members $mnt exited $rc: $(cat "$T_DAEMON_ERR")"
+	t_wait_mounted "$mnt" 30 || t_fail "dmafs exited 0 but $mnt is not a mount point after 30 s"
+	local p
+	for p in $(t_daemon_pids "$mnt"); do t_register pid "$p"; done
+}
+
+# t_mount_fg MEMBERS MNT [OPTS] - like t_mount but runs the daemon with -f in the
+# background; sets T_DAEMON_PID so the test can wait for its exit status.
+t_mount_fg() {
+	local members=$1 mnt=$2 opts=${3:-}
+	[ -n "$T_WORK" ] || t_workdir
+	mkdir -p "$mnt" || t_fail "mkdir $mnt"
+	t_register mnt "$mnt"
+	T_DAEMON_ERR=$T_WORK/daemon.err
+	if [ -n "$opts" ]; then
+		"$DMAFS" -f -o "$opts" "$members" "$mnt" 2>"$T_DAEMON_ERR" &
+	else
+		"$DMAFS" -f "$members" "$mnt" 2>"$T_DAEMON_ERR" &
+	fi
+	T_DAEMON_PID=$!
+	t_register pid "$T_DAEMON_PID"
+	local n=300
+	while ! t_is_mounted "$mnt"; do
+		kill -0 "$T_DAEMON_PID" 2>/dev/null ||
+			t_fail "dmafs -f $members $mnt died before mounting: $(cat "$T_DAEMON_ERR")"
+		((n-- > 0)) || t_fail "dmafs -f: $mnt not mounted after 30 s"
+		sleep 0.1
+	done
+}
+
+# t_umount MNT - unmount and wait (up to 60 s) for the daemon to exit.
+t_umount() {
+	local mnt=$1 pids p n
+	pids=$(t_daemon_pids "$mnt")
+	for n in 1 2 3 4 5 6 7 8 9 10; do
+		fusermount3 -u "$mnt" 2>/dev/null && break
+		t_is_mounted "$mnt" || break
+		umount "$mnt" 2>/dev/null && break
+		sleep 0.5
+	done
+	t_is_mounted "$mnt" && t_fail "cannot unmount $mnt (busy?)"
+	for p in $pids; do
+		n=600
+		while kill -0 "$p" 2>/dev/null; do
+			((n-- > 0)) || t_fail "daemon $p still running 60 s after unmounting $mnt"
+			sleep 0.1
+		done
+	done
+	return 0
+}
+
+# t_crash MNT - kill -9 the daemon of MNT and lazily detach the dead mount.
+t_crash() {
+	local mnt=$1 pids p
+	pids=$(t_daemon_pids "$mnt")
+	[ -n "$pids" ] || t_fail "no daemon found for $mnt"
+	for p in $pids; do kill -9 "$p"; done
+	for p in $pids; do
+		while kill -0 "$p" 2>/dev/null; do sleep 0.05; done
+	done
+	fusermount3 -u -z "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null
+	t_is_mounted "$mnt" && t_fail "cannot detach $mnt after killing the daemon"
+	return 0
+}
+
+# t_statfs MNT FIELD - f_blocks|f_bfree|f_bavail|f_files|f_ffree|f_frsize|f_bsize|f_namemax
+t_statfs() {
+	case $2 in
+	f_blocks) stat -f -c %b "$1" ;;
+	f_bfree) stat -f -c %f "$1" ;;
+	f_bavail) stat -f -c %a "$1" ;;
+	f_files) stat -f -c %c "$1" ;;
+	f_ffree) stat -f -c %d "$1" ;;
+	f_frsize) stat -f -c %S "$1" ;;
+	f_bsize) stat -f -c %s "$1" ;;
+	f_namemax) stat -f -c %l "$1" ;;
+	*) t_fail "t_statfs: unknown field $2" ;;
+	esac
+}
+
+# t_free_bytes MNT - free bytes for unprivileged users (f_bavail * f_frsize).
+t_free_bytes() { echo $(($(t_statfs "$1" f_bavail) * $(t_statfs "$1" f_frsize))); }
+
+# t_expect_fail DESC CMD... - CMD must fail; fails the test otherwise.
+t_expect_fail() {
+	local desc=$1
+	shift
+	if "$@" 2>/dev/null; then t_fail "$desc: '$*' succeeded but must fail"; fi
+	return 0
+}
+
+# t_cleanup - unmount everything, kill our daemons, detach our loop devices,
+# remove work dirs.  Runs on EXIT; keeps the test's exit status.
+t_cleanup() {
+	local rc=$? kind val
+	trap - EXIT
+	[ -f "$T_STATE" ] || exit $rc
+	# Unmount in reverse order of mounting.
+	while read -r kind val; do
+		[ "$kind" = mnt ] || continue
+		t_is_mounted "$val" || continue
+		fusermount3 -u "$val" 2>/dev/null || fusermount3 -u -z "$val" 2>/dev/null ||
+			umount -l "$val" 2>/dev/null ||
+			echo "[$T_NAME] cleanup: cannot unmount $val" >&2
+	done < <(tac "$T_STATE")
+	# Daemons: those recorded plus any still serving one of our mount points.
+	local pids=() p
+	while read -r kind val; do
+		case $kind in
+		pid) pids+=("$val") ;;
+		mnt) for p in $(t_daemon_pids "$val"); do pids+=("$p"); done ;;
+		esac
+	done <"$T_STATE"
+	if [ ${#pids[@]} -gt 0 ]; then
+		local n=50 alive=1
+		# Give daemons time to commit and exit after the unmount, then force.
+		while [ $alive = 1 ] && ((n-- > 0)); do
+			alive=0
+			for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+			[ $alive = 1 ] && sleep 0.1
+		done
+		for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+		for p in "${pids[@]}"; do
+			n=50
+			while kill -0 "$p" 2>/dev/null && ((n-- > 0)); do sleep 0.1; done
+		done
+	fi
+	while read -r kind val; do
+		[ "$kind" = loop ] && losetup -d "$val" 2>/dev/null
+	done <"$T_STATE"
+	while read -r kind val; do
+		[ "$kind" = dir ] || continue
+		# Never rm -rf through a mount that is still there.
+		if grep -q " $val/" /proc/mounts 2>/dev/null; then
+			echo "[$T_NAME] cleanup: leaving $val, something is still mounted in it" >&2
+			continue
+		fi
+		rm -rf "$val"
+	done <"$T_STATE"
+	rm -f "$T_STATE"
+	exit $rc
+}
+trap t_cleanup EXIT
+trap 'exit 1' INT TERM HUP
