@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* main.c - the dmafs daemon: options, member verification, mount, FUSE loop. */
 #include "ops.h"
+#include "p2p.h"
 #include "place.h"
 
 #include <errno.h>
@@ -20,6 +21,7 @@ struct options {
 	char *members;
 	char *mountpoint;
 	unsigned commit, threads, readahead_kb, staging_mb;
+	char *p2p;
 	int ro, foreground, debug, help, version;
 };
 
@@ -31,6 +33,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("threads=%u", threads),
 	OPT("readahead_kb=%u", readahead_kb),
 	OPT("staging_mb=%u", staging_mb),
+	OPT("p2p=%s", p2p),
 	FUSE_OPT_KEY("ro", KEY_RO),
 	FUSE_OPT_KEY("rw", KEY_RW),
 	FUSE_OPT_KEY("-f", KEY_FG),
@@ -126,6 +129,8 @@ static void usage(FILE *f)
 		"  -o threads=N        FUSE worker threads (default 16)\n"
 		"  -o readahead_kb=N   kernel readahead on the mount (default 16384)\n"
 		"  -o staging_mb=N     pinned staging memory per GPU for placements (default 256)\n"
+		"  -o p2p=auto|off|force  cuFile direct path: when nvidia-fs is loaded (auto),\n"
+		"                      never, or always (testing: cuFile compatibility mode)\n"
 		"  -o attr_timeout=S, entry_timeout=S   kernel cache timeouts (default 1)\n"
 		"  -o fsname=NAME      source shown in /proc/mounts\n"
 		"See dmafs(8).\n");
@@ -349,6 +354,14 @@ int main(int argc, char *argv[])
 	}
 	if (o.debug)
 		util_log_set_level(LOG_LVL_DEBUG);
+	if (o.p2p && strcmp(o.p2p, "auto") && strcmp(o.p2p, "off") && strcmp(o.p2p, "force")) {
+		fprintf(stderr, "dmafs: p2p=%s: want auto, off or force\n", o.p2p);
+		return 1;
+	}
+	if (o.p2p && !strcmp(o.p2p, "off"))
+		p2p_configure(-1);
+	else if (o.p2p && !strcmp(o.p2p, "force"))
+		p2p_configure(1);
 	if (!o.foreground && detach()) {
 		fprintf(stderr, "dmafs: cannot start the daemon: %s\n", strerror(errno));
 		return 1;

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "gpu.h"
+#include "p2p.h"
 
 #define MAX_REGS_PER_PROCESS 4096
 #define REAP_INTERVAL_MS 500
@@ -36,6 +37,7 @@ struct reg {
 	uint64_t size;
 	void *map;		/* host: mmap address; GPU: IPC mapping base */
 	size_t map_len;
+	int p2p;		/* registered with cuFile */
 	unsigned refs;		/* placements running; protected by regs_lock */
 	int dead;		/* unregistered or owner gone; freed when refs drops to 0 */
 };
@@ -100,6 +102,8 @@ static void reg_free(struct reg *r)
 		if (r->map)
 			munmap(r->map, r->map_len);
 	} else if (r->map) {
+		if (r->p2p)
+			p2p_buf_deregister(r->map);
 		gpu_ipc_close(r->gpu, r->dev, r->map);
 	}
 	if (r->pidfd >= 0)
@@ -188,32 +192,21 @@ unsigned place_count(void)
 
 /* ---- capabilities ---- */
 
-/* Why the direct (p2p) path is not used for @target; empty when it could be. */
-static void p2p_reason(int target, char *why, size_t len)
+/* Why the direct (p2p) path is or is not used for @target. */
+static int p2p_reason(int target, char *why, size_t len)
 {
 	void *h;
 
-	if (target == DMAFS_TARGET_CUDA) {
-		h = dlopen("libcufile.so.0", RTLD_NOW | RTLD_LOCAL);
-		if (!h) {
-			snprintf(why, len, "p2p unavailable: libcufile.so.0 (GPUDirect Storage) not installed");
-			return;
-		}
-		dlclose(h);
-		if (access("/proc/driver/nvidia-fs/version", F_OK)) {
-			snprintf(why, len, "p2p unavailable: cuFile present but nvidia-fs is not loaded, so cuFile would only bounce through host memory (compat mode)");
-			return;
-		}
-		snprintf(why, len, "p2p unavailable: nvidia-fs is loaded, but this dmafs version does not drive cuFile yet");
-		return;
-	}
+	if (target == DMAFS_TARGET_CUDA)
+		return p2p_usable(why, len);
 	h = dlopen("libhipfile.so", RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
 		snprintf(why, len, "p2p unavailable: libhipfile.so (ROCm >= 7.2) not installed");
-		return;
+		return 0;
 	}
 	dlclose(h);
-	snprintf(why, len, "p2p unavailable: hipFile present, but this dmafs version does not drive hipFile yet");
+	snprintf(why, len, "p2p unavailable: hipFile is present, but this dmafs version drives only cuFile; the staged path is used");
+	return 0;
 }
 
 int place_info(struct fs *fs, uint64_t ino, struct dmafs_ioc_info *out)
@@ -249,8 +242,7 @@ int place_info(struct fs *fs, uint64_t ino, struct dmafs_ioc_info *out)
 			snprintf(t->why, sizeof(t->why), "%s", why);
 			continue;
 		}
-		p2p_reason(target, p2p, sizeof(p2p));
-		t->path = DMAFS_PATH_STAGED;
+		t->path = p2p_reason(target, p2p, sizeof(p2p)) ? DMAFS_PATH_P2P : DMAFS_PATH_STAGED;
 		t->devices = gpu_count(g);
 		snprintf(t->why, sizeof(t->why), "%s, %d device(s); %s", gpu_version(g), t->devices, p2p);
 	}
@@ -338,6 +330,9 @@ static int map_gpu(struct dmafs_ioc_register *rq, struct reg *r)
 	}
 	r->base = (char *)r->map + rq->offset;
 	rq->device = r->dev;
+	if (rq->target == DMAFS_TARGET_CUDA && p2p_usable(NULL, 0))
+		r->p2p = p2p_buf_register(r->map, len) == 0;
+	r->map_len = len;
 	return 0;
 }
 
@@ -642,20 +637,131 @@ static int place_gpu(struct fs *fs, struct inode *ino, struct reg *r, struct dma
 	return ret;
 }
 
+/* ---- CUDA direct path: cuFile reads, one thread per member ---- */
+
+struct p2p_piece {
+	uint64_t moff, len, boff;
+};
+
+struct p2p_job {
+	unsigned member;
+	struct reg *r;
+	struct p2p_piece *pc;
+	size_t n, cap;
+	int err, started;
+	pthread_t t;
+};
+
+static void *p2p_member_main(void *arg)
+{
+	struct p2p_job *j = arg;
+
+	for (size_t i = 0; i < j->n && !j->err; i++) {
+		ssize_t got = p2p_read(j->member, j->r->map, j->pc[i].len, j->pc[i].moff, j->pc[i].boff);
+
+		if (got != (ssize_t)j->pc[i].len) {
+			log_err("p2p read error on member %u at member offset %llu (+%llu bytes)", j->member,
+				(unsigned long long)j->pc[i].moff, (unsigned long long)j->pc[i].len);
+			j->err = -EIO;
+		}
+	}
+	return NULL;
+}
+
+static int job_add(struct p2p_job *j, uint64_t moff, uint64_t len, uint64_t boff)
+{
+	if (j->n == j->cap) {
+		size_t cap = j->cap ? 2 * j->cap : 64;
+		struct p2p_piece *p = realloc(j->pc, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		j->pc = p;
+		j->cap = cap;
+	}
+	j->pc[j->n++] = (struct p2p_piece){ moff, len, boff };
+	return 0;
+}
+
+static int place_p2p(struct fs *fs, struct inode *ino, struct reg *r, struct dmafs_ioc_place *p)
+{
+	struct p2p_job *jobs = calloc(fs->n, sizeof(*jobs));
+	static const char zero[64 << 10];
+	uint64_t rel = r->base - (char *)r->map; /* registration offset inside the allocation */
+	int ret = 0;
+
+	if (!jobs)
+		return -ENOMEM;
+	for (unsigned m = 0; m < fs->n; m++) {
+		jobs[m].member = m;
+		jobs[m].r = r;
+	}
+	for (uint32_t i = 0; !ret && i < p->count; i++) {
+		uint64_t off = p->e[i].file_offset, end = off + p->e[i].length;
+		uint64_t dst = rel + p->e[i].buffer_offset;
+		size_t k = meta_ext_find(ino, off);
+
+		while (!ret && off < end) {
+			const struct extent *e = k < ino->next ? &ino->ext[k] : NULL;
+			uint64_t stop;
+
+			if (!e || e->off >= end || e->off > off) { /* a hole: zeros */
+				stop = e && e->off < end ? e->off : end;
+				for (uint64_t z = off; !ret && z < stop; z += sizeof(zero))
+					ret = gpu_copy_htod(r->gpu, r->dev, (char *)r->map + dst + (z - off), zero,
+							    MIN(sizeof(zero), stop - z)) ? -ENODEV : 0;
+			} else {
+				stop = MIN(end, e->off + e->len);
+				ret = job_add(&jobs[e->member], e->moff + (off - e->off), stop - off, dst);
+				k++;
+			}
+			dst += stop - off;
+			off = stop;
+		}
+	}
+	for (unsigned m = 0; m < fs->n; m++) {
+		if (ret || !jobs[m].n)
+			continue;
+		if (pthread_create(&jobs[m].t, NULL, p2p_member_main, &jobs[m]))
+			ret = -EAGAIN;
+		else
+			jobs[m].started = 1;
+	}
+	for (unsigned m = 0; m < fs->n; m++) {
+		if (jobs[m].started)
+			pthread_join(jobs[m].t, NULL);
+		if (!ret && jobs[m].err)
+			ret = jobs[m].err;
+		free(jobs[m].pc);
+	}
+	free(jobs);
+	return ret;
+}
+
+/* The direct path for this registration, with every member registered with cuFile? */
+static int use_p2p(struct fs *fs, struct reg *r)
+{
+	if (r->target != DMAFS_TARGET_CUDA || !r->p2p)
+		return 0;
+	for (unsigned m = 0; m < fs->n; m++)
+		if (p2p_member(&fs->members[m], m))
+			return 0;
+	return 1;
+}
+
 int place_run(struct fs *fs, const struct place_caller *c, uint64_t ino_nr,
 	      struct dmafs_ioc_place *p)
 {
 	uint64_t t0 = now_ns(), total = 0;
 	struct inode *ino;
 	struct reg *r;
-	int ret, target;
+	int ret, path = DMAFS_PATH_NONE;
 
 	if (p->count > DMAFS_PLACE_MAX || p->flags)
 		return -EINVAL;
 	ret = reg_get(c, p->id, &r);
 	if (ret)
 		return ret;
-	target = r->target;
 	pthread_mutex_lock(&fs->meta.lock);
 	ino = meta_iget(&fs->meta, ino_nr);
 	pthread_mutex_unlock(&fs->meta.lock);
@@ -666,9 +772,18 @@ int place_run(struct fs *fs, const struct place_caller *c, uint64_t ino_nr,
 	/* the size and extent map stay fixed while we read: writers wait */
 	pthread_rwlock_rdlock(&ino->iolock);
 	ret = place_validate(p, r->size, ino->a.size);
-	if (!ret)
-		ret = r->target == DMAFS_TARGET_HOST ? place_host(fs, ino, r, p)
-						     : place_gpu(fs, ino, r, p);
+	if (!ret) {
+		if (r->target == DMAFS_TARGET_HOST) {
+			ret = place_host(fs, ino, r, p);
+			path = DMAFS_PATH_HOST;
+		} else if (use_p2p(fs, r)) {
+			ret = place_p2p(fs, ino, r, p);
+			path = DMAFS_PATH_P2P;
+		} else {
+			ret = place_gpu(fs, ino, r, p);
+			path = DMAFS_PATH_STAGED;
+		}
+	}
 	pthread_rwlock_unlock(&ino->iolock);
 	reg_put(r);
 	if (ret)
@@ -676,7 +791,7 @@ int place_run(struct fs *fs, const struct place_caller *c, uint64_t ino_nr,
 	for (uint32_t i = 0; i < p->count; i++)
 		total += p->e[i].length;
 	p->bytes = total;
-	p->path = target == DMAFS_TARGET_HOST ? DMAFS_PATH_HOST : DMAFS_PATH_STAGED;
+	p->path = path;
 	p->elapsed_ns = now_ns() - t0;
 	return 0;
 }

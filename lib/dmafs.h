@@ -301,6 +301,71 @@ int dmafs_layout_get(const char *path, struct dmafs_layout **out);
 /* Free a layout from dmafs_layout_get(); NULL is a no-op. */
 void dmafs_layout_free(struct dmafs_layout *l);
 
+/* ---- safetensors models ---- */
+
+/* Element types of safetensors files, as named in their headers. */
+enum dmafs_dtype {
+	DMAFS_DT_BOOL, DMAFS_DT_U8, DMAFS_DT_I8, DMAFS_DT_I16, DMAFS_DT_U16, DMAFS_DT_F16,
+	DMAFS_DT_BF16, DMAFS_DT_I32, DMAFS_DT_U32, DMAFS_DT_F32, DMAFS_DT_F64, DMAFS_DT_I64,
+	DMAFS_DT_U64, DMAFS_DT_F8_E4M3, DMAFS_DT_F8_E5M2, DMAFS_DT_F8_E8M0, DMAFS_DT_F4,
+	DMAFS_DT_COUNT
+};
+
+#define DMAFS_MAX_DIMS 8
+
+/* One tensor of a model: where it is in its file and, once placed, in memory. */
+struct dmafs_tensor {
+	const char *name;	/* as in the header; valid while the model is open */
+	int dtype;		/* enum dmafs_dtype */
+	int ndim;
+	int64_t shape[DMAFS_MAX_DIMS];
+	uint64_t nbytes;	/* product of shape times element size */
+	unsigned file;		/* index into the model's files (dmafs_model_file) */
+	uint64_t file_offset;	/* absolute byte offset of the data in that file */
+	uint64_t buffer_offset; /* byte offset in the model's buffer layout */
+	void *ptr;		/* after dmafs_model_place: buffer base + buffer_offset */
+};
+
+struct dmafs_model;
+
+/*
+ * Open a model: one .safetensors file, a directory holding *.safetensors files (or a
+ * model.safetensors.index.json), an index.json itself, or a Hugging Face cache snapshot
+ * (symlinks are followed). Every header is read and validated: length bounded, JSON well
+ * formed, every dtype known, offsets inside the file, no overlaps, shapes consistent
+ * with byte sizes, tensor names unique across shards, index entries all present.
+ * Returns 0 and *out, or -EINVAL (malformed: @err names the file and what is wrong),
+ * -ENOENT, -EACCES, -ENOMEM. Nothing is placed.
+ * @see dmafs_model_close
+ */
+int dmafs_model_open(const char *path, struct dmafs_model **out, char *err, size_t errlen);
+void dmafs_model_close(struct dmafs_model *m);
+/* Files of the model (absolute paths, in placement order) and their count. */
+unsigned dmafs_model_files(const struct dmafs_model *m);
+const char *dmafs_model_file(const struct dmafs_model *m, unsigned i);
+/* Tensors, sorted by (file, offset); count and i-th. */
+size_t dmafs_model_tensors(const struct dmafs_model *m);
+const struct dmafs_tensor *dmafs_model_tensor(const struct dmafs_model *m, size_t i);
+/* Index of the tensor called @name, or -ENOENT. */
+long dmafs_model_find(const struct dmafs_model *m, const char *name);
+/*
+ * Bytes of buffer the model needs: each file is placed whole (header included) at a
+ * 4096-aligned offset, so tensors keep their in-file alignment and host placements are
+ * zero copy.
+ */
+uint64_t dmafs_model_bytes(const struct dmafs_model *m);
+/*
+ * Place every file of the model into @b starting at @buffer_offset, one request per file,
+ * files in parallel on @threads threads (0: up to 8), and set every tensor's ptr.
+ * Returns 0, or -ERANGE (buffer too small), or a dmafs_place error; on error nothing is
+ * reported as placed (ptr fields stay NULL).
+ */
+int dmafs_model_place(struct dmafs_model *m, struct dmafs_buf *b, uint64_t buffer_offset,
+		      unsigned threads, struct dmafs_result *res);
+/* "BF16", "F32", ...; NULL for an unknown code. Element size in bytes (F4: 0, packed). */
+const char *dmafs_dtype_name(int dtype);
+unsigned dmafs_dtype_size(int dtype);
+
 #ifdef __cplusplus
 }
 #endif
