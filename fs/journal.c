@@ -195,6 +195,10 @@ int journal_open(struct journal *j, struct member *ms, unsigned n, struct meta *
 		return -EUCLEAN;
 	}
 	for (unsigned i = 0; i < j->ncopies; i++) {
+		j->copy_ok[i] = s[i].ok;
+		j->copy_differs[i] = s[i].ok && (s[i].hdr.gen != s[best].hdr.gen ||
+						  s[i].last_seq != s[best].last_seq);
+		snprintf(j->copy_why[i], sizeof(j->copy_why[i]), "%s", s[i].why);
 		if (!s[i].ok)
 			log_warn("metadata log copy on member %u (%s) is damaged (%s); using member %d's copy",
 				 i, ms[i].path, s[i].why, best);

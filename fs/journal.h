@@ -37,6 +37,9 @@ struct journal {
 	struct buf pending;
 	/* members written since the last commit; bit i = member i */
 	_Atomic uint64_t dirty;
+	/* what journal_open found in each copy (for dmafs-fsck) */
+	int copy_ok[2], copy_differs[2];
+	char copy_why[2][256];
 	/* statistics, protected by commit_lock */
 	uint64_t commits, compactions;
 	/* the periodic commit thread */

@@ -114,7 +114,7 @@ int member_pwrite(struct member *m, const void *buf, size_t len, uint64_t off)
 	return (size_t)r == len ? 0 : -EIO;
 }
 
-static const char *sb_errstr(int e)
+const char *member_sb_errstr(int e)
 {
 	switch (e) {
 	case -ENODATA: return "no dmafs superblock (bad magic)";
@@ -151,7 +151,7 @@ int member_read_sb(struct member *m, char *err, size_t errlen)
 	}
 	free(b);
 	if (r1)
-		snprintf(err, errlen, "%s: %s in both copies", m->path, sb_errstr(r1));
+		snprintf(err, errlen, "%s: %s in both copies", m->path, member_sb_errstr(r1));
 	return r1;
 }
 

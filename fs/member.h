@@ -37,6 +37,8 @@ int member_pwrite(struct member *m, const void *buf, size_t len, uint64_t off);
  * copy is good; @err gets a one-line description.
  */
 int member_read_sb(struct member *m, char *err, size_t errlen);
+/* Words for a fmt_sb_decode() error: "no dmafs superblock (bad magic)", ... */
+const char *member_sb_errstr(int err);
 /* Write the superblock and its copy, then fdatasync. Returns 0 or -errno. */
 int member_write_sb(struct member *m);
 /*

@@ -1,0 +1,448 @@
+// SPDX-License-Identifier: MIT
+/*
+ * fsck.c - dmafs-fsck: offline check and repair of a dmafs filesystem (not mounted).
+ * Checks the superblocks and their copies, the member set, both copies of the metadata
+ * log, extents (outside the data region, overlapping, doubly owned, past EOF), directory
+ * entries, link counts and unreachable inodes; --repair fixes what it can and writes the
+ * repaired metadata as a fresh snapshot to both log copies; --scrub reads every data
+ * block. Exit status as e2fsck: 0 clean, 1 errors corrected, 4 errors left, 8 operational.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "journal.h"
+#include "member.h"
+#include "meta.h"
+#include "uring.h"
+
+static int repair, quiet, tty;
+static unsigned errors, fixed;
+
+static void problem(int can_fix, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void problem(int can_fix, const char *fmt, ...)
+{
+	va_list ap;
+
+	errors++;
+	va_start(ap, fmt);
+	printf("%s: ", repair && can_fix ? "FIXED" : "ERROR");
+	vprintf(fmt, ap);
+	putchar('\n');
+	va_end(ap);
+	if (repair && can_fix)
+		fixed++;
+}
+
+/* ---- paths, for messages ---- */
+
+struct parent {
+	uint64_t dir;
+	const char *name;
+	unsigned refs;
+	unsigned subdirs;
+};
+
+static struct meta meta;
+static struct parent *parents;
+static uint64_t maxino;
+
+static struct parent *par(uint64_t ino) { return ino <= maxino ? &parents[ino] : NULL; }
+
+static const char *path_of(uint64_t ino, char *buf, size_t len)
+{
+	char tmp[4096];
+	int depth = 0;
+
+	buf[0] = '\0';
+	if (ino == FMT_ROOT_INO)
+		return "/";
+	while (ino != FMT_ROOT_INO && depth++ < 256) {
+		struct parent *p = par(ino);
+
+		if (!p || !p->name) {
+			snprintf(tmp, sizeof(tmp), "<inode %llu>%s", (unsigned long long)ino, buf);
+			snprintf(buf, len, "%s", tmp);
+			return buf;
+		}
+		snprintf(tmp, sizeof(tmp), "/%s%s", p->name, buf);
+		snprintf(buf, len, "%s", tmp);
+		ino = p->dir;
+	}
+	return buf;
+}
+
+static int max_ino(struct inode *i, void *arg)
+{
+	if (i->ino > maxino)
+		maxino = i->ino;
+	return 0;
+}
+
+static int collect(struct inode *d, void *arg)
+{
+	if (!d->dir)
+		return 0;
+	for (size_t s = 0; s < d->dir->nslots; s++) {
+		struct dentry *de = d->dir->slots[s];
+		struct inode *c;
+		struct parent *p;
+
+		if (!de)
+			continue;
+		c = meta_iget(&meta, de->ino);
+		p = par(de->ino);
+		if (!c || !p)
+			continue;
+		p->refs++;
+		if (!p->name) {
+			p->dir = d->ino;
+			p->name = de->name;
+		}
+		if (c->dir)
+			par(d->ino)->subdirs++;
+	}
+	return 0;
+}
+
+/* ---- checks ---- */
+
+static int check_entries(struct inode *d, void *arg)
+{
+	char pb[4096];
+
+	if (!d->dir)
+		return 0;
+	d->dir->nopen++; /* no slot compaction while walking */
+	for (size_t s = 0; s < d->dir->nslots; s++) {
+		struct dentry *de = d->dir->slots[s];
+
+		if (!de || meta_iget(&meta, de->ino))
+			continue;
+		problem(1, "%s/%s: entry points to missing inode %llu%s", path_of(d->ino, pb, sizeof(pb)),
+			de->name, (unsigned long long)de->ino, repair ? "; entry removed" : "");
+		if (repair) {
+			struct fmt_rec r = { .type = REC_UNLINK, .dir = d->ino,
+					     .name = (const uint8_t *)de->name, .name_len = de->namelen };
+
+			meta_apply(&meta, &r);
+		}
+	}
+	d->dir->nopen--;
+	return 0;
+}
+
+static struct inode **orphans;
+static size_t norphans;
+
+static int check_links(struct inode *i, void *arg)
+{
+	struct parent *p = par(i->ino);
+	char pb[4096];
+	uint32_t want;
+
+	if (i->ino == FMT_ROOT_INO) {
+		want = 2 + p->subdirs;
+	} else if (p->refs == 0) {
+		/* nlink 0: unlinked while open at a crash, deleted at the next mount */
+		if (i->a.nlink == 0) {
+			if (!quiet)
+				printf("note: inode %llu is an orphan (unlinked while open); it is deleted at mount%s\n",
+				       (unsigned long long)i->ino, repair ? " and now" : "");
+		} else {
+			problem(1, "inode %llu (%s, %u links) is not in any directory%s",
+				(unsigned long long)i->ino, i->dir ? "directory" : "file", i->a.nlink,
+				repair ? "; moved to /lost+found" : "");
+		}
+		orphans = realloc(orphans, (norphans + 1) * sizeof(*orphans));
+		orphans[norphans++] = i;
+		return 0;
+	} else if (i->dir) {
+		if (p->refs > 1)
+			problem(0, "%s: directory has %u entries pointing to it", path_of(i->ino, pb, sizeof(pb)), p->refs);
+		want = 2 + p->subdirs;
+	} else {
+		want = p->refs;
+	}
+	if (i->a.nlink != want) {
+		problem(1, "%s: link count %u, should be %u", path_of(i->ino, pb, sizeof(pb)), i->a.nlink, want);
+		if (repair)
+			i->a.nlink = want;
+	}
+	return 0;
+}
+
+static struct alloc alloc;
+
+static int check_extents(struct inode *i, void *arg)
+{
+	uint64_t keep = ALIGN_UP(i->a.size, DMAFS_BLOCK);
+	char pb[4096];
+
+	for (size_t k = 0; k < i->next;) {
+		struct extent *e = &i->ext[k];
+
+		if (e->off >= keep) {
+			problem(1, "%s: extent at file offset %llu lies past the end of the file (size %llu)%s",
+				path_of(i->ino, pb, sizeof(pb)), (unsigned long long)e->off,
+				(unsigned long long)i->a.size, repair ? "; released" : "");
+			if (repair) {
+				i->next = k;
+				break;
+			}
+		}
+		if (alloc_mark_used(&alloc, e->member, e->moff, e->len)) {
+			problem(1, "%s: extent at file offset %llu (member %u offset %llu, %u bytes) is outside the data region or also owned by another extent%s",
+				path_of(i->ino, pb, sizeof(pb)), (unsigned long long)e->off, e->member,
+				(unsigned long long)e->moff, e->len, repair ? "; dropped (reads as zeros)" : "");
+			if (repair) {
+				memmove(e, e + 1, (i->next - k - 1) * sizeof(*e));
+				i->next--;
+				continue;
+			}
+		}
+		k++;
+	}
+	return 0;
+}
+
+/* Put unreachable inodes in /lost+found as #<inode>; delete nlink-0 orphans. */
+static void fix_orphans(void)
+{
+	struct inode *root = meta_iget(&meta, FMT_ROOT_INO), *lf;
+	struct dentry *de = meta_lookup(root, "lost+found", 10);
+	uint64_t lfino;
+
+	for (size_t k = 0; k < norphans; k++) {
+		struct inode *i = orphans[k];
+		char name[32];
+
+		if (i->a.nlink == 0 && !(i->dir && i->dir->count)) {
+			struct fmt_rec r = { .type = REC_IDEL, .ino = i->ino };
+
+			meta_apply(&meta, &r);
+			continue;
+		}
+		if (!de) {
+			struct fmt_rec r = { .type = REC_INODE, .ino = meta.next_ino };
+
+			r.a.mode = S_IFDIR | 0700;
+			r.a.nlink = 2;
+			r.a.atime = r.a.mtime = r.a.ctime = (int64_t)util_now_ns();
+			meta_apply(&meta, &r);
+			lfino = r.ino;
+			struct fmt_rec l = { .type = REC_LINK, .dir = FMT_ROOT_INO, .ino = lfino,
+					     .name = (const uint8_t *)"lost+found", .name_len = 10 };
+			meta_apply(&meta, &l);
+			root->a.nlink++;
+			de = meta_lookup(root, "lost+found", 10);
+		}
+		lfino = de->ino;
+		lf = meta_iget(&meta, lfino);
+		snprintf(name, sizeof(name), "#%llu", (unsigned long long)i->ino);
+		struct fmt_rec l = { .type = REC_LINK, .dir = lfino, .ino = i->ino,
+				     .name = (const uint8_t *)name, .name_len = strlen(name) };
+		if (meta_apply(&meta, &l) == 0) {
+			if (i->dir)
+				lf->a.nlink++;
+			else
+				i->a.nlink = 1;
+		}
+	}
+}
+
+/* ---- scrub ---- */
+
+static struct member *ms;
+static uint64_t scrub_total, scrub_done;
+static unsigned scrub_bad;
+
+static void progress(void)
+{
+	if (!tty || !scrub_total)
+		return;
+	int pct = (int)(100 * scrub_done / scrub_total);
+	fprintf(stderr, "\rscrub [%-40.*s] %3d%%", pct * 40 / 100, "########################################", pct);
+}
+
+static int scrub_inode(struct inode *i, void *arg)
+{
+	char *buf = arg, pb[4096];
+
+	for (size_t k = 0; k < i->next; k++) {
+		const struct extent *e = &i->ext[k];
+
+		for (uint64_t o = 0; o < e->len; o += 4u << 20) {
+			struct uring_op op = { .fd = ms[e->member].fd, .buf = buf,
+					       .len = (uint32_t)MIN(4u << 20, e->len - o), .off = e->moff + o,
+					       .tag = e->member };
+
+			if (uring_rw(&op, 1)) {
+				scrub_bad++;
+				problem(0, "%s: unreadable data at file offset %llu (+%u bytes) on member %u (%s) offset %llu: %s",
+					path_of(i->ino, pb, sizeof(pb)), (unsigned long long)(e->off + o),
+					op.len, e->member, ms[e->member].path,
+					(unsigned long long)op.off, strerror(-op.res));
+			}
+			scrub_done += op.len;
+			progress();
+		}
+	}
+	return 0;
+}
+
+static int count_bytes(struct inode *i, void *arg)
+{
+	for (size_t k = 0; k < i->next; k++)
+		scrub_total += i->ext[k].len;
+	return 0;
+}
+
+/* ---- superblocks ---- */
+
+static void check_superblocks(int n)
+{
+	uint8_t *b = util_aligned_alloc(FMT_SB_SIZE);
+	struct fmt_sb sb;
+
+	for (int i = 0; i < n; i++) {
+		uint64_t offs[2] = { 0, fmt_sb_copy_offset(ms[i].sb.member_size) };
+		int bad = 0;
+
+		for (int c = 0; c < 2; c++) {
+			int ret = member_pread(&ms[i], b, FMT_SB_SIZE, offs[c]);
+
+			if (!ret)
+				ret = fmt_sb_decode(b, &sb);
+			if (ret) {
+				bad = 1;
+				problem(1, "member %d (%s): %s superblock is damaged (%s)%s", i, ms[i].path,
+					c ? "the copy of the" : "the primary", member_sb_errstr(ret),
+					repair ? "; rewritten from the good copy" : "");
+			}
+		}
+		if (bad && repair && member_write_sb(&ms[i]))
+			printf("member %d (%s): rewriting the superblock failed\n", i, ms[i].path);
+	}
+	free(b);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: dmafs-fsck [-n] [-y|--repair] [--scrub] [-q] MEMBER[,MEMBER...] [MEMBER...]\n"
+		   "Check (and with --repair fix) an unmounted dmafs filesystem. See dmafs-fsck(8).\n"
+		   "Exit status: 0 clean, 1 errors corrected, 4 errors left uncorrected, 8 operational error.\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "repair", no_argument, NULL, 'y' }, { "scrub", no_argument, NULL, 's' },
+		{ "quiet", no_argument, NULL, 'q' },  { "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c, n, scrub = 0, ret;
+	char list[8192] = "", err[1024] = "";
+	struct journal j;
+
+	while ((c = getopt_long(argc, argv, "nysqh", lo, NULL)) != -1) {
+		switch (c) {
+		case 'n': repair = 0; break;
+		case 'y': repair = 1; break;
+		case 's': scrub = 1; break;
+		case 'q': quiet = 1; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 8;
+		}
+	}
+	if (optind >= argc) {
+		usage(stderr);
+		return 8;
+	}
+	for (int i = optind; i < argc; i++)
+		snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i > optind ? "," : "", argv[i]);
+	tty = isatty(2);
+	n = members_open(list, !repair, &ms, err, sizeof(err));
+	if (n < 0) {
+		fprintf(stderr, "dmafs-fsck: %s\n", err);
+		return 8;
+	}
+	if (!quiet)
+		printf("dmafs-fsck: %d member%s, %s\n", n, n > 1 ? "s" : "", repair ? "repairing" : "checking only");
+	check_superblocks(n);
+	ret = meta_init(&meta, ms[0].sb.stripe_unit, n);
+	if (!ret)
+		ret = journal_open(&j, ms, n, &meta, !repair, err, sizeof(err));
+	if (ret) {
+		printf("ERROR: %s\n", err[0] ? err : strerror(-ret));
+		printf("dmafs-fsck: the metadata cannot be replayed; it cannot be repaired by this version\n");
+		return 4;
+	}
+	for (unsigned i = 0; i < j.ncopies; i++) {
+		if (!j.copy_ok[i])
+			problem(1, "metadata log copy on member %u (%s) is damaged: %s%s", i, ms[i].path,
+				j.copy_why[i], repair ? "; rewritten from the good copy" : "");
+		else if (j.copy_differs[i])
+			problem(1, "metadata log copy on member %u (%s) is behind the other copy%s", i,
+				ms[i].path, repair ? "; rewritten" : "");
+	}
+	if (!meta_iget(&meta, FMT_ROOT_INO) || !meta_iget(&meta, FMT_ROOT_INO)->dir) {
+		printf("ERROR: the root directory is missing\n");
+		return 4;
+	}
+	meta_for_each(&meta, max_ino, NULL);
+	parents = calloc(maxino + 1, sizeof(*parents));
+	if (!parents)
+		return 8;
+	meta_for_each(&meta, check_entries, NULL);
+	meta_for_each(&meta, collect, NULL);
+	meta_for_each(&meta, check_links, NULL);
+	{
+		uint64_t start[FMT_MAX_MEMBERS], end[FMT_MAX_MEMBERS], cap = 0, used;
+
+		for (int i = 0; i < n; i++) {
+			start[i] = ms[i].sb.data_offset;
+			end[i] = ms[i].sb.data_end;
+			cap += end[i] - start[i];
+		}
+		alloc_init(&alloc, n, start, end);
+		meta_for_each(&meta, check_extents, NULL);
+		used = cap - alloc_free_bytes(&alloc);
+		if (!quiet)
+			printf("dmafs-fsck: %zu inodes, %.1f of %.1f MiB used (free space is rebuilt from the extents at every mount, so none can leak)\n",
+			       meta.inodes.n, used / 1048576.0, cap / 1048576.0);
+	}
+	if (repair)
+		fix_orphans();
+	if (scrub) {
+		char *buf = util_aligned_alloc(4u << 20);
+
+		meta_for_each(&meta, count_bytes, NULL);
+		if (!quiet)
+			printf("dmafs-fsck: scrub: reading %.2f GiB of file data (format v1 has no data checksums: this finds unreadable blocks)\n",
+			       scrub_total / 1073741824.0);
+		meta_for_each(&meta, scrub_inode, buf);
+		if (tty)
+			fputc('\n', stderr);
+		free(buf);
+	}
+	if (repair && (fixed || errors)) {
+		ret = journal_compact(&j);
+		if (ret) {
+			printf("dmafs-fsck: writing the repaired metadata failed: %s\n", strerror(-ret));
+			return 8;
+		}
+	}
+	members_close(ms, n);
+	if (!quiet || errors)
+		printf("dmafs-fsck: %u problem%s found, %u fixed\n", errors, errors == 1 ? "" : "s", fixed);
+	if (errors > fixed)
+		return 4;
+	return fixed ? 1 : 0;
+}
