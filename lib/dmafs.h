@@ -303,6 +303,23 @@ void dmafs_layout_free(struct dmafs_layout *l);
 
 /* ---- safetensors models ---- */
 
+/*
+ * A model is a set of safetensors files whose headers libdmafs reads, validates and lays
+ * out in one buffer; dmafs_model_place() then places every file whole, with one request
+ * per file, and points each tensor into the buffer:
+ *
+ *     struct dmafs_model *m;
+ *     char err[512];
+ *
+ *     if (dmafs_model_open("/mnt/models/qwen2.5-7b", &m, err, sizeof(err)))
+ *         errx(1, "%s", err);                     // "model-00002-of-00004.safetensors: ..."
+ *     dmafs_buf_register_cuda(s, dev, dmafs_model_bytes(m), 0, &b);
+ *     dmafs_model_place(m, b, 0, 0, &r);
+ *     t = dmafs_model_tensor(m, dmafs_model_find(m, "lm_head.weight"));   // t->ptr
+ *
+ * See dmafs_model_open(3).
+ */
+
 /* Element types of safetensors files, as named in their headers. */
 enum dmafs_dtype {
 	DMAFS_DT_BOOL, DMAFS_DT_U8, DMAFS_DT_I8, DMAFS_DT_I16, DMAFS_DT_U16, DMAFS_DT_F16,
@@ -311,58 +328,101 @@ enum dmafs_dtype {
 	DMAFS_DT_COUNT
 };
 
+/* Most dimensions a tensor may have; a header with more is refused. */
 #define DMAFS_MAX_DIMS 8
 
 /* One tensor of a model: where it is in its file and, once placed, in memory. */
 struct dmafs_tensor {
-	const char *name;	/* as in the header; valid while the model is open */
+	const char *name;	/* as in the header (UTF-8); valid while the model is open */
 	int dtype;		/* enum dmafs_dtype */
-	int ndim;
+	int ndim;		/* 0 for a scalar */
 	int64_t shape[DMAFS_MAX_DIMS];
-	uint64_t nbytes;	/* product of shape times element size */
+	uint64_t nbytes;	/* product of shape times element size (F4: two per byte,
+				 * rounded up) */
 	unsigned file;		/* index into the model's files (dmafs_model_file) */
 	uint64_t file_offset;	/* absolute byte offset of the data in that file */
 	uint64_t buffer_offset; /* byte offset in the model's buffer layout */
-	void *ptr;		/* after dmafs_model_place: buffer base + buffer_offset */
+	void *ptr;		/* after a successful dmafs_model_place: buffer base +
+				 * placement offset + buffer_offset (a device pointer for GPU
+				 * buffers); NULL before, and after a failed placement */
 };
 
 struct dmafs_model;
 
 /*
- * Open a model: one .safetensors file, a directory holding *.safetensors files (or a
- * model.safetensors.index.json), an index.json itself, or a Hugging Face cache snapshot
- * (symlinks are followed). Every header is read and validated: length bounded, JSON well
- * formed, every dtype known, offsets inside the file, no overlaps, shapes consistent
- * with byte sizes, tensor names unique across shards, index entries all present.
- * Returns 0 and *out, or -EINVAL (malformed: @err names the file and what is wrong),
- * -ENOENT, -EACCES, -ENOMEM. Nothing is placed.
+ * Open a model: one .safetensors file; a directory with a model.safetensors.index.json
+ * (its weight_map names the shards) or else all its *.safetensors files, in name order;
+ * an index .json itself; a Hugging Face cache snapshot directory (its symlinks into
+ * ../../blobs are followed, but files keep their snapshot names), or the cache's
+ * models--org--name directory (refs/main names the snapshot). Every header is read and
+ * validated: 8-byte length at most 100 MiB and inside the file; strict JSON (UTF-8
+ * strings, no duplicate keys, integers below 2^53, nesting bounded); every dtype known;
+ * at most DMAFS_MAX_DIMS dims; data_offsets inside the data section and holding exactly
+ * the bytes of the shape; no two tensors overlapping; tensor names unique across all
+ * files; with an index, every mapped tensor in its shard and every shard tensor mapped.
+ * Nothing is placed; files are not kept open.
+ * @err (may be NULL; @errlen bytes, 512 is plenty) gets a message for every error:
+ * "PATH: what is wrong", with PATH the file as the user named it, e.g.
+ * "m/model-00002-of-00004.safetensors: tensor 'x' data_offsets [10, 20] overlap 'y' [0, 16]".
+ * Returns 0 and *out (free with dmafs_model_close), or, with *out NULL:
+ *   -EINVAL  path or out NULL; a malformed header or index; a path that is not a
+ *            file or directory, or a shard that is not a regular file
+ *   -ENOENT  the path, a shard named by the index, or the file behind a symlink is
+ *            missing; a directory without *.safetensors files or index
+ *   -EISDIR  a shard named by the index is a directory
+ *   -EACCES, -ELOOP, -ENAMETOOLONG, -ENOTDIR, -EMFILE, -EIO ...  from stat(2), open(2),
+ *            opendir(3), pread(2), getcwd(3) (a relative path is made absolute)
+ *   -ENOMEM
  * @see dmafs_model_close
  */
 int dmafs_model_open(const char *path, struct dmafs_model **out, char *err, size_t errlen);
+/* Free a model and its tensors' names. NULL is a no-op. */
 void dmafs_model_close(struct dmafs_model *m);
-/* Files of the model (absolute paths, in placement order) and their count. */
+/*
+ * Files of the model, in placement order (the order of their layout), and their count (0
+ * for NULL). Paths are absolute but symlinks are not resolved: an HF snapshot's files are
+ * reported under snapshots/, not as their blobs. NULL for i out of range or NULL m.
+ */
 unsigned dmafs_model_files(const struct dmafs_model *m);
 const char *dmafs_model_file(const struct dmafs_model *m, unsigned i);
-/* Tensors, sorted by (file, offset); count and i-th. */
+/*
+ * Tensors, sorted by (file, offset): their count (0 for NULL), and the i-th (NULL for i
+ * out of range or NULL m), valid until dmafs_model_close().
+ */
 size_t dmafs_model_tensors(const struct dmafs_model *m);
 const struct dmafs_tensor *dmafs_model_tensor(const struct dmafs_model *m, size_t i);
-/* Index of the tensor called @name, or -ENOENT. */
+/* Index of the tensor called @name (O(log n)), -ENOENT if there is none, -EINVAL for NULL. */
 long dmafs_model_find(const struct dmafs_model *m, const char *name);
 /*
- * Bytes of buffer the model needs: each file is placed whole (header included) at a
- * 4096-aligned offset, so tensors keep their in-file alignment and host placements are
- * zero copy.
+ * Bytes of buffer the model needs (0 for NULL): each file is placed whole (header
+ * included) at a 4096-aligned offset, in file order, so tensors keep their in-file
+ * alignment and host placements are zero copy. The last file is not padded.
  */
 uint64_t dmafs_model_bytes(const struct dmafs_model *m);
 /*
- * Place every file of the model into @b starting at @buffer_offset, one request per file,
- * files in parallel on @threads threads (0: up to 8), and set every tensor's ptr.
- * Returns 0, or -ERANGE (buffer too small), or a dmafs_place error; on error nothing is
- * reported as placed (ptr fields stay NULL).
+ * Place every file of the model into @b at @buffer_offset + its layout offset (a
+ * 4096-aligned @buffer_offset keeps the daemon's reads direct), one whole-file placement
+ * per file through dmafs_place_files() on @threads threads (0: one per file, up to 8),
+ * and set every tensor's ptr. @res (may be NULL) gets the bytes of all files, the
+ * slowest path used and the wall time. Every file is first checked to be the one that
+ * was opened (same inode, size and modification time). Places of one model must not
+ * run concurrently (they write the tensors' ptr fields). Returns 0, or, with every ptr
+ * NULL and res->path DMAFS_PATH_NONE:
+ *   -EINVAL   m or b NULL; and dmafs_place_file()'s -EINVAL
+ *   -ERANGE   the model does not fit @b at @buffer_offset
+ *   -ESTALE   a file changed since dmafs_model_open() (open the model again)
+ *   -ENOENT, -EACCES ...  a file is gone or unreadable now (stat(2), open(2))
+ *   -EXDEV    a file is on another mount than @b's session (a model must be on one
+ *             mount; blobs of an HF cache included)
+ *   -EPERM, -EBUSY, -EIO, -ENODEV, -ENOMEM, -ENOTCONN  as dmafs_place()
+ * After an error some files may have been placed (res->bytes counts them).
  */
 int dmafs_model_place(struct dmafs_model *m, struct dmafs_buf *b, uint64_t buffer_offset,
 		      unsigned threads, struct dmafs_result *res);
-/* "BF16", "F32", ...; NULL for an unknown code. Element size in bytes (F4: 0, packed). */
+/*
+ * "BF16", "F32", ... (the header's spelling); NULL for a code outside enum dmafs_dtype.
+ * Element size in bytes: 1, 2, 4 or 8; 0 for F4 (two elements per byte) and unknown codes.
+ */
 const char *dmafs_dtype_name(int dtype);
 unsigned dmafs_dtype_size(int dtype);
 

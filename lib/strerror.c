@@ -73,6 +73,8 @@ const char *dmafs_strerror(int err)
 		return "invalid argument (NULL handle, size 0, bad extent, or not a regular file)";
 	case EISDIR:
 		return "is a directory (placements take regular files)";
+	case ESTALE:
+		return "a model file changed since dmafs_model_open (open the model again)";
 	case ENOMEM:
 		return "out of memory";
 	default:

@@ -5,7 +5,8 @@
  *
  * All files go into one buffer, each at a 4 KiB-aligned offset (aligned offsets let the
  * daemon read straight into the buffer). Files on different mounts get one session and
- * one registration per mount, over slices of the same allocation.
+ * one registration per mount, over slices of the same allocation. Safetensors models
+ * (--model, or PATHs that are *.safetensors files) go through load-model.c instead.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,13 +22,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dmafs-load.h"
 #include "dmafs.h"
 #include "gpu.h"
 
-#define ALIGN 4096ULL
-#define VERIFY_CHUNK (8u << 20)
-
-enum { EXIT_OK = 0, EXIT_ERR = 1, EXIT_MISMATCH = 2 };
+#define ALIGN LOAD_ALIGN
+#define VERIFY_CHUNK LOAD_VERIFY_CHUNK
 
 struct file {
 	char *path;
@@ -52,11 +52,8 @@ struct group {
 	struct dmafs_result total;
 };
 
-static struct {
-	int target, device;
-	int verify, json, quiet;
-	unsigned threads;
-} opt = { .target = DMAFS_TARGET_HOST };
+struct load_opt opt = { .target = DMAFS_TARGET_HOST };
+int load_errors;
 
 static struct file *files;
 static size_t nfiles, capfiles;
@@ -64,10 +61,8 @@ static struct group *groups;
 static size_t ngroups;
 static struct gpu *gpu;
 static char *gpumem;	/* GPU target: the allocation */
-static int errors;
 
-static void err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void err(const char *fmt, ...)
+void load_err(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -82,11 +77,17 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: dmafs-load [--target host|cuda:N|hip:N] [--verify] [--json] [--threads N] [-q] PATH...\n"
+		"       dmafs-load --model [--target T | --gpus N,N,...] [--list] [--verify] ... MODEL...\n"
 		"\n"
 		"Place files (directories: every regular file below them) into one buffer of\n"
 		"host or GPU memory through libdmafs, and report the rate and the path used.\n"
 		"  -t, --target T   host (shared host memory, default), cuda:N or hip:N\n"
-		"  -V, --verify     compare every placed byte with a POSIX read of the file\n"
+		"  -m, --model      each PATH is a safetensors model: a file, a directory of\n"
+		"                   shards or with an index, an index .json, an HF cache snapshot\n"
+		"                   (implied when every PATH is a *.safetensors file)\n"
+		"  -g, --gpus LIST  models: shard i goes to GPU LIST[i %% n], one buffer per GPU\n"
+		"  -l, --list       models: print every tensor and where it was placed\n"
+		"  -V, --verify     compare every placed byte (models: every tensor) with a POSIX read\n"
 		"  -j, --json       print one JSON document instead of text\n"
 		"  -T, --threads N  files placed at once (default: one per file, up to 8)\n"
 		"  -q, --quiet      print only the total line (and notices and errors)\n"
@@ -125,15 +126,45 @@ static int parse_target(const char *s)
 	return 0;
 }
 
+const char *load_target_name(int target, int device, char *buf, size_t len)
+{
+	if (target == DMAFS_TARGET_HOST)
+		snprintf(buf, len, "host");
+	else
+		snprintf(buf, len, "%s:%d", target == DMAFS_TARGET_CUDA ? "cuda" : "hip", device);
+	return buf;
+}
+
 static const char *target_name(void)
 {
 	static char buf[32];
 
-	if (opt.target == DMAFS_TARGET_HOST)
-		return "host";
-	snprintf(buf, sizeof(buf), "%s:%d", opt.target == DMAFS_TARGET_CUDA ? "cuda" : "hip",
-		 opt.device);
-	return buf;
+	return load_target_name(opt.target, opt.device, buf, sizeof(buf));
+}
+
+/* --gpus 0,1,...: device ordinals, each once. */
+static int parse_gpus(const char *s)
+{
+	const char *p = s;
+	char *end;
+
+	opt.ngpus = 0;
+	do {
+		long d;
+
+		errno = 0;
+		d = strtol(p, &end, 10);
+		if (errno || end == p || d < 0 || d > 1023 || (*end && *end != ','))
+			return -1;
+		for (int i = 0; i < opt.ngpus; i++)
+			if (opt.gpus[i] == d)
+				return -1;
+		if (opt.ngpus == LOAD_MAX_GPUS)
+			return -1;
+		opt.gpus[opt.ngpus++] = (int)d;
+		p = end + 1;
+	} while (*end == ',');
+	return 0;
 }
 
 /* ---- collecting files ---- */
@@ -170,8 +201,8 @@ static int walk_cb(const char *path, const struct stat *st, int type, struct FTW
 	if (type == FTW_SL && !stat(path, &t) && S_ISREG(t.st_mode))
 		return add_file(path, &t) ? FTW_STOP : 0;
 	if (type == FTW_DNR || type == FTW_NS) {
-		err("%s: cannot read, skipped", path);
-		errors++;
+		load_err("%s: cannot read, skipped", path);
+		load_errors++;
 	}
 	return 0;
 }
@@ -188,7 +219,7 @@ static int collect(char **paths, int n)
 		struct stat st;
 
 		if (stat(paths[i], &st)) {
-			err("%s: %s", paths[i], strerror(errno));
+			load_err("%s: %s", paths[i], strerror(errno));
 			return -1;
 		}
 		if (S_ISREG(st.st_mode)) {
@@ -196,13 +227,13 @@ static int collect(char **paths, int n)
 				return -1;
 		} else if (S_ISDIR(st.st_mode)) {
 			if (nftw(paths[i], walk_cb, 64, FTW_PHYS)) {
-				err("%s: %s", paths[i], strerror(errno));
+				load_err("%s: %s", paths[i], strerror(errno));
 				return -1;
 			}
 			/* readdir order is arbitrary: sort each directory argument's files */
 			qsort(files + first, nfiles - first, sizeof(*files), cmp_path);
 		} else {
-			err("%s: not a regular file or directory", paths[i]);
+			load_err("%s: not a regular file or directory", paths[i]);
 			return -1;
 		}
 	}
@@ -263,17 +294,17 @@ static int open_groups(uint64_t total)
 	if (opt.target != DMAFS_TARGET_HOST) {
 		ret = gpu_load(opt.target, &gpu, why, sizeof(why));
 		if (ret) {
-			err("%s: no GPU: %s", target_name(), why);
+			load_err("%s: no GPU: %s", target_name(), why);
 			return ret;
 		}
 		if (opt.device >= gpu_count(gpu)) {
-			err("%s: no such device (%d %s device(s) found)", target_name(),
+			load_err("%s: no such device (%d %s device(s) found)", target_name(),
 			    gpu_count(gpu), opt.target == DMAFS_TARGET_CUDA ? "CUDA" : "HIP");
 			return -ENODEV;
 		}
 		ret = gpu_mem_alloc(gpu, opt.device, total, (void **)&gpumem);
 		if (ret) {
-			err("%s: cannot allocate %llu bytes of device memory: %s (load fewer files at once)",
+			load_err("%s: cannot allocate %llu bytes of device memory: %s (load fewer files at once)",
 			    target_name(), (unsigned long long)total, strerror(-ret));
 			return ret;
 		}
@@ -287,7 +318,7 @@ static int open_groups(uint64_t total)
 				first = files[i].path;
 		ret = dmafs_session_open(first, &gr->s);
 		if (ret) {
-			err("%s: cannot open a dmafs session: %s", first, dmafs_strerror(ret));
+			load_err("%s: cannot open a dmafs session: %s", first, dmafs_strerror(ret));
 			return ret;
 		}
 		gr->caps_ok = dmafs_session_caps(gr->s, &gr->caps) == 0;
@@ -300,7 +331,7 @@ static int open_groups(uint64_t total)
 			ret = dmafs_buf_register_hip(gr->s, gpumem + gr->base, gr->size, opt.device,
 						     &gr->b);
 		if (ret) {
-			err("cannot register %llu bytes of %s memory for the files on the mount of %s: %s",
+			load_err("cannot register %llu bytes of %s memory for the files on the mount of %s: %s",
 			    (unsigned long long)gr->size, target_name(), first, dmafs_strerror(ret));
 			return ret;
 		}
@@ -322,7 +353,7 @@ static void close_groups(void)
 
 /* ---- progress ---- */
 
-static uint64_t now_ns(void)
+uint64_t load_now_ns(void)
 {
 	struct timespec ts;
 
@@ -333,19 +364,22 @@ static uint64_t now_ns(void)
 static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	int stop;
+	int stop, on;
 	uint64_t total, t0;
-} prog = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0 };
+	struct dmafs_buf *const *bufs;
+	size_t nbufs;
+	pthread_t tid;
+} prog = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
 
 static void progress_draw(int final)
 {
-	uint64_t done = 0, el = now_ns() - prog.t0;
+	uint64_t done = 0, el = load_now_ns() - prog.t0;
 	double frac;
 	int w = 30, fill;
 	char bar[64];
 
-	for (size_t g = 0; g < ngroups; g++)
-		done += dmafs_buf_placed(groups[g].b);
+	for (size_t i = 0; i < prog.nbufs; i++)
+		done += dmafs_buf_placed(prog.bufs[i]);
 	frac = prog.total ? (double)done / (double)prog.total : 1.0;
 	if (frac > 1)
 		frac = 1;
@@ -379,17 +413,44 @@ static void *progress_main(void *arg)
 	return NULL;
 }
 
+void load_progress_start(struct dmafs_buf *const *bufs, size_t n, uint64_t total)
+{
+	prog.bufs = bufs;
+	prog.nbufs = n;
+	prog.total = total;
+	prog.t0 = load_now_ns();
+	prog.stop = 0;
+	prog.on = !opt.quiet && !opt.json && isatty(STDERR_FILENO) &&
+		  !pthread_create(&prog.tid, NULL, progress_main, NULL);
+}
+
+void load_progress_stop(void)
+{
+	if (!prog.on)
+		return;
+	pthread_mutex_lock(&prog.lock);
+	prog.stop = 1;
+	pthread_cond_signal(&prog.cond);
+	pthread_mutex_unlock(&prog.lock);
+	pthread_join(prog.tid, NULL);
+	prog.on = 0;
+}
+
 /* ---- placing ---- */
 
 static int place_all(uint64_t *elapsed)
 {
-	uint64_t t0 = now_ns();
-	pthread_t pt;
-	int bar = !opt.quiet && !opt.json && isatty(STDERR_FILENO), ret = 0;
+	uint64_t t0 = load_now_ns(), total = 0;
+	struct dmafs_buf **bufs = calloc(ngroups, sizeof(*bufs));
+	int ret = 0;
 
-	prog.t0 = t0;
-	if (bar && pthread_create(&pt, NULL, progress_main, NULL))
-		bar = 0;
+	if (!bufs)
+		return -ENOMEM;
+	for (size_t g = 0; g < ngroups; g++)
+		bufs[g] = groups[g].b;
+	for (size_t i = 0; i < nfiles; i++)
+		total += files[i].size;
+	load_progress_start(bufs, ngroups, total);
 	for (size_t g = 0; g < ngroups; g++) {
 		struct group *gr = &groups[g];
 		size_t n = 0, k = 0;
@@ -432,8 +493,8 @@ static int place_all(uint64_t *elapsed)
 				if (!files[i].err) {
 					files[i].res = r; /* a transient failure: it worked now */
 				} else {
-					err("%s: %s", files[i].path, dmafs_strerror(files[i].err));
-					errors++;
+					load_err("%s: %s", files[i].path, dmafs_strerror(files[i].err));
+					load_errors++;
 				}
 			}
 		}
@@ -441,14 +502,9 @@ static int place_all(uint64_t *elapsed)
 		free(offs);
 		free(res);
 	}
-	if (bar) {
-		pthread_mutex_lock(&prog.lock);
-		prog.stop = 1;
-		pthread_cond_signal(&prog.cond);
-		pthread_mutex_unlock(&prog.lock);
-		pthread_join(pt, NULL);
-	}
-	*elapsed = now_ns() - t0;
+	load_progress_stop();
+	free(bufs);
+	*elapsed = load_now_ns() - t0;
 	return ret;
 }
 
@@ -463,8 +519,8 @@ static void verify_file(struct file *f, char *a, char *b)
 		return;
 	fd = open(f->path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
-		err("%s: cannot verify: %s", f->path, strerror(errno));
-		errors++;
+		load_err("%s: cannot verify: %s", f->path, strerror(errno));
+		load_errors++;
 		return;
 	}
 	f->verified = 1;
@@ -480,9 +536,9 @@ static void verify_file(struct file *f, char *a, char *b)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
-			err("%s: cannot verify: read at %llu: %s", f->path, (unsigned long long)off,
+			load_err("%s: cannot verify: read at %llu: %s", f->path, (unsigned long long)off,
 			    n ? strerror(errno) : "file shrank");
-			errors++;
+			load_errors++;
 			f->verified = 0;
 			break;
 		}
@@ -493,9 +549,9 @@ static void verify_file(struct file *f, char *a, char *b)
 			int ret = gpu_copy_dtoh(gpu, opt.device, b, gpumem + f->off + off, (size_t)n);
 
 			if (ret) {
-				err("%s: cannot verify: copy back from %s failed: %s", f->path,
+				load_err("%s: cannot verify: copy back from %s failed: %s", f->path,
 				    target_name(), strerror(-ret));
-				errors++;
+				load_errors++;
 				f->verified = 0;
 				break;
 			}
@@ -522,15 +578,15 @@ static int verify_all(void)
 	if (!a || !b) {
 		free(a);
 		free(b);
-		err("cannot verify: out of memory");
-		errors++;
+		load_err("cannot verify: out of memory");
+		load_errors++;
 		return 0;
 	}
 	for (size_t i = 0; i < nfiles; i++) {
 		verify_file(&files[i], a, b);
 		if (files[i].verified < 0) {
 			bad++;
-			err("%s: MISMATCH at byte %llu (placed %llu of %llu bytes)", files[i].path,
+			load_err("%s: MISMATCH at byte %llu (placed %llu of %llu bytes)", files[i].path,
 			    (unsigned long long)files[i].bad_at, (unsigned long long)files[i].res.bytes,
 			    (unsigned long long)files[i].size);
 		}
@@ -542,31 +598,38 @@ static int verify_all(void)
 
 /* ---- notices and output ---- */
 
-/* Why the placements were not as fast as they could be, once per mount; NULL if they were. */
-static int notice(const struct group *g, char *buf, size_t len)
+int load_notice(const struct dmafs_caps *caps, int target, const char *tname, int used,
+		char *buf, size_t len)
 {
-	const struct dmafs_target_caps *t = opt.target == DMAFS_TARGET_HOST ? &g->caps.host
-					    : opt.target == DMAFS_TARGET_CUDA ? &g->caps.cuda
-									      : &g->caps.hip;
-	int used = g->total.path;
+	const struct dmafs_target_caps *t = target == DMAFS_TARGET_HOST   ? &caps->host
+					    : target == DMAFS_TARGET_CUDA ? &caps->cuda
+									  : &caps->hip;
 
-	if (!g->caps_ok || used == DMAFS_PATH_NONE)
+	if (used == DMAFS_PATH_NONE)
 		return 0;
 	if (used == DMAFS_PATH_POSIX)
 		snprintf(buf, len, "path posix: %s", t->why);
 	else if (t->path != DMAFS_PATH_NONE && used > t->path)
 		snprintf(buf, len, "path %s used although the mount offers %s for %s", dmafs_path_name(used),
-			 dmafs_path_name(t->path), target_name());
-	else if (opt.target != DMAFS_TARGET_HOST && used != DMAFS_PATH_P2P)
+			 dmafs_path_name(t->path), tname);
+	else if (target != DMAFS_TARGET_HOST && used != DMAFS_PATH_P2P)
 		snprintf(buf, len, "path %s, not p2p: %s", dmafs_path_name(used), t->why);
 	else
 		return 0;
 	return 1;
 }
 
-static double gbps(uint64_t bytes, uint64_t ns) { return ns ? (double)bytes / (double)ns : 0.0; }
+/* Why the placements were not as fast as they could be, once per mount; 0 if they were. */
+static int notice(const struct group *g, char *buf, size_t len)
+{
+	if (!g->caps_ok)
+		return 0;
+	return load_notice(&g->caps, opt.target, target_name(), g->total.path, buf, len);
+}
 
-static void json_str(const char *s)
+double load_gbps(uint64_t bytes, uint64_t ns) { return ns ? (double)bytes / (double)ns : 0.0; }
+
+void load_json_str(const char *s)
 {
 	putchar('"');
 	for (; *s; s++) {
@@ -597,12 +660,12 @@ static void print_text(uint64_t total_bytes, uint64_t elapsed, int path)
 			else
 				printf("%s  %llu bytes  %.3f s  %.2f GB/s  %s%s\n", f->path,
 				       (unsigned long long)f->res.bytes, f->res.elapsed_ns / 1e9,
-				       gbps(f->res.bytes, f->res.elapsed_ns), dmafs_path_name(f->res.path),
+				       load_gbps(f->res.bytes, f->res.elapsed_ns), dmafs_path_name(f->res.path),
 				       f->verified > 0 ? "  verified" : f->verified < 0 ? "  MISMATCH" : "");
 		}
 	}
 	printf("total  %zu files  %llu bytes  %.3f s  %.2f GB/s  %s  target %s\n", nfiles,
-	       (unsigned long long)total_bytes, elapsed / 1e9, gbps(total_bytes, elapsed),
+	       (unsigned long long)total_bytes, elapsed / 1e9, load_gbps(total_bytes, elapsed),
 	       dmafs_path_name(path), target_name());
 }
 
@@ -612,20 +675,20 @@ static void print_json(uint64_t total_bytes, uint64_t elapsed, int path, int mis
 	int first = 1;
 
 	printf("{\n  \"target\": ");
-	json_str(target_name());
+	load_json_str(target_name());
 	printf(",\n  \"files\": [");
 	for (size_t i = 0; i < nfiles; i++) {
 		const struct file *f = &files[i];
 
 		printf("%s\n    {\"file\": ", i ? "," : "");
-		json_str(f->path);
+		load_json_str(f->path);
 		printf(", \"size\": %llu, \"bytes\": %llu, \"seconds\": %.6f, \"gbps\": %.3f, \"path\": ",
 		       (unsigned long long)f->size, (unsigned long long)f->res.bytes,
-		       f->res.elapsed_ns / 1e9, gbps(f->res.bytes, f->res.elapsed_ns));
-		json_str(dmafs_path_name(f->res.path));
+		       f->res.elapsed_ns / 1e9, load_gbps(f->res.bytes, f->res.elapsed_ns));
+		load_json_str(dmafs_path_name(f->res.path));
 		printf(", \"error\": ");
 		if (f->err)
-			json_str(dmafs_strerror(f->err));
+			load_json_str(dmafs_strerror(f->err));
 		else
 			printf("null");
 		if (opt.verify)
@@ -635,25 +698,28 @@ static void print_json(uint64_t total_bytes, uint64_t elapsed, int path, int mis
 		printf("}");
 	}
 	printf("\n  ],\n  \"total\": {\"files\": %zu, \"bytes\": %llu, \"seconds\": %.6f, \"gbps\": %.3f, \"path\": ",
-	       nfiles, (unsigned long long)total_bytes, elapsed / 1e9, gbps(total_bytes, elapsed));
-	json_str(dmafs_path_name(path));
+	       nfiles, (unsigned long long)total_bytes, elapsed / 1e9, load_gbps(total_bytes, elapsed));
+	load_json_str(dmafs_path_name(path));
 	printf("},\n  \"notices\": [");
 	for (size_t g = 0; g < ngroups; g++) {
 		if (!notice(&groups[g], buf, sizeof(buf)))
 			continue;
 		printf("%s\n    ", first ? "" : ",");
-		json_str(buf);
+		load_json_str(buf);
 		first = 0;
 	}
 	printf("%s],\n  \"verify\": ", first ? "" : "\n  ");
-	json_str(!opt.verify ? "skipped" : mismatches ? "mismatch" : "ok");
-	printf(",\n  \"errors\": %d\n}\n", errors);
+	load_json_str(!opt.verify ? "skipped" : mismatches ? "mismatch" : "ok");
+	printf(",\n  \"errors\": %d\n}\n", load_errors);
 }
 
 int main(int argc, char **argv)
 {
 	static const struct option lopts[] = {
 		{ "target", required_argument, NULL, 't' },
+		{ "model", no_argument, NULL, 'm' },
+		{ "gpus", required_argument, NULL, 'g' },
+		{ "list", no_argument, NULL, 'l' },
 		{ "verify", no_argument, NULL, 'V' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "threads", required_argument, NULL, 'T' },
@@ -665,13 +731,27 @@ int main(int argc, char **argv)
 	int c, path = DMAFS_PATH_NONE, mismatches = 0;
 	char buf[512];
 
-	while ((c = getopt_long(argc, argv, "t:VjT:qh", lopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "t:mg:lVjT:qh", lopts, NULL)) != -1) {
 		switch (c) {
 		case 't':
 			if (parse_target(optarg)) {
-				err("--target %s: expected host, cuda:N or hip:N", optarg);
+				load_err("--target %s: expected host, cuda:N or hip:N", optarg);
 				return EXIT_ERR;
 			}
+			opt.target_set = 1;
+			break;
+		case 'm':
+			opt.model = 1;
+			break;
+		case 'g':
+			if (parse_gpus(optarg)) {
+				load_err("--gpus %s: expected distinct device numbers 0-1023 separated by commas (at most %d)",
+					 optarg, LOAD_MAX_GPUS);
+				return EXIT_ERR;
+			}
+			break;
+		case 'l':
+			opt.list = 1;
 			break;
 		case 'V':
 			opt.verify = 1;
@@ -684,7 +764,7 @@ int main(int argc, char **argv)
 			unsigned long v = strtoul(optarg, &end, 10);
 
 			if (end == optarg || *end || v < 1 || v > 256) {
-				err("--threads %s: expected a number from 1 to 256", optarg);
+				load_err("--threads %s: expected a number from 1 to 256", optarg);
 				return EXIT_ERR;
 			}
 			opt.threads = (unsigned)v;
@@ -705,19 +785,48 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return EXIT_ERR;
 	}
+	if (!opt.model) {
+		/* PATHs that are all safetensors files are models: show their tensors. */
+		struct stat st;
+		int i;
+
+		for (i = optind; i < argc; i++) {
+			size_t l = strlen(argv[i]);
+
+			if (l < 12 || strcmp(argv[i] + l - 12, ".safetensors") || stat(argv[i], &st) ||
+			    !S_ISREG(st.st_mode))
+				break;
+		}
+		opt.model = i == argc;
+	}
+	if (opt.ngpus) {
+		if (!opt.model) {
+			load_err("--gpus places safetensors models shard by shard: add --model");
+			return EXIT_ERR;
+		}
+		if (opt.target_set && opt.target == DMAFS_TARGET_HOST) {
+			load_err("--gpus with --target host: give --target cuda or hip (or leave it out for cuda)");
+			return EXIT_ERR;
+		}
+		if (!opt.target_set)
+			opt.target = DMAFS_TARGET_CUDA;
+	}
+	if (opt.list && !opt.model) {
+		load_err("--list shows the tensors of models: add --model");
+		return EXIT_ERR;
+	}
+	if (opt.model)
+		return load_models(argv + optind, argc - optind);
 	if (collect(argv + optind, argc - optind))
 		return EXIT_ERR;
 	if (nfiles == 0) {
-		err("no regular files found under %s%s", argv[optind], argc - optind > 1 ? " ..." : "");
+		load_err("no regular files found under %s%s", argv[optind], argc - optind > 1 ? " ..." : "");
 		return EXIT_ERR;
 	}
 	if (plan(&total)) {
-		err("the files do not fit one address space");
+		load_err("the files do not fit one address space");
 		return EXIT_ERR;
 	}
-	prog.total = 0;
-	for (size_t i = 0; i < nfiles; i++)
-		prog.total += files[i].size;
 	if (open_groups(total)) {
 		close_groups();
 		return EXIT_ERR;
@@ -745,12 +854,12 @@ int main(int argc, char **argv)
 		for (size_t g = 0; g < ngroups; g++)
 			if (notice(&groups[g], buf, sizeof(buf)))
 				fprintf(stderr, "dmafs-load: notice: %s\n", buf);
-		if (opt.verify && !mismatches && !errors)
+		if (opt.verify && !mismatches && !load_errors)
 			printf("verify  ok: every placed byte matches a POSIX read\n");
 	}
 	fflush(stdout);
 	close_groups();
 	if (mismatches)
 		return EXIT_MISMATCH;
-	return errors ? EXIT_ERR : EXIT_OK;
+	return load_errors ? EXIT_ERR : EXIT_OK;
 }

@@ -1,0 +1,303 @@
+# SPDX-License-Identifier: MIT
+"""_lib.py - ctypes bindings of libdmafs (lib/dmafs.h) and thin owners of its handles.
+
+Only what the torch loader needs is bound: sessions, buffers, whole-file placement and
+the safetensors model calls. Every C call returns 0 or -errno; check() turns a failure
+into OSError(errno, dmafs_strerror text, filename) once, here.
+
+The library is found, in this order:
+  1. $DMAFS_LIBRARY (a full path; nothing else is tried when it is set),
+  2. the dynamic linker: ctypes.util.find_library("dmafs"), then "libdmafs.so.0",
+  3. the build tree this package sits in: lib/python/dmafs/../../.libs/libdmafs.so.0.
+"""
+
+import ctypes
+import ctypes.util
+import errno as _errno
+import os
+
+# ---- constants (lib/dmafs.h) ----
+
+PATH_NONE, PATH_P2P, PATH_STAGED, PATH_HOST, PATH_POSIX = 0, 1, 2, 3, 4
+TARGET_HOST, TARGET_CUDA, TARGET_HIP = 1, 2, 3
+MAX_DIMS = 8
+
+# ---- structs (lib/dmafs.h); ctypes lays them out with the C compiler's padding ----
+
+
+class Result(ctypes.Structure):
+    _fields_ = [("bytes", ctypes.c_uint64), ("path", ctypes.c_int), ("elapsed_ns", ctypes.c_uint64)]
+
+
+class TargetCaps(ctypes.Structure):
+    _fields_ = [("path", ctypes.c_int), ("devices", ctypes.c_int), ("why", ctypes.c_char * 240)]
+
+
+class Caps(ctypes.Structure):
+    _fields_ = [
+        ("on_dmafs", ctypes.c_int),
+        ("proto_version", ctypes.c_int),
+        ("members", ctypes.c_uint),
+        ("stripe_unit", ctypes.c_uint),
+        ("staging_bytes", ctypes.c_uint64),
+        ("host", TargetCaps),
+        ("cuda", TargetCaps),
+        ("hip", TargetCaps),
+    ]
+
+    def target(self, target):
+        return {TARGET_HOST: self.host, TARGET_CUDA: self.cuda, TARGET_HIP: self.hip}[target]
+
+
+class Tensor(ctypes.Structure):
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("dtype", ctypes.c_int),
+        ("ndim", ctypes.c_int),
+        ("shape", ctypes.c_int64 * MAX_DIMS),
+        ("nbytes", ctypes.c_uint64),
+        ("file", ctypes.c_uint),
+        ("file_offset", ctypes.c_uint64),
+        ("buffer_offset", ctypes.c_uint64),
+        ("ptr", ctypes.c_void_p),
+    ]
+
+
+# ---- finding and binding the library ----
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+BUILD_TREE_LIBRARY = os.path.normpath(os.path.join(_HERE, "..", "..", ".libs", "libdmafs.so.0"))
+
+
+def _candidates():
+    env = os.environ.get("DMAFS_LIBRARY")
+    if env:
+        return [("$DMAFS_LIBRARY", env)]
+    out = []
+    found = ctypes.util.find_library("dmafs")
+    if found:
+        out.append(("find_library('dmafs')", found))
+    out.append(("the dynamic linker", "libdmafs.so.0"))
+    out.append(("the build tree", BUILD_TREE_LIBRARY))
+    return out
+
+
+def _open_library():
+    tried = []
+    for where, name in _candidates():
+        try:
+            return ctypes.CDLL(name, use_errno=True), name
+        except OSError as e:
+            tried.append(f"{name} ({where}): {e}")
+    raise ImportError(
+        "dmafs: cannot load libdmafs; tried " + "; ".join(tried) +
+        ". Install dmafs (make install, then ldconfig), build it in this tree (make), "
+        "or set DMAFS_LIBRARY to the full path of libdmafs.so.0")
+
+
+lib, library_path = _open_library()
+
+_P = ctypes.c_void_p
+_PP = ctypes.POINTER(ctypes.c_void_p)
+_I, _U, _U64, _SZ = ctypes.c_int, ctypes.c_uint, ctypes.c_uint64, ctypes.c_size_t
+
+# name: (restype, argtypes). Missing calls are bound as None: the model calls come with
+# the safetensors support of libdmafs, and an older library still serves the rest.
+_SIGNATURES = {
+    "dmafs_version": (_I, []),
+    "dmafs_strerror": (ctypes.c_char_p, [_I]),
+    "dmafs_path_name": (ctypes.c_char_p, [_I]),
+    "dmafs_session_open": (_I, [ctypes.c_char_p, _PP]),
+    "dmafs_session_close": (None, [_P]),
+    "dmafs_session_caps": (_I, [_P, ctypes.POINTER(Caps)]),
+    "dmafs_buf_register_cuda": (_I, [_P, _P, _SZ, _I, _PP]),
+    "dmafs_buf_register_hip": (_I, [_P, _P, _SZ, _I, _PP]),
+    "dmafs_buf_alloc_host": (_I, [_P, _SZ, _PP]),
+    "dmafs_buf_ptr": (_P, [_P]),
+    "dmafs_buf_size": (_SZ, [_P]),
+    "dmafs_buf_unregister": (_I, [_P]),
+    "dmafs_place_file": (_I, [_P, ctypes.c_char_p, _U64, ctypes.POINTER(Result)]),
+    "dmafs_model_open": (_I, [ctypes.c_char_p, _PP, ctypes.c_char_p, _SZ]),
+    "dmafs_model_close": (None, [_P]),
+    "dmafs_model_files": (_U, [_P]),
+    "dmafs_model_file": (ctypes.c_char_p, [_P, _U]),
+    "dmafs_model_tensors": (_SZ, [_P]),
+    "dmafs_model_tensor": (ctypes.POINTER(Tensor), [_P, _SZ]),
+    "dmafs_model_find": (ctypes.c_long, [_P, ctypes.c_char_p]),
+    "dmafs_model_bytes": (_U64, [_P]),
+    "dmafs_model_place": (_I, [_P, _P, _U64, _U, ctypes.POINTER(Result)]),
+    "dmafs_dtype_name": (ctypes.c_char_p, [_I]),
+    "dmafs_dtype_size": (_U, [_I]),
+}
+
+
+class _Calls:
+    pass
+
+
+C = _Calls()
+for _name, (_res, _args) in _SIGNATURES.items():
+    try:
+        _fn = getattr(lib, _name)
+    except AttributeError:
+        setattr(C, _name[len("dmafs_"):], None)
+        continue
+    _fn.restype, _fn.argtypes = _res, _args
+    setattr(C, _name[len("dmafs_"):], _fn)
+
+
+def require(name):
+    """The bound call dmafs_<name>, or ImportError saying this libdmafs lacks it."""
+    fn = getattr(C, name)
+    if fn is None:
+        raise ImportError(f"dmafs: {library_path} has no dmafs_{name}(): this libdmafs predates "
+                          "safetensors model support; install a newer dmafs or point "
+                          "DMAFS_LIBRARY at one")
+    return fn
+
+
+def strerror(ret):
+    return C.strerror(ret).decode("utf-8", "replace")
+
+
+def path_name(path):
+    return C.path_name(path).decode()
+
+
+def check(ret, filename=None, detail=None):
+    """Raise OSError for a negative return; detail (the C error text) follows the strerror text."""
+    if ret >= 0:
+        return ret
+    msg = strerror(ret)
+    if detail:
+        msg = f"{msg}: {detail}"
+    raise OSError(-ret, msg, os.fspath(filename) if filename is not None else None)
+
+
+def _fs(path):
+    return os.fsencode(path)
+
+
+# ---- owners of C handles ----
+
+
+class Session:
+    """A dmafs_session. close() also unregisters (and frees) every buffer still registered."""
+
+    def __init__(self, path):
+        h = ctypes.c_void_p()
+        check(C.session_open(_fs(path), ctypes.byref(h)), path)
+        self.handle = h.value
+        self.path = path
+
+    def caps(self):
+        caps = Caps()
+        check(C.session_caps(self.handle, ctypes.byref(caps)), self.path)
+        return caps
+
+    def close(self):
+        if self.handle:
+            C.session_close(self.handle)
+            self.handle = None
+
+
+class Buffer:
+    """A dmafs_buf registered through a Session (host, CUDA or HIP)."""
+
+    def __init__(self, session, handle, target):
+        self.session = session
+        self.handle = handle
+        self.target = target
+
+    @classmethod
+    def alloc_host(cls, session, size, filename=None):
+        h = ctypes.c_void_p()
+        check(C.buf_alloc_host(session.handle, size, ctypes.byref(h)), filename)
+        return cls(session, h.value, TARGET_HOST)
+
+    @classmethod
+    def register_gpu(cls, session, target, devptr, size, device):
+        """Returns the Buffer, or the negative errno (the caller decides what a refusal means)."""
+        fn = C.buf_register_cuda if target == TARGET_CUDA else C.buf_register_hip
+        h = ctypes.c_void_p()
+        ret = fn(session.handle, ctypes.c_void_p(devptr), size, device, ctypes.byref(h))
+        if ret < 0:
+            return ret
+        return cls(session, h.value, target)
+
+    @property
+    def ptr(self):
+        return C.buf_ptr(self.handle)
+
+    @property
+    def size(self):
+        return C.buf_size(self.handle)
+
+    def unregister(self):
+        """Unregister; for host buffers this unmaps the memory. Returns 0 or -errno."""
+        ret = 0
+        if self.handle:
+            ret = C.buf_unregister(self.handle)
+            if ret != -_errno.EBUSY:
+                self.handle = None
+        return ret
+
+
+class TensorInfo:
+    """One tensor of a model, copied out of struct dmafs_tensor (valid after the model closes)."""
+
+    __slots__ = ("name", "dtype", "dtype_name", "shape", "nbytes", "file", "file_offset",
+                 "buffer_offset")
+
+    def __init__(self, t):
+        self.name = t.name.decode("utf-8", "surrogateescape")
+        self.dtype = t.dtype
+        name = C.dtype_name(t.dtype)
+        self.dtype_name = name.decode() if name else f"dtype#{t.dtype}"
+        self.shape = tuple(t.shape[i] for i in range(t.ndim))
+        self.nbytes = t.nbytes
+        self.file = t.file
+        self.file_offset = t.file_offset
+        self.buffer_offset = t.buffer_offset
+
+
+class Model:
+    """A dmafs_model: headers read and validated, nothing placed."""
+
+    def __init__(self, path):
+        require("model_open")
+        h = ctypes.c_void_p()
+        err = ctypes.create_string_buffer(1024)
+        ret = C.model_open(_fs(path), ctypes.byref(h), err, len(err))
+        if ret < 0:
+            detail = err.value.decode("utf-8", "replace")
+            if ret == -_errno.EINVAL and detail:
+                # dmafs_strerror's EINVAL sentence is about call arguments; here the
+                # library's own message says what is wrong with which file.
+                raise OSError(_errno.EINVAL, "malformed safetensors model: " + detail,
+                              os.fspath(path))
+            check(ret, path, detail or None)
+        self.handle = h.value
+        self.path = path
+        self.files = [os.fsdecode(C.model_file(self.handle, i))
+                      for i in range(C.model_files(self.handle))]
+        self.tensors = [TensorInfo(C.model_tensor(self.handle, i).contents)
+                        for i in range(C.model_tensors(self.handle))]
+        self.nbytes = C.model_bytes(self.handle)
+
+    def place(self, buf, buffer_offset=0, threads=0):
+        res = Result()
+        check(C.model_place(self.handle, buf.handle, buffer_offset, threads, ctypes.byref(res)),
+              self.path)
+        return res
+
+    def close(self):
+        if self.handle:
+            C.model_close(self.handle)
+            self.handle = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,321 @@
+# SPDX-License-Identifier: MIT
+"""_torch.py - place a safetensors model with libdmafs and hand it to PyTorch.
+
+The whole model goes into one allocation (host: a dmafs shared-memory buffer; GPU: one
+torch.empty block from the caching allocator), one dmafs_model_place() fills it, and
+every tensor is a view of it: base[off:off + nbytes].view(dtype).reshape(shape).
+
+Lifetime, in one place:
+  - GPU: the registration with the daemon ends before the load returns (the daemon wrote
+    through a CUDA/HIP IPC handle and is done); the memory is torch's and lives while
+    any returned tensor does.
+  - Host: the memory is the dmafs buffer itself, so the buffer, and the session it
+    belongs to, live as long as the memory is mapped: the session is closed (which
+    unregisters and unmaps the buffer) by a finalizer of an owner object that the
+    ctypes array under the base tensor's storage references. The storage, not the base
+    tensor's Python object, is what every view keeps alive, so the memory goes only
+    after the last view is gone.
+"""
+
+import ctypes
+import errno
+import json
+import os
+import struct
+import threading
+import time
+import warnings
+import weakref
+
+from . import _lib
+
+
+class SlowPathWarning(UserWarning):
+    """A load did not use the dmafs placement channel (posix fallback, or a host copy)."""
+
+
+# safetensors dtype name -> torch attribute. Some exist only in newer torch (uint16/32/64
+# since 2.3, float8_e8m0fnu 2.7, float4_e2m1fn_x2 2.8); a missing one is refused by name.
+_TORCH_DTYPES = {
+    "BOOL": "bool",
+    "U8": "uint8",
+    "I8": "int8",
+    "I16": "int16",
+    "U16": "uint16",
+    "F16": "float16",
+    "BF16": "bfloat16",
+    "I32": "int32",
+    "U32": "uint32",
+    "F32": "float32",
+    "F64": "float64",
+    "I64": "int64",
+    "U64": "uint64",
+    "F8_E4M3": "float8_e4m3fn",
+    "F8_E5M2": "float8_e5m2",
+    "F8_E8M0": "float8_e8m0fnu",
+    "F4": "float4_e2m1fn_x2",
+}
+
+# Registration refusals that leave a slower way that still works: place into host memory
+# and copy. EINVAL: not inside one device allocation; ENODEV: no runtime here or the IPC
+# handle could not be made (e.g. expandable segments, which are VMM memory); ENXIO: the
+# daemon cannot open the allocation (other GPU, no GPU runtime in the daemon).
+_GPU_FALLBACK_ERRNOS = (errno.EINVAL, errno.ENODEV, errno.ENXIO)
+
+_state = threading.local()
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError as e:
+        raise ImportError(f"dmafs: loading tensors needs PyTorch ({e})") from e
+    return torch
+
+
+class LoadStats:
+    """What one load did. seconds is the wall time of the whole call (allocation,
+    registration, placement, views); place_seconds only dmafs_model_place()."""
+
+    __slots__ = ("model", "files", "tensors", "bytes", "seconds", "place_seconds", "path",
+                 "target", "fallback")
+
+    def __init__(self, **kw):
+        for k in self.__slots__:
+            setattr(self, k, kw.get(k))
+
+    @property
+    def gbps(self):
+        return self.bytes / self.seconds / 1e9 if self.seconds else 0.0
+
+    @property
+    def place_gbps(self):
+        return self.bytes / self.place_seconds / 1e9 if self.place_seconds else 0.0
+
+    def as_dict(self):
+        d = {k: getattr(self, k) for k in self.__slots__}
+        d.update(gbps=self.gbps, place_gbps=self.place_gbps)
+        return d
+
+    def __repr__(self):
+        return (f"LoadStats({self.model!r}: {self.files} files, {self.tensors} tensors, "
+                f"{self.bytes} bytes in {self.seconds:.3f} s = {self.gbps:.2f} GB/s "
+                f"(placement {self.place_seconds:.4f} s), path {self.path}, "
+                f"target {self.target}" + (f", fallback: {self.fallback}" if self.fallback else "")
+                + ")")
+
+
+def last_stats():
+    """LoadStats of the last load in this thread (load_file, load, or a safe_open's first
+    get_tensor), or None before the first one."""
+    return getattr(_state, "stats", None)
+
+
+def _device(device):
+    """(torch.device, target, ordinal) for "cpu", "cuda", "cuda:N", N or a torch.device."""
+    torch = _torch()
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"dmafs: invalid device {device!r}: {e}") from None
+    if dev.type == "cpu":
+        return dev, _lib.TARGET_HOST, None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise RuntimeError(f"dmafs: device {device!r} asked for, but torch.cuda.is_available() "
+                               "is False")
+        index = dev.index if dev.index is not None else torch.cuda.current_device()
+        # ROCm builds of torch call their devices "cuda" too; their memory is hipMalloc'd.
+        target = _lib.TARGET_HIP if getattr(torch.version, "hip", None) else _lib.TARGET_CUDA
+        return torch.device("cuda", index), target, index
+    raise ValueError(f"dmafs: device {device!r}: only cpu and cuda (CUDA or ROCm) devices are "
+                     "supported")
+
+
+def _plan(model, torch):
+    """Per tensor: (info, torch dtype, torch shape). Refuses before any I/O a dtype this
+    torch lacks, naming the tensor."""
+    plan = []
+    for t in model.tensors:
+        attr = _TORCH_DTYPES.get(t.dtype_name)
+        dt = getattr(torch, attr, None) if attr else None
+        if dt is None:
+            need = f"torch.{attr}" if attr else "a matching dtype"
+            raise TypeError(f"dmafs: {model.path}: tensor {t.name!r} has dtype {t.dtype_name}, "
+                            f"which this PyTorch ({torch.__version__}) cannot represent "
+                            f"(needs {need})")
+        shape = t.shape
+        if t.dtype_name == "F4":
+            # float4_e2m1fn_x2 holds two values per element: the innermost dimension halves.
+            if not shape or shape[-1] % 2:
+                raise ValueError(f"dmafs: {model.path}: F4 tensor {t.name!r} of shape "
+                                 f"{list(shape)} has no even innermost dimension to pack in "
+                                 "pairs")
+            shape = shape[:-1] + (shape[-1] // 2,)
+        plan.append((t, dt, shape))
+    return plan
+
+
+def _views(base, plan, torch):
+    out = {}
+    esize = {}
+    for t, dt, shape in plan:
+        if dt not in esize:
+            esize[dt] = torch.empty(0, dtype=dt).element_size()
+        raw = base[t.buffer_offset:t.buffer_offset + t.nbytes]
+        if t.buffer_offset % esize[dt]:
+            # The file puts this tensor at an offset its element size does not divide, and
+            # torch views only aligned data: this one tensor is a copy (aligned) instead.
+            raw = raw.clone()
+        out[t.name] = raw.view(dt).reshape(shape)
+    return out
+
+
+class _HostMemory:
+    """Owner of a host placement: referenced from the ctypes array that the base tensor's
+    storage keeps alive; its finalizer closes the session, which unregisters and unmaps."""
+
+    __slots__ = ("__weakref__",)
+
+
+def _close_in_owner(session, pid):
+    # A child made by fork() shares the mapping but not the registration (-EPERM there):
+    # leave both to the parent.
+    if os.getpid() == pid:
+        session.close()
+
+
+def _host_tensor(session, buf, torch):
+    """uint8 tensor over a host Buffer, owning it (see the module docstring)."""
+    owner = _HostMemory()
+    fin = weakref.finalize(owner, _close_in_owner, session, os.getpid())
+    # At interpreter exit tensors may still be used by other atexit code; the process
+    # ending frees the memory and ends the registration anyway.
+    fin.atexit = False
+    arr = (ctypes.c_ubyte * buf.size).from_address(buf.ptr)
+    arr._dmafs_owner = owner
+    # frombuffer keeps arr referenced from the storage until the storage is freed.
+    return torch.frombuffer(arr, dtype=torch.uint8)
+
+
+def _place_host(model, session, threads):
+    """Returns (base tensor owning session, result). Closes the session on error."""
+    torch = _torch()
+    try:
+        buf = _lib.Buffer.alloc_host(session, model.nbytes, model.path)
+        res = model.place(buf, 0, threads)
+        return _host_tensor(session, buf, torch), res
+    except BaseException:
+        session.close()
+        raise
+
+
+def _place_gpu(model, session, dev, target, index, threads):
+    """Returns (base tensor, result, fallback reason or None). Always closes the session."""
+    torch = _torch()
+    try:
+        with torch.cuda.device(index):
+            base = torch.empty(model.nbytes, dtype=torch.uint8, device=dev)
+        # The caching allocator may hand back a block that queued kernels still use; the
+        # daemon writes outside torch's stream order, so let them finish first.
+        torch.cuda.synchronize(dev)
+        ret = _lib.Buffer.register_gpu(session, target, base.data_ptr(), model.nbytes, index)
+        if isinstance(ret, _lib.Buffer):
+            try:
+                return base, model.place(ret, 0, threads), None
+            finally:
+                ret.unregister()
+        if -ret not in _GPU_FALLBACK_ERRNOS:
+            _lib.check(ret, model.path)
+        kind = "HIP" if target == _lib.TARGET_HIP else "CUDA"
+        why = (f"dmafs_buf_register_{kind.lower()} refused the {kind} memory of {dev} "
+               f"({_lib.strerror(ret)})")
+        if "expandable_segments:True" in os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "").replace(" ", ""):
+            why += "; PYTORCH_CUDA_ALLOC_CONF has expandable_segments:True, whose memory has no IPC handle"
+        buf = _lib.Buffer.alloc_host(session, model.nbytes, model.path)
+        try:
+            res = model.place(buf, 0, threads)
+            t0 = time.perf_counter_ns()
+            base.copy_(_host_tensor_view(buf, torch))
+            torch.cuda.synchronize(dev)
+            res.elapsed_ns += time.perf_counter_ns() - t0
+        finally:
+            buf.unregister()
+        return base, res, why + ": placed into host memory and copied"
+    finally:
+        session.close()
+
+
+def _host_tensor_view(buf, torch):
+    """uint8 tensor over a host Buffer that does not own it (caller keeps buf registered)."""
+    arr = (ctypes.c_ubyte * buf.size).from_address(buf.ptr)
+    return torch.frombuffer(arr, dtype=torch.uint8)
+
+
+def place_model(model, device, threads, stacklevel):
+    """Place an open _lib.Model onto device; returns {name: tensor} and sets last_stats()."""
+    torch = _torch()
+    t0 = time.perf_counter()
+    dev, target, index = _device(device)
+    plan = _plan(model, torch)
+    stats = LoadStats(model=os.fspath(model.path), files=len(model.files),
+                      tensors=len(model.tensors), bytes=0, seconds=0.0, place_seconds=0.0,
+                      path=_lib.path_name(_lib.PATH_NONE), target=str(dev), fallback=None)
+    if target == _lib.TARGET_HIP:
+        stats.target = f"{dev} (HIP)"
+    if not model.files or not model.nbytes:
+        _state.stats = stats
+        return {}
+    session = _lib.Session(model.files[0])
+    try:
+        why_posix = None
+        caps = session.caps()
+        if not caps.on_dmafs:
+            why_posix = caps.target(target).why.decode("utf-8", "replace") or caps.host.why.decode(
+                "utf-8", "replace")
+    except BaseException:
+        session.close()
+        raise
+    if target == _lib.TARGET_HOST:
+        base, res = _place_host(model, session, threads)
+        fallback = None
+    else:
+        base, res, fallback = _place_gpu(model, session, dev, target, index, threads)
+    tensors = _views(base, plan, torch)
+    stats.bytes = res.bytes
+    stats.place_seconds = res.elapsed_ns / 1e9
+    stats.path = _lib.path_name(res.path)
+    stats.fallback = fallback
+    stats.seconds = time.perf_counter() - t0
+    _state.stats = stats
+    if res.path == _lib.PATH_POSIX:
+        warnings.warn(f"dmafs: {model.path} was loaded through the posix path (pread + copy in "
+                      f"this process, not the dmafs placement channel): {why_posix}"
+                      + (f"; and {fallback}" if fallback else ""),
+                      SlowPathWarning, stacklevel=stacklevel + 1)
+    elif fallback:
+        warnings.warn(f"dmafs: {model.path}: {fallback} (path {stats.path})", SlowPathWarning,
+                      stacklevel=stacklevel + 1)
+    return tensors
+
+
+def load_path(path, device, threads, stacklevel):
+    with _lib.Model(path) as model:
+        return place_model(model, device, threads, stacklevel + 1)
+
+
+def read_metadata(filename):
+    """The __metadata__ of one safetensors file's header, or None (safetensors' answer)."""
+    with open(filename, "rb") as f:
+        head = f.read(8)
+        if len(head) != 8:
+            raise OSError(errno.EINVAL, "not a safetensors file (shorter than 8 bytes)", filename)
+        (n,) = struct.unpack("<Q", head)
+        if n > 100_000_000:
+            raise OSError(errno.EINVAL, f"safetensors header length {n} is too large", filename)
+        try:
+            header = json.loads(f.read(n))
+        except ValueError as e:
+            raise OSError(errno.EINVAL, f"safetensors header is not JSON ({e})", filename) from None
+    meta = header.get("__metadata__") if isinstance(header, dict) else None
+    return dict(meta) if isinstance(meta, dict) else None

@@ -1,0 +1,552 @@
+// SPDX-License-Identifier: MIT
+/*
+ * load-model.c - dmafs-load's model mode: open a safetensors model with
+ * dmafs_model_open (which validates every header), place it, report tensors, bytes, time,
+ * rate and path, and with --verify compare every tensor with a POSIX read.
+ *
+ * One target: one buffer of dmafs_model_bytes, placed with dmafs_model_place.
+ * --gpus LIST: shard i goes to GPU LIST[i % n], each GPU gets one buffer holding its
+ * shards (4 KiB aligned, in model file order), and all GPUs are placed at once, one
+ * thread per GPU running dmafs_place_files over its shards. A shard is the unit: a
+ * single tensor is never split over GPUs (no tensor parallelism), so a GPU holds whole
+ * tensors of whole files, and GPUs get uneven loads when shards are uneven.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dmafs-load.h"
+#include "dmafs.h"
+#include "gpu.h"
+
+/* One buffer: the whole model, or one GPU's shards under --gpus. */
+struct slot {
+	int target, dev;
+	char name[32];		/* "host", "cuda:1" */
+	struct dmafs_buf *b;
+	char *mem;		/* GPU targets: our allocation */
+	uint64_t size;
+	size_t n;		/* files placed here */
+	const char **paths;
+	unsigned *files;	/* model file index of each */
+	uint64_t *offs;
+	struct dmafs_result *res, total;
+	int err;
+};
+
+struct load {
+	const char *path;	/* as given */
+	struct dmafs_model *m;
+	struct dmafs_session *s;
+	struct dmafs_caps caps;
+	int caps_ok;
+	struct gpu *gpu;
+	struct slot *slots;
+	int nslots;
+	unsigned nfiles;
+	uint64_t *fsize;	/* per file */
+	int *fslot;		/* per file: its slot */
+	uint64_t *foff;		/* per file: its offset in its slot's buffer */
+	struct dmafs_result total;
+	int err;		/* placement error */
+	int verified;		/* 1 ok, -1 mismatch, 0 not done */
+};
+
+static struct {
+	int first_json;
+	uint64_t bytes, ns;
+	size_t tensors, models;
+	int path;
+	int mismatches;
+} acc = { .first_json = 1 };
+
+/* Where tensor @t lies in memory: its slot and the pointer there. */
+static char *where(const struct load *l, const struct dmafs_tensor *t, const struct slot **sl)
+{
+	*sl = &l->slots[l->fslot[t->file]];
+	if (!opt.ngpus)
+		return t->ptr;
+	return (*sl)->mem + l->foff[t->file] + t->file_offset;
+}
+
+/* ---- buffers ---- */
+
+static int slot_buffer(struct load *l, struct slot *sl)
+{
+	int ret;
+
+	if (sl->target == DMAFS_TARGET_HOST) {
+		ret = dmafs_buf_alloc_host(l->s, sl->size, &sl->b);
+	} else {
+		if (sl->dev >= gpu_count(l->gpu)) {
+			load_err("%s: no such device (%d %s device(s) found)", sl->name, gpu_count(l->gpu),
+				 sl->target == DMAFS_TARGET_CUDA ? "CUDA" : "HIP");
+			return -ENODEV;
+		}
+		ret = gpu_mem_alloc(l->gpu, sl->dev, sl->size, (void **)&sl->mem);
+		if (ret) {
+			load_err("%s: cannot allocate %llu bytes of device memory for %s: %s", sl->name,
+				 (unsigned long long)sl->size, l->path, strerror(-ret));
+			sl->mem = NULL;
+			return ret;
+		}
+		ret = sl->target == DMAFS_TARGET_CUDA
+			      ? dmafs_buf_register_cuda(l->s, sl->mem, sl->size, sl->dev, &sl->b)
+			      : dmafs_buf_register_hip(l->s, sl->mem, sl->size, sl->dev, &sl->b);
+	}
+	if (ret) {
+		load_err("%s: cannot register %llu bytes of %s memory: %s", l->path,
+			 (unsigned long long)sl->size, sl->name, dmafs_strerror(ret));
+		sl->b = NULL;
+	}
+	return ret;
+}
+
+/* Files to slots: everything in one, or shard i on gpus[i % n]. */
+static int plan(struct load *l)
+{
+	struct stat st;
+
+	l->nfiles = dmafs_model_files(l->m);
+	l->nslots = opt.ngpus ? opt.ngpus : 1;
+	l->slots = calloc((size_t)l->nslots, sizeof(*l->slots));
+	l->fsize = calloc(l->nfiles, sizeof(*l->fsize));
+	l->fslot = calloc(l->nfiles, sizeof(*l->fslot));
+	l->foff = calloc(l->nfiles, sizeof(*l->foff));
+	if (!l->slots || !l->fsize || !l->fslot || !l->foff)
+		return -ENOMEM;
+	for (int k = 0; k < l->nslots; k++) {
+		struct slot *sl = &l->slots[k];
+
+		sl->target = opt.target;
+		sl->dev = opt.ngpus ? opt.gpus[k] : opt.device;
+		load_target_name(sl->target, sl->dev, sl->name, sizeof(sl->name));
+		sl->paths = calloc(l->nfiles, sizeof(*sl->paths));
+		sl->offs = calloc(l->nfiles, sizeof(*sl->offs));
+		sl->files = calloc(l->nfiles, sizeof(*sl->files));
+		sl->res = calloc(l->nfiles, sizeof(*sl->res));
+		if (!sl->paths || !sl->offs || !sl->files || !sl->res)
+			return -ENOMEM;
+	}
+	for (unsigned i = 0; i < l->nfiles; i++) {
+		struct slot *sl = &l->slots[i % (unsigned)l->nslots];
+
+		if (stat(dmafs_model_file(l->m, i), &st)) {
+			load_err("%s: %s", dmafs_model_file(l->m, i), strerror(errno));
+			return -errno;
+		}
+		l->fsize[i] = (uint64_t)st.st_size;
+		l->fslot[i] = (int)(i % (unsigned)l->nslots);
+		l->foff[i] = (sl->size + LOAD_ALIGN - 1) / LOAD_ALIGN * LOAD_ALIGN;
+		sl->paths[sl->n] = dmafs_model_file(l->m, i);
+		sl->offs[sl->n] = l->foff[i];
+		sl->files[sl->n] = i;
+		sl->n++;
+		sl->size = l->foff[i] + l->fsize[i];
+	}
+	if (!opt.ngpus)
+		l->slots[0].size = dmafs_model_bytes(l->m);
+	return 0;
+}
+
+static int open_buffers(struct load *l)
+{
+	char why[256];
+	int ret;
+
+	ret = dmafs_session_open(dmafs_model_file(l->m, 0), &l->s);
+	if (ret) {
+		load_err("%s: cannot open a dmafs session: %s", dmafs_model_file(l->m, 0),
+			 dmafs_strerror(ret));
+		return ret;
+	}
+	l->caps_ok = dmafs_session_caps(l->s, &l->caps) == 0;
+	if (opt.target != DMAFS_TARGET_HOST) {
+		ret = gpu_load(opt.target, &l->gpu, why, sizeof(why));
+		if (ret) {
+			load_err("%s: no GPU: %s", l->slots[0].name, why);
+			return ret;
+		}
+	}
+	for (int k = 0; k < l->nslots; k++) {
+		if (!l->slots[k].n)
+			continue; /* more GPUs than shards */
+		ret = slot_buffer(l, &l->slots[k]);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static void close_buffers(struct load *l)
+{
+	for (int k = 0; k < l->nslots; k++) {
+		struct slot *sl = &l->slots[k];
+
+		if (sl->b)
+			dmafs_buf_unregister(sl->b);
+		if (sl->mem)
+			gpu_mem_free(l->gpu, sl->dev, sl->mem);
+		free(sl->paths);
+		free(sl->offs);
+		free(sl->files);
+		free(sl->res);
+	}
+	dmafs_session_close(l->s);
+	free(l->slots);
+	free(l->fsize);
+	free(l->fslot);
+	free(l->foff);
+}
+
+/* ---- placing ---- */
+
+static void *slot_main(void *arg)
+{
+	struct slot *sl = arg;
+
+	sl->err = dmafs_place_files(sl->b, sl->paths, sl->offs, sl->n, opt.threads, sl->res,
+				    &sl->total);
+	return NULL;
+}
+
+static int place(struct load *l)
+{
+	struct dmafs_buf *bufs[LOAD_MAX_GPUS];
+	pthread_t tid[LOAD_MAX_GPUS];
+	int started[LOAD_MAX_GPUS] = { 0 }, nb = 0;
+	uint64_t t0 = load_now_ns();
+
+	for (int k = 0; k < l->nslots; k++)
+		if (l->slots[k].b)
+			bufs[nb++] = l->slots[k].b;
+	load_progress_start(bufs, (size_t)nb, dmafs_model_bytes(l->m));
+	if (!opt.ngpus) {
+		l->err = dmafs_model_place(l->m, l->slots[0].b, 0, opt.threads, &l->total);
+		l->slots[0].total = l->total;
+		load_progress_stop();
+		return l->err;
+	}
+	/* One thread per GPU; the files of each GPU in parallel inside dmafs_place_files. */
+	for (int k = 0; k < l->nslots; k++)
+		if (l->slots[k].n)
+			started[k] = !pthread_create(&tid[k], NULL, slot_main, &l->slots[k]);
+	for (int k = 0; k < l->nslots; k++) {
+		if (started[k])
+			pthread_join(tid[k], NULL);
+		else if (l->slots[k].n)
+			slot_main(&l->slots[k]);
+	}
+	load_progress_stop();
+	l->total.path = DMAFS_PATH_NONE;
+	for (int k = 0; k < l->nslots; k++) {
+		struct slot *sl = &l->slots[k];
+
+		if (!sl->n)
+			continue;
+		if (sl->err && !l->err)
+			l->err = sl->err;
+		/* A shard placed short changed since the model was opened. */
+		for (size_t i = 0; i < sl->n && !l->err; i++)
+			if (sl->res[i].bytes != l->fsize[sl->files[i]])
+				l->err = -ESTALE;
+		l->total.bytes += sl->total.bytes;
+		if (sl->total.path > l->total.path)
+			l->total.path = sl->total.path;
+	}
+	l->total.elapsed_ns = load_now_ns() - t0;
+	if (l->err)
+		l->total.path = DMAFS_PATH_NONE;
+	return l->err;
+}
+
+/* ---- verify ---- */
+
+/* Compare every tensor with a POSIX read of its file: 0 ok, 1 mismatch, -1 error. */
+static int verify(struct load *l)
+{
+	char *a = malloc(LOAD_VERIFY_CHUNK), *b = malloc(LOAD_VERIFY_CHUNK);
+	int fd = -1, bad = 0;
+	unsigned fdfile = ~0u;
+
+	if (!a || !b) {
+		free(a);
+		free(b);
+		load_err("cannot verify: out of memory");
+		return -1;
+	}
+	for (size_t i = 0; i < dmafs_model_tensors(l->m) && !bad; i++) {
+		const struct dmafs_tensor *t = dmafs_model_tensor(l->m, i);
+		const struct slot *sl;
+		char *placed = where(l, t, &sl);
+		uint64_t off = 0;
+
+		if (t->file != fdfile) {
+			if (fd >= 0)
+				close(fd);
+			fdfile = t->file;
+			fd = open(dmafs_model_file(l->m, t->file), O_RDONLY | O_CLOEXEC);
+			if (fd < 0) {
+				load_err("%s: cannot verify: %s", dmafs_model_file(l->m, t->file),
+					 strerror(errno));
+				bad = -1;
+				break;
+			}
+		}
+		while (off < t->nbytes) {
+			size_t want = t->nbytes - off < LOAD_VERIFY_CHUNK ? (size_t)(t->nbytes - off)
+									  : LOAD_VERIFY_CHUNK;
+			ssize_t n = pread(fd, a, want, (off_t)(t->file_offset + off));
+			const char *p = placed + off;
+
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n != (ssize_t)want) {
+				load_err("%s: cannot verify tensor %s: read at %llu: %s",
+					 dmafs_model_file(l->m, t->file), t->name,
+					 (unsigned long long)(t->file_offset + off),
+					 n < 0 ? strerror(errno) : "file shrank");
+				bad = -1;
+				break;
+			}
+			if (sl->target != DMAFS_TARGET_HOST) {
+				int ret = gpu_copy_dtoh(l->gpu, sl->dev, b, p, want);
+
+				if (ret) {
+					load_err("cannot verify tensor %s: copy back from %s failed: %s",
+						 t->name, sl->name, strerror(-ret));
+					bad = -1;
+					break;
+				}
+				p = b;
+			}
+			if (memcmp(a, p, want)) {
+				size_t k = 0;
+
+				while (a[k] == p[k])
+					k++;
+				load_err("%s: tensor %s MISMATCH at byte %llu of %llu (file offset %llu, %s)",
+					 l->path, t->name, (unsigned long long)(off + k),
+					 (unsigned long long)t->nbytes,
+					 (unsigned long long)(t->file_offset + off + k), sl->name);
+				bad = 1;
+				break;
+			}
+			off += want;
+		}
+	}
+	if (fd >= 0)
+		close(fd);
+	free(a);
+	free(b);
+	return bad;
+}
+
+/* ---- output ---- */
+
+static void shape_str(const struct dmafs_tensor *t, char *buf, size_t len)
+{
+	size_t o = (size_t)snprintf(buf, len, "[");
+
+	for (int d = 0; d < t->ndim && o < len; d++)
+		o += (size_t)snprintf(buf + o, len - o, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+	if (o < len)
+		snprintf(buf + o, len - o, "]");
+}
+
+static void print_list(const struct load *l)
+{
+	char sh[200];
+
+	for (size_t i = 0; i < dmafs_model_tensors(l->m); i++) {
+		const struct dmafs_tensor *t = dmafs_model_tensor(l->m, i);
+		const struct slot *sl;
+		char *p = where(l, t, &sl);
+
+		shape_str(t, sh, sizeof(sh));
+		printf("  %s  %s %s  %llu bytes  %s+%llu  %p\n", t->name, dmafs_dtype_name(t->dtype), sh,
+		       (unsigned long long)t->nbytes, sl->name,
+		       (unsigned long long)(p - (char *)dmafs_buf_ptr(sl->b)), (void *)p);
+	}
+}
+
+static void print_text(const struct load *l)
+{
+	char tn[32];
+
+	if (opt.list && !l->err)
+		print_list(l);
+	if (opt.ngpus && !opt.quiet) {
+		for (int k = 0; k < l->nslots; k++) {
+			const struct slot *sl = &l->slots[k];
+
+			if (!sl->n)
+				continue;
+			printf("  %s  %zu shard(s)  %llu bytes  %.3f s  %.2f GB/s  path %s%s%s\n", sl->name,
+			       sl->n, (unsigned long long)sl->total.bytes, sl->total.elapsed_ns / 1e9,
+			       load_gbps(sl->total.bytes, sl->total.elapsed_ns),
+			       dmafs_path_name(sl->err ? DMAFS_PATH_NONE : sl->total.path),
+			       sl->err ? "  FAILED: " : "", sl->err ? dmafs_strerror(sl->err) : "");
+		}
+	}
+	if (opt.quiet)
+		return;
+	printf("model %s  %zu tensors  %u files  %llu bytes  %.3f s  %.2f GB/s  path %s  target %s%s\n",
+	       l->path, dmafs_model_tensors(l->m), l->nfiles, (unsigned long long)l->total.bytes,
+	       l->total.elapsed_ns / 1e9, load_gbps(l->total.bytes, l->total.elapsed_ns),
+	       dmafs_path_name(l->total.path),
+	       opt.ngpus ? "gpus" : load_target_name(opt.target, opt.device, tn, sizeof(tn)),
+	       l->verified > 0 ? "  verified" : l->verified < 0 ? "  MISMATCH" : "");
+}
+
+static void print_json(const struct load *l, const char *error)
+{
+	printf("%s\n    {\"model\": ", acc.first_json ? "" : ",");
+	acc.first_json = 0;
+	load_json_str(l->path);
+	printf(", \"files\": [");
+	for (unsigned i = 0; l->m && i < l->nfiles; i++) {
+		printf("%s", i ? ", " : "");
+		load_json_str(dmafs_model_file(l->m, i));
+	}
+	printf("], \"tensors\": %zu, \"bytes\": %llu, \"seconds\": %.6f, \"gbps\": %.3f, \"path\": ",
+	       l->m ? dmafs_model_tensors(l->m) : 0, (unsigned long long)l->total.bytes,
+	       l->total.elapsed_ns / 1e9, load_gbps(l->total.bytes, l->total.elapsed_ns));
+	load_json_str(dmafs_path_name(l->total.path));
+	printf(", \"error\": ");
+	if (error)
+		load_json_str(error);
+	else
+		printf("null");
+	if (opt.verify)
+		printf(", \"verified\": %s", l->verified > 0 ? "true" : "false");
+	if (opt.ngpus && l->slots) {
+		printf(", \"gpus\": [");
+		for (int k = 0, first = 1; k < l->nslots; k++) {
+			const struct slot *sl = &l->slots[k];
+
+			if (!sl->n)
+				continue;
+			printf("%s{\"target\": ", first ? "" : ", ");
+			first = 0;
+			load_json_str(sl->name);
+			printf(", \"shards\": %zu, \"bytes\": %llu, \"seconds\": %.6f, \"gbps\": %.3f, \"path\": ",
+			       sl->n, (unsigned long long)sl->total.bytes, sl->total.elapsed_ns / 1e9,
+			       load_gbps(sl->total.bytes, sl->total.elapsed_ns));
+			load_json_str(dmafs_path_name(sl->err ? DMAFS_PATH_NONE : sl->total.path));
+			printf("}");
+		}
+		printf("]");
+	}
+	printf("}");
+}
+
+/* ---- one model ---- */
+
+static void load_one(const char *path)
+{
+	struct load l = { .path = path };
+	char errbuf[1024], notice[512];
+	int ret;
+
+	ret = dmafs_model_open(path, &l.m, errbuf, sizeof(errbuf));
+	if (ret) {
+		load_err("%s", errbuf);
+		load_errors++;
+		if (opt.json)
+			print_json(&l, errbuf);
+		return;
+	}
+	ret = plan(&l);
+	if (ret == -ENOMEM)
+		load_err("%s: out of memory", path);
+	if (!ret)
+		ret = open_buffers(&l);
+	if (!ret) {
+		ret = place(&l);
+		if (ret)
+			load_err("%s: placement failed: %s", path, dmafs_strerror(ret));
+	}
+	if (ret) {
+		load_errors++;
+		if (opt.json)
+			print_json(&l, dmafs_strerror(ret));
+		else if (l.slots && l.total.elapsed_ns)
+			print_text(&l);
+		goto out;
+	}
+	if (opt.verify) {
+		int v = verify(&l);
+
+		l.verified = v == 0 ? 1 : v > 0 ? -1 : 0;
+		if (v > 0)
+			acc.mismatches++;
+		else if (v < 0)
+			load_errors++;
+	}
+	if (opt.json)
+		print_json(&l, NULL);
+	else
+		print_text(&l);
+	if (l.caps_ok) {
+		for (int k = 0; k < l.nslots; k++) {
+			const struct slot *sl = &l.slots[k];
+
+			if (sl->n && load_notice(&l.caps, sl->target, sl->name, sl->total.path, notice,
+						 sizeof(notice)) &&
+			    !opt.json)
+				fprintf(stderr, "dmafs-load: notice: %s: %s\n", sl->name, notice);
+		}
+	}
+	acc.bytes += l.total.bytes;
+	acc.ns += l.total.elapsed_ns;
+	acc.tensors += dmafs_model_tensors(l.m);
+	acc.models++;
+	if (l.total.path > acc.path)
+		acc.path = l.total.path;
+out:
+	if (l.slots)
+		close_buffers(&l);
+	else
+		dmafs_session_close(l.s);
+	dmafs_model_close(l.m);
+}
+
+int load_models(char **paths, int n)
+{
+	char tn[32];
+
+	if (opt.json) {
+		printf("{\n  \"target\": ");
+		load_json_str(opt.ngpus ? "gpus" : load_target_name(opt.target, opt.device, tn, sizeof(tn)));
+		printf(",\n  \"models\": [");
+	}
+	for (int i = 0; i < n; i++)
+		load_one(paths[i]);
+	if (opt.json) {
+		printf("%s],\n  \"total\": {\"models\": %zu, \"tensors\": %zu, \"bytes\": %llu, \"seconds\": %.6f, \"gbps\": %.3f, \"path\": ",
+		       acc.first_json ? "" : "\n  ", acc.models, acc.tensors,
+		       (unsigned long long)acc.bytes, acc.ns / 1e9, load_gbps(acc.bytes, acc.ns));
+		load_json_str(dmafs_path_name(acc.path));
+		printf("},\n  \"verify\": ");
+		load_json_str(!opt.verify ? "skipped" : acc.mismatches ? "mismatch" : "ok");
+		printf(",\n  \"errors\": %d\n}\n", load_errors);
+	} else {
+		/* Always, as in file mode: scripts read the total line (dmafs-bench-models). */
+		printf("total  %zu models  %zu tensors  %llu bytes  %.3f s  %.2f GB/s  path %s  target %s\n",
+		       acc.models, acc.tensors, (unsigned long long)acc.bytes, acc.ns / 1e9,
+		       load_gbps(acc.bytes, acc.ns), dmafs_path_name(acc.path),
+		       opt.ngpus ? "gpus" : load_target_name(opt.target, opt.device, tn, sizeof(tn)));
+		if (opt.verify && !acc.mismatches && !load_errors)
+			printf("verify  ok: every tensor matches a POSIX read\n");
+	}
+	fflush(stdout);
+	if (acc.mismatches)
+		return EXIT_MISMATCH;
+	return load_errors ? EXIT_ERR : EXIT_OK;
+}
