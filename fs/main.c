@@ -21,6 +21,7 @@ struct options {
 	char *members;
 	char *mountpoint;
 	unsigned commit, threads, readahead_kb, staging_mb;
+	int writeback;
 	char *p2p;
 	int ro, foreground, debug, help, version;
 };
@@ -34,6 +35,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("readahead_kb=%u", readahead_kb),
 	OPT("staging_mb=%u", staging_mb),
 	OPT("p2p=%s", p2p),
+	OPT("writeback_cache", writeback),
 	FUSE_OPT_KEY("ro", KEY_RO),
 	FUSE_OPT_KEY("rw", KEY_RW),
 	FUSE_OPT_KEY("-f", KEY_FG),
@@ -132,6 +134,8 @@ static void usage(FILE *f)
 		"  -o p2p=auto|off|force  cuFile direct path: when nvidia-fs is loaded (auto),\n"
 		"                      never, or always (testing: cuFile compatibility mode)\n"
 		"  -o attr_timeout=S, entry_timeout=S   kernel cache timeouts (default 1)\n"
+		"  -o writeback_cache  let the kernel batch writes in its page cache (faster\n"
+		"                      buffered writes; unsynced data dies with the daemon)\n"
 		"  -o fsname=NAME      source shown in /proc/mounts\n"
 		"See dmafs(8).\n");
 }
@@ -189,6 +193,7 @@ static void mount_ready(void)
 	notify_fd = -1;
 }
 
+static int want_writeback;
 static const char *ra_mnt;
 static unsigned ra_kb;
 static void set_readahead(const char *mnt, unsigned kb);
@@ -210,7 +215,11 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->max_readahead = FUSE_MAX_IO;
 	conn->max_background = 64;
 	conn->congestion_threshold = 48;
-	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	/* write-through by default: every write(2) reaches the members before it returns */
+	if (want_writeback && (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
+		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+	else
+		conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
 	if (conn->capable & FUSE_CAP_ASYNC_READ)
 		conn->want |= FUSE_CAP_ASYNC_READ;
 	if (ra_mnt && pthread_create(&t, NULL, readahead_thread, NULL) == 0)
@@ -410,6 +419,7 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "dmafs: cannot mount on %s (see the message above)\n", o.mountpoint);
 		goto out_signals;
 	}
+	want_writeback = o.writeback;
 	ra_mnt = o.mountpoint;
 	ra_kb = o.readahead_kb;
 	if (place_init(&fs, (uint64_t)o.staging_mb << 20)) {
