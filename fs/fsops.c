@@ -796,36 +796,68 @@ static int xattr_ns_ok(const char *name)
 	return !strncmp(name, "user.", 5) && name[5];
 }
 
-char *fs_layout(struct fs *fs, uint64_t ino, int *err)
+/*
+ * The kernel caps an xattr value at 64 KiB, about 1600 extent lines: a larger layout is
+ * served in pages. The first line then adds "first=K count=M" and, while more remain,
+ * "next=user.dmafs.layout@J"; that xattr holds the page starting at extent J.
+ */
+#define LAYOUT_PAGE_BYTES 60000
+
+char *fs_layout(struct fs *fs, uint64_t ino, size_t first, int *err)
 {
 	struct inode *i;
 	struct buf b = { 0 };
-	int n;
+	size_t k, n;
 
 	pthread_mutex_lock(&fs->meta.lock);
 	i = meta_iget(&fs->meta, ino);
-	if (!i || !S_ISREG(i->a.mode)) {
+	if (!i || !S_ISREG(i->a.mode) || (first && first >= i->next)) {
 		pthread_mutex_unlock(&fs->meta.lock);
 		*err = i ? -ENODATA : -ENOENT;
 		return NULL;
 	}
-	if (buf_reserve(&b, 160 + i->next * 72)) {
+	/* extents fitting in one page: lines are at most 4 x 20 digits + 4 */
+	n = MIN(i->next - first, (size_t)(LAYOUT_PAGE_BYTES - 256) / 84);
+	if (buf_reserve(&b, 256 + n * 84)) {
 		pthread_mutex_unlock(&fs->meta.lock);
 		*err = -ENOMEM;
 		return NULL;
 	}
-	n = sprintf((char *)b.p, "stripe_unit=%u members=%u start_member=%u size=%llu extents=%zu\n",
-		    fs->su, fs->n, i->a.start_member, (unsigned long long)i->a.size, i->next);
-	b.len = n;
-	for (size_t k = 0; k < i->next; k++) {
+	b.len = sprintf((char *)b.p, "stripe_unit=%u members=%u start_member=%u size=%llu extents=%zu",
+			fs->su, fs->n, i->a.start_member, (unsigned long long)i->a.size, i->next);
+	if (first || n < i->next)
+		b.len += sprintf((char *)b.p + b.len, " first=%zu count=%zu", first, n);
+	if (first + n < i->next)
+		b.len += sprintf((char *)b.p + b.len, " next=%s@%zu", LAYOUT_XATTR, first + n);
+	b.p[b.len++] = '\n';
+	for (k = first; k < first + n; k++) {
 		const struct extent *e = &i->ext[k];
 
 		b.len += sprintf((char *)b.p + b.len, "%llu %u %u %llu\n",
 				 (unsigned long long)e->off, e->len, e->member,
 				 (unsigned long long)e->moff);
 	}
+	b.p[b.len] = '\0';
 	pthread_mutex_unlock(&fs->meta.lock);
 	return (char *)b.p;
+}
+
+/* Is @name the layout xattr or one of its pages? Sets *first. */
+static int layout_name(const char *name, size_t *first)
+{
+	size_t len = strlen(LAYOUT_XATTR);
+	char *end;
+
+	*first = 0;
+	if (strncmp(name, LAYOUT_XATTR, len))
+		return 0;
+	if (name[len] == '\0')
+		return 1;
+	if (name[len] != '@' || name[len + 1] < '0' || name[len + 1] > '9')
+		return 0;
+	errno = 0;
+	*first = strtoull(name + len + 1, &end, 10);
+	return !*end && !errno;
 }
 
 int fs_getxattr(struct fs *fs, uint64_t ino, const char *name, void *buf, size_t size)
@@ -833,8 +865,10 @@ int fs_getxattr(struct fs *fs, uint64_t ino, const char *name, void *buf, size_t
 	struct inode *i;
 	int ret = -ENODATA;
 
-	if (!strcmp(name, LAYOUT_XATTR)) {
-		char *t = fs_layout(fs, ino, &ret);
+	size_t first;
+
+	if (layout_name(name, &first)) {
+		char *t = fs_layout(fs, ino, first, &ret);
 		size_t len;
 
 		if (!t)
@@ -884,7 +918,9 @@ int fs_setxattr(struct fs *fs, uint64_t ino, const char *name, const void *val, 
 	struct xattr *x = NULL;
 	int ret;
 
-	if (!strcmp(name, LAYOUT_XATTR))
+	size_t first;
+
+	if (layout_name(name, &first))
 		return -EPERM;
 	if (!xattr_ns_ok(name))
 		return -EOPNOTSUPP;
@@ -970,7 +1006,9 @@ int fs_removexattr(struct fs *fs, uint64_t ino, const char *name)
 	struct xattr *x = NULL;
 	int ret;
 
-	if (!strcmp(name, LAYOUT_XATTR))
+	size_t first;
+
+	if (layout_name(name, &first))
 		return -EPERM;
 	if (!xattr_ns_ok(name))
 		return -EOPNOTSUPP;

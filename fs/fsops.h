@@ -73,8 +73,9 @@ int fs_setxattr(struct fs *fs, uint64_t ino, const char *name, const void *val, 
 		int flags);
 int fs_listxattr(struct fs *fs, uint64_t ino, char *buf, size_t size);
 int fs_removexattr(struct fs *fs, uint64_t ino, const char *name);
-/* The layout text for a regular file (malloc'd, caller frees) or NULL with *err set. */
-char *fs_layout(struct fs *fs, uint64_t ino, int *err);
+/* The layout text of a regular file from extent @first (one page of at most ~60 KB;
+ * malloc'd, caller frees) or NULL with *err set. */
+char *fs_layout(struct fs *fs, uint64_t ino, size_t first, int *err);
 
 /* data.c: the data path */
 /*

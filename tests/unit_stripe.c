@@ -32,7 +32,7 @@ static void test_mapping(void)
 	T_EQ(t_verify(&fs, f, 0, 64 << 20, 7), 0);
 	{
 		int err;
-		char *t = fs_layout(&fs, f, &err);
+		char *t = fs_layout(&fs, f, 0, &err);
 
 		T_CHECK(t && !strncmp(t, "stripe_unit=1048576 members=4", 29), "layout: %s", t);
 		free(t);
