@@ -96,7 +96,8 @@ int fmt_sb_decode(const uint8_t b[FMT_SB_SIZE], struct fmt_sb *sb)
 	if (sb->block_size != DMAFS_BLOCK || !is_pow2(sb->stripe_unit) ||
 	    sb->stripe_unit < (64u << 10) || sb->stripe_unit > (64u << 20))
 		return -EUCLEAN;
-	if (sb->member_size % DMAFS_BLOCK || sb->data_offset % DMAFS_BLOCK ||
+	if (sb->member_size < FMT_MIN_MEMBER || sb->member_size % DMAFS_BLOCK ||
+	    sb->data_offset % DMAFS_BLOCK ||
 	    sb->data_end % DMAFS_BLOCK || sb->data_offset >= sb->data_end ||
 	    sb->data_end > sb->member_size - FMT_SB_SIZE)
 		return -EUCLEAN;

@@ -158,10 +158,20 @@ static int apply_inode(struct meta *m, const struct fmt_rec *r)
 {
 	struct inode *ino = meta_iget(m, r->ino);
 
-	if (r->ino == 0 || r->a.start_member >= m->nmembers)
+	switch (r->a.mode & S_IFMT) {
+	case S_IFREG: case S_IFDIR: case S_IFLNK: case S_IFCHR: case S_IFBLK: case S_IFIFO:
+	case S_IFSOCK:
+		break;
+	default:
+		return -EUCLEAN;
+	}
+	if (r->ino == 0 || r->a.start_member >= m->nmembers || (r->a.mode & ~(S_IFMT | 07777)))
 		return -EUCLEAN;
 	if (ino) {
 		if ((ino->a.mode & S_IFMT) != (r->a.mode & S_IFMT))
+			return -EUCLEAN;
+		/* the extents' members follow start_member: it can only change when empty */
+		if (ino->next && ino->a.start_member != r->a.start_member)
 			return -EUCLEAN;
 		ino->a = r->a;
 		return 0;
