@@ -75,7 +75,7 @@ int fs_mount(struct fs *fs, struct member *ms, unsigned n, int ro, char *err, si
 	ret = meta_init(&fs->meta, fs->su, n);
 	if (ret)
 		return ret;
-	ret = journal_open(&fs->j, ms, n, &fs->meta, ro, err, errlen);
+	ret = journal_open(&fs->j, ms, n, &fs->meta, ro, 0, err, errlen);
 	if (ret)
 		return ret;
 	if (!meta_iget(&fs->meta, FMT_ROOT_INO)) {

@@ -48,7 +48,7 @@ struct scan {
  * With @meta non-NULL, apply everything as it goes (the replay proper).
  */
 static int scan_copy(struct journal *j, struct member *m, struct scan *s, struct meta *meta,
-		     char *err, size_t errlen)
+		     int older, char *err, size_t errlen)
 {
 	struct fmt_loghdr h[2];
 	int valid[2], ret;
@@ -70,6 +70,15 @@ static int scan_copy(struct journal *j, struct member *m, struct scan *s, struct
 		return -ENODATA;
 	}
 	s->half = valid[0] && valid[1] ? (h[1].gen > h[0].gen) : valid[1];
+	if (older) {
+		/* recovery: the previous generation, kept in the other half until the next
+		 * compaction overwrites it */
+		if (!(valid[0] && valid[1])) {
+			snprintf(s->why, sizeof(s->why), "no older generation in the other half");
+			return -ENODATA;
+		}
+		s->half = !s->half;
+	}
 	s->hdr = h[s->half];
 	base = half_off(j, s->half);
 	if (s->hdr.snap_len > j->half - DMAFS_BLOCK) {
@@ -162,10 +171,10 @@ static int scan_copy(struct journal *j, struct member *m, struct scan *s, struct
 }
 
 int journal_open(struct journal *j, struct member *ms, unsigned n, struct meta *meta, int ro,
-		 char *err, size_t errlen)
+		 int allow_older, char *err, size_t errlen)
 {
 	struct scan s[2];
-	int best = -1, ret;
+	int best = -1, ret, older = 0;
 
 	memset(j, 0, sizeof(*j));
 	pthread_mutex_init(&j->commit_lock, NULL);
@@ -179,14 +188,19 @@ int journal_open(struct journal *j, struct member *ms, unsigned n, struct meta *
 	j->half = ms[0].sb.log_half;
 	memcpy(j->fs_uuid, ms[0].sb.fs_uuid, 16);
 	j->ncopies = n >= 2 ? 2 : 1;
+again:
 	for (unsigned i = 0; i < j->ncopies; i++) {
 		j->copy[i] = &ms[i];
-		scan_copy(j, &ms[i], &s[i], NULL, err, errlen);
+		scan_copy(j, &ms[i], &s[i], NULL, older, err, errlen);
 		if (!s[i].ok)
 			continue;
 		if (best < 0 || s[i].hdr.gen > s[best].hdr.gen ||
 		    (s[i].hdr.gen == s[best].hdr.gen && s[i].last_seq > s[best].last_seq))
 			best = i;
+	}
+	if (best < 0 && allow_older && !older) {
+		older = 1;
+		goto again;
 	}
 	if (best < 0) {
 		snprintf(err, errlen, "member 0 (%s): metadata log unusable: %s%s%s; run dmafs-fsck",
@@ -209,7 +223,8 @@ int journal_open(struct journal *j, struct member *ms, unsigned n, struct meta *
 				 best, (unsigned long long)s[best].hdr.gen,
 				 (unsigned long long)s[best].last_seq, best);
 	}
-	ret = scan_copy(j, &ms[best], &s[best], meta, err, errlen);
+	j->recovered_older = older;
+	ret = scan_copy(j, &ms[best], &s[best], meta, older, err, errlen);
 	if (ret)
 		return ret;
 	j->active = s[best].half;

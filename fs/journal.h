@@ -38,7 +38,7 @@ struct journal {
 	/* members written since the last commit; bit i = member i */
 	_Atomic uint64_t dirty;
 	/* what journal_open found in each copy (for dmafs-fsck) */
-	int copy_ok[2], copy_differs[2];
+	int copy_ok[2], copy_differs[2], recovered_older;
 	char copy_why[2][256];
 	/* statistics, protected by commit_lock */
 	uint64_t commits, compactions;
@@ -52,11 +52,13 @@ struct journal {
 
 /*
  * Read the log of the members (both mirrors), pick the best copy and replay it into @meta
- * (which must be empty). Returns 0, or -errno with a one-line reason in @err (-EUCLEAN:
+ * (which must be empty). With @allow_older (dmafs-fsck --repair), when the current
+ * generation is unusable in every copy, the previous one in the other half is replayed
+ * instead (j->recovered_older is set); the daemon never does this silently. Returns 0, or -errno with a one-line reason in @err (-EUCLEAN:
  * corrupt or inconsistent metadata; -ENODATA: no valid log header in any copy).
  */
 int journal_open(struct journal *j, struct member *ms, unsigned n, struct meta *meta, int ro,
-		 char *err, size_t errlen);
+		 int allow_older, char *err, size_t errlen);
 /* Append a record to the pending batch and apply it. Caller holds meta.lock. */
 int journal_log(struct journal *j, const struct fmt_rec *r);
 /* Is there room for @need more bytes of records? Caller holds meta.lock. */

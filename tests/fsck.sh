@@ -53,6 +53,34 @@ rc=$?
 t_mount "$T_MEMBERS" "$M"
 [ "$(sha256sum <"$M/data")" = "$sum" ] || t_fail "data changed after the crash"
 t_umount "$M"
+t_log "current metadata snapshot damaged in both log copies: --repair recovers the previous generation"
+t_mount "$T_MEMBERS" "$M"
+echo "kept" >"$M/kept" || t_fail "write kept"
+t_umount "$M"
+t_mount "$T_MEMBERS" "$M"   # this mount's compaction puts 'kept' into a new snapshot
+t_umount "$M"
+for img in "${T_IMGS[0]}" "${T_IMGS[1]}"; do
+	t_py - "$img" <<'PY' || t_fail "could not damage the snapshot of $img"
+import struct, sys
+# 128 MiB members: log at 1 MiB, halves of 4 MiB; the active half has the higher gen
+f = open(sys.argv[1], "r+b")
+gens = []
+for half in (0, 1):
+    f.seek((1 << 20) + half * (4 << 20)); h = f.read(4096)
+    gens.append(struct.unpack_from("<Q", h, 32)[0] if h[:8] == b"DMAFSLG1" else -1)
+active = gens.index(max(gens))
+pos = (1 << 20) + active * (4 << 20) + 4096 + 20
+f.seek(pos); b = f.read(1); f.seek(pos); f.write(bytes([b[0] ^ 0xff]))
+PY
+done
+expect 4 -n "${T_IMGS[@]}"
+expect 1 --repair "${T_IMGS[@]}"
+grep -q "recovered the previous generation" "$T_WORK/fsck.out" || t_fail "no recovery message: $(cat "$T_WORK/fsck.out")"
+expect 0 "${T_IMGS[@]}"
+t_mount "$T_MEMBERS" "$M"
+[ "$(cat "$M/kept")" = kept ] || t_fail "file committed before the damaged generation lost"
+[ "$(sha256sum <"$M/data")" = "$sum" ] || t_fail "data changed by the generation recovery"
+t_umount "$M"
 t_log "operational errors exit 8"
 expect 8
 expect 8 "$T_WORK/nonexistent.img"

@@ -378,12 +378,15 @@ int main(int argc, char **argv)
 	check_superblocks(n);
 	ret = meta_init(&meta, ms[0].sb.stripe_unit, n);
 	if (!ret)
-		ret = journal_open(&j, ms, n, &meta, !repair, err, sizeof(err));
+		ret = journal_open(&j, ms, n, &meta, !repair, repair, err, sizeof(err));
 	if (ret) {
 		printf("ERROR: %s\n", err[0] ? err : strerror(-ret));
-		printf("dmafs-fsck: the metadata cannot be replayed; it cannot be repaired by this version\n");
+		printf("dmafs-fsck: the metadata cannot be replayed%s\n",
+		       repair ? ", and no older generation could be either" : "; --repair tries the previous generation");
 		return 4;
 	}
+	if (j.recovered_older)
+		problem(1, "the current metadata generation is damaged in every log copy; recovered the previous generation (changes committed after it are lost)");
 	for (unsigned i = 0; i < j.ncopies; i++) {
 		if (!j.copy_ok[i])
 			problem(1, "metadata log copy on member %u (%s) is damaged: %s%s", i, ms[i].path,
