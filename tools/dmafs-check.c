@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "json.h"
 #include "libdmafs-int.h"
 
 enum { EXIT_OK = 0, EXIT_MISSING = 1, EXIT_ERR = 2 };
@@ -34,23 +35,7 @@ enum { EXIT_OK = 0, EXIT_MISSING = 1, EXIT_ERR = 2 };
  */
 static int json, first_in_obj = 1, depth;
 
-static void jstr(const char *s)
-{
-	putchar('"');
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			printf("\\%c", c);
-		else if (c == '\n')
-			fputs("\\n", stdout);
-		else if (c < 0x20)
-			printf("\\u%04x", c);
-		else
-			putchar(c);
-	}
-	putchar('"');
-}
+static void jstr(const char *s) { json_str(s); }
 
 static void indent(void)
 {

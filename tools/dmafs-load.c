@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "dmafs-load.h"
+#include "json.h"
 #include "dmafs.h"
 #include "gpu.h"
 
@@ -629,25 +630,7 @@ static int notice(const struct group *g, char *buf, size_t len)
 
 double load_gbps(uint64_t bytes, uint64_t ns) { return ns ? (double)bytes / (double)ns : 0.0; }
 
-void load_json_str(const char *s)
-{
-	putchar('"');
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			printf("\\%c", c);
-		else if (c == '\n')
-			fputs("\\n", stdout);
-		else if (c == '\t')
-			fputs("\\t", stdout);
-		else if (c < 0x20)
-			printf("\\u%04x", c);
-		else
-			putchar(c);
-	}
-	putchar('"');
-}
+void load_json_str(const char *s) { json_str(s); }
 
 static void print_text(uint64_t total_bytes, uint64_t elapsed, int path)
 {
