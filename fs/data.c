@@ -18,10 +18,10 @@
 
 #define MAX_OPS 64
 
-/* Per-thread aligned bounce buffers, reused: a fresh 1 MiB buffer per request would cost
- * an mmap and 256 page faults each time. */
-static __thread void *tbuf[2];
-static __thread size_t tbuf_len[2];
+/* Per-thread aligned buffers, reused: a fresh 1 MiB buffer per request would cost an mmap
+ * and 256 page faults each time. 0: read data, 1: write data, 2: checksum blocks. */
+static __thread void *tbuf[3];
+static __thread size_t tbuf_len[3];
 
 static void *thread_buf(int which, size_t len)
 {
@@ -32,11 +32,6 @@ static void *thread_buf(int which, size_t len)
 	}
 	return tbuf[which];
 }
-
-struct iovec_ops {
-	struct uring_op op[MAX_OPS];
-	size_t n;
-};
 
 static void io_error(struct fs *fs, const struct inode *ino, const struct uring_op *op,
 		     uint64_t foff, const char *what)
@@ -60,79 +55,184 @@ static int run_ops(struct fs *fs, const struct inode *ino, struct uring_op *ops,
 	return 0;
 }
 
-/*
- * Read the block-aligned file ranges rg[i].a..b into rg[i].buf from the extent map,
- * zeroing holes. All member reads of all ranges go out at once, so every member holding a
- * part is busy. Caller holds iolock.
- */
-int fs_read_ranges(struct fs *fs, struct inode *ino, const struct fs_range *rg, size_t nr)
+/* A growable list of member I/Os, each with the file offset it serves (for messages). */
+struct opvec {
+	struct uring_op *op;
+	uint64_t *foff;
+	size_t n, cap;
+	struct uring_op sop[MAX_OPS];
+	uint64_t sfoff[MAX_OPS];
+};
+
+static void opvec_init(struct opvec *v)
 {
-	struct uring_op sops[MAX_OPS], *ops = sops;
-	uint64_t sfoffs[MAX_OPS], *foffs = sfoffs;
-	size_t n = 0, cap = MAX_OPS;
+	v->op = v->sop;
+	v->foff = v->sfoff;
+	v->n = 0;
+	v->cap = MAX_OPS;
+}
+
+static void opvec_free(struct opvec *v)
+{
+	if (v->op != v->sop) {
+		free(v->op);
+		free(v->foff);
+	}
+}
+
+static int opvec_push(struct opvec *v, const struct uring_op *op, uint64_t foff)
+{
+	if (v->n == v->cap) {
+		size_t ncap = v->cap * 4;
+		struct uring_op *nops = malloc(ncap * sizeof(*nops));
+		uint64_t *nf = malloc(ncap * sizeof(*nf));
+
+		if (!nops || !nf) {
+			free(nops);
+			free(nf);
+			return -ENOMEM;
+		}
+		memcpy(nops, v->op, v->n * sizeof(*nops));
+		memcpy(nf, v->foff, v->n * sizeof(*nf));
+		opvec_free(v);
+		v->op = nops;
+		v->foff = nf;
+		v->cap = ncap;
+	}
+	v->op[v->n] = *op;
+	v->foff[v->n++] = foff;
+	return 0;
+}
+
+/* The checksum blocks [*a, *b) on the member that cover the data of @op. */
+static void csum_span(const struct fs *fs, const struct uring_op *op, uint64_t *p0, uint64_t *a,
+		      uint64_t *b)
+{
+	const struct fmt_sb *sb = &fs->members[op->tag].sb;
+
+	*p0 = fmt_csum_pos(sb, op->off);
+	*a = ALIGN_DOWN(*p0, DMAFS_BLOCK);
+	*b = ALIGN_UP(fmt_csum_pos(sb, op->off + op->len), DMAFS_BLOCK);
+}
+
+/*
+ * Check the first @nd ops of @v (data reads) against the checksum blocks read by the ops
+ * after them (one per data op, into @cbuf at the offsets @coff). Every mismatch is logged.
+ */
+static int verify_ops(struct fs *fs, const struct inode *ino, const struct opvec *v, size_t nd,
+		      const char *cbuf, const uint64_t *coff)
+{
 	int ret = 0;
 
-	for (size_t r = 0; r < nr; r++) {
-	char *buf = rg[r].buf;
-	uint64_t a = rg[r].a, b = rg[r].b, pos = a;
-	size_t i = meta_ext_find(ino, a);
+	for (size_t i = 0; i < nd; i++) {
+		const struct uring_op *op = &v->op[i];
+		uint64_t p0, ca, cb;
 
-	while (pos < b) {
-		const struct extent *e = i < ino->next ? &ino->ext[i] : NULL;
+		csum_span(fs, op, &p0, &ca, &cb);
+		for (uint32_t k = 0; k < op->len; k += DMAFS_BLOCK) {
+			uint64_t want = get_u64((const uint8_t *)cbuf + coff[i] + (p0 - ca) + k / DMAFS_BLOCK * 8);
 
-		if (!e || e->off >= b) {
-			memset(buf + (pos - a), 0, b - pos);
-			break;
+			if (fmt_csum((const char *)op->buf + k, op->tag, op->off + k) == want)
+				continue;
+			log_err("checksum mismatch: inode %llu file offset %llu (member %d %s, offset %llu): the data there is damaged; reads of it fail with EIO (dmafs-fsck --scrub lists every damaged file)",
+				(unsigned long long)ino->ino, (unsigned long long)(v->foff[i] + k),
+				op->tag, fs->members[op->tag].path, (unsigned long long)(op->off + k));
+			ret = -EIO;
 		}
-		if (e->off > pos) {
-			memset(buf + (pos - a), 0, e->off - pos);
-			pos = e->off;
-		}
-		uint64_t end = MIN(b, e->off + e->len);
-		if (n == cap) {
-			size_t ncap = cap * 4;
-			struct uring_op *nops = malloc(ncap * sizeof(*nops));
-			uint64_t *nf = malloc(ncap * sizeof(*nf));
-
-			if (!nops || !nf) {
-				free(nops);
-				free(nf);
-				ret = -ENOMEM;
-				goto out;
-			}
-			memcpy(nops, ops, n * sizeof(*ops));
-			memcpy(nf, foffs, n * sizeof(*nf));
-			if (ops != sops) {
-				free(ops);
-				free(foffs);
-			}
-			ops = nops;
-			foffs = nf;
-			cap = ncap;
-		}
-		ops[n] = (struct uring_op){ .fd = fs->members[e->member].fd, .write = 0,
-					    .buf = buf + (pos - a), .len = end - pos,
-					    .off = e->moff + (pos - e->off), .tag = e->member };
-		foffs[n++] = pos;
-		pos = end;
-		i++;
-	}
-	}
-	if (n)
-		ret = run_ops(fs, ino, ops, n, foffs, "read");
-out:
-	if (ops != sops) {
-		free(ops);
-		free(foffs);
 	}
 	return ret;
 }
 
-int fs_read_blocks(struct fs *fs, struct inode *ino, char *buf, uint64_t a, uint64_t b)
+/*
+ * Read the block-aligned file ranges rg[i].a..b into rg[i].buf from the extent map,
+ * zeroing holes, and (with @verify) check every block against its checksum. All member
+ * reads of all ranges, checksum blocks included, go out at once, so every member holding
+ * a part is busy. Caller holds iolock.
+ */
+int fs_read_ranges(struct fs *fs, struct inode *ino, const struct fs_range *rg, size_t nr,
+		   int verify)
+{
+	struct opvec v;
+	uint64_t *coff = NULL, total = 0;
+	char *cbuf;
+	size_t nd;
+	int ret = 0;
+
+	opvec_init(&v);
+	for (size_t r = 0; r < nr && !ret; r++) {
+		char *buf = rg[r].buf;
+		uint64_t a = rg[r].a, b = rg[r].b, pos = a;
+		size_t i = meta_ext_find(ino, a);
+
+		while (pos < b && !ret) {
+			const struct extent *e = i < ino->next ? &ino->ext[i] : NULL;
+
+			if (!e || e->off >= b) {
+				memset(buf + (pos - a), 0, b - pos);
+				break;
+			}
+			if (e->off > pos) {
+				memset(buf + (pos - a), 0, e->off - pos);
+				pos = e->off;
+			}
+			uint64_t end = MIN(b, e->off + e->len);
+			struct uring_op op = { .fd = fs->members[e->member].fd, .write = 0,
+					       .buf = buf + (pos - a), .len = end - pos,
+					       .off = e->moff + (pos - e->off), .tag = e->member };
+
+			ret = opvec_push(&v, &op, pos);
+			pos = end;
+			i++;
+		}
+	}
+	nd = v.n;
+	if (ret || !nd)
+		goto out;
+	if (verify) {
+		coff = malloc(nd * sizeof(*coff));
+		if (!coff) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		for (size_t i = 0; i < nd; i++) {
+			uint64_t p0, ca, cb;
+
+			csum_span(fs, &v.op[i], &p0, &ca, &cb);
+			coff[i] = total;
+			total += cb - ca;
+		}
+		cbuf = thread_buf(2, total);
+		if (!cbuf) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		for (size_t i = 0; i < nd && !ret; i++) {
+			uint64_t p0, ca, cb;
+			struct uring_op op = v.op[i];
+
+			csum_span(fs, &op, &p0, &ca, &cb);
+			op.buf = cbuf + coff[i];
+			op.off = ca;
+			op.len = cb - ca;
+			ret = opvec_push(&v, &op, v.foff[i]);
+		}
+		if (ret)
+			goto out;
+	}
+	ret = run_ops(fs, ino, v.op, v.n, v.foff, "read");
+	if (!ret && verify)
+		ret = verify_ops(fs, ino, &v, nd, cbuf, coff);
+out:
+	free(coff);
+	opvec_free(&v);
+	return ret;
+}
+
+int fs_read_blocks(struct fs *fs, struct inode *ino, char *buf, uint64_t a, uint64_t b, int verify)
 {
 	struct fs_range r = { buf, a, b };
 
-	return fs_read_ranges(fs, ino, &r, 1);
+	return fs_read_ranges(fs, ino, &r, 1, verify);
 }
 
 ssize_t fs_read(struct fs *fs, uint64_t ino_nr, uint64_t off, size_t size, const char **data)
@@ -162,7 +262,7 @@ ssize_t fs_read(struct fs *fs, uint64_t ino_nr, uint64_t off, size_t size, const
 		pthread_rwlock_unlock(&ino->iolock);
 		return -ENOMEM;
 	}
-	ret = fs_read_blocks(fs, ino, buf, a, b);
+	ret = fs_read_blocks(fs, ino, buf, a, b, 1);
 	pthread_rwlock_unlock(&ino->iolock);
 	if (ret)
 		return ret;
@@ -198,26 +298,18 @@ struct newext {
 };
 
 /*
- * Allocate the holes of blocks [a, b). New pieces go to @ne (at most @max). Returns the
- * end of the allocated prefix (b when everything got space) or -ENOMEM.
+ * Allocate new space for blocks [a, b): data is never overwritten in place (see
+ * struct cow). Pieces go to @ne (at most @max). Returns the end of the allocated prefix
+ * (b when everything got space) or -ENOMEM.
  */
 static int64_t allocate(struct fs *fs, struct inode *ino, uint64_t a, uint64_t b,
 			struct newext *ne, size_t *nne, size_t max)
 {
 	uint64_t pos = a;
-	size_t i = meta_ext_find(ino, a);
 
 	while (pos < b) {
-		const struct extent *e = i < ino->next ? &ino->ext[i] : NULL;
-
-		if (e && e->off <= pos) {
-			pos = e->off + e->len;
-			i++;
-			continue;
-		}
-		uint64_t hole_end = e ? MIN(b, e->off) : b;
 		uint64_t su_end = ALIGN_DOWN(pos, fs->su) + fs->su;
-		uint64_t want = MIN(hole_end, su_end) - pos;
+		uint64_t want = MIN(b, su_end) - pos;
 		uint32_t member = meta_slot_member(&fs->meta, ino, pos / fs->su);
 		uint64_t goal, moff;
 		int64_t got;
@@ -249,52 +341,158 @@ static int64_t allocate(struct fs *fs, struct inode *ino, uint64_t a, uint64_t b
 	return b;
 }
 
-/* Build write ops for blocks [a, b) from buffer @buf (mapping offset @a), using both the
- * existing map and the new pieces. */
-static size_t plan_writes(struct fs *fs, struct inode *ino, char *buf, uint64_t a, uint64_t b,
-			  const struct newext *ne, size_t nne, struct uring_op *ops,
-			  uint64_t *foffs, size_t max, uint64_t *reached)
+/*
+ * Store the checksums of the blocks that @ops wrote. The checksum blocks are shared with
+ * other files' data, so they are read, patched and written under the member's checksum
+ * lock; the last one written stays cached, which spares the read for sequential writes.
+ */
+static int csum_store(struct fs *fs, const struct uring_op *ops, size_t n)
 {
-	size_t n = 0, i = meta_ext_find(ino, a), k = 0;
-	uint64_t pos = a;
+	for (size_t i = 0; i < n; i++) {
+		const struct uring_op *op = &ops[i];
+		struct member *m = &fs->members[op->tag];
+		struct fs_csum_cache *c = &fs->cc[op->tag];
+		uint64_t p0, ca, cb, p1;
+		char *cbuf;
+		int ret = 0;
 
-	while (pos < b && n < max) {
-		const struct extent *e = i < ino->next ? &ino->ext[i] : NULL;
-		uint64_t off, moff, len;
-		uint32_t member;
-
-		if (e && e->off <= pos) {
-			off = e->off, moff = e->moff, len = e->len, member = e->member;
-			i++;
-		} else if (k < nne && ne[k].off <= pos) {
-			off = ne[k].off, moff = ne[k].moff, len = ne[k].len, member = ne[k].member;
-			k++;
-		} else {
-			break; /* unreachable: allocate() covered every hole */
+		csum_span(fs, op, &p0, &ca, &cb);
+		p1 = p0 + op->len / DMAFS_BLOCK * 8;
+		cbuf = thread_buf(2, cb - ca);
+		if (!cbuf)
+			return -ENOMEM;
+		pthread_mutex_lock(&c->lock);
+		if (p0 != ca) {
+			if (c->valid && c->pos == ca)
+				memcpy(cbuf, c->blk, DMAFS_BLOCK);
+			else
+				ret = member_pread(m, cbuf, DMAFS_BLOCK, ca);
 		}
-		uint64_t end = MIN(b, off + len);
-		ops[n] = (struct uring_op){ .fd = fs->members[member].fd, .write = 1,
-					    .buf = buf + (pos - a), .len = end - pos,
-					    .off = moff + (pos - off), .tag = member };
-		foffs[n++] = pos;
-		pos = end;
-	}
-	*reached = pos;
-	return n;
-}
+		if (!ret && p1 != cb && (cb - DMAFS_BLOCK != ca || p0 == ca)) {
+			char *last = cbuf + (cb - DMAFS_BLOCK - ca);
 
-static int log_extents(struct fs *fs, struct inode *ino, const struct newext *ne, size_t nne)
-{
-	for (size_t k = 0; k < nne; k++) {
-		struct fmt_rec r = { .type = REC_EXTENT, .ino = ino->ino, .off = ne[k].off,
-				     .len = ne[k].len, .member = ne[k].member, .moff = ne[k].moff };
-		int ret = journal_log(&fs->j, &r);
-
-		if (ret)
-			return ret;
+			if (c->valid && c->pos == cb - DMAFS_BLOCK)
+				memcpy(last, c->blk, DMAFS_BLOCK);
+			else
+				ret = member_pread(m, last, DMAFS_BLOCK, cb - DMAFS_BLOCK);
+		}
+		for (uint32_t k = 0; !ret && k < op->len; k += DMAFS_BLOCK)
+			put_u64((uint8_t *)cbuf + (p0 - ca) + k / DMAFS_BLOCK * 8,
+				fmt_csum((const char *)op->buf + k, op->tag, op->off + k));
+		if (!ret)
+			ret = member_pwrite(m, cbuf, cb - ca, ca);
+		c->valid = !ret;
+		if (!ret) {
+			c->pos = cb - DMAFS_BLOCK;
+			memcpy(c->blk, cbuf + (cb - DMAFS_BLOCK - ca), DMAFS_BLOCK);
+		}
+		pthread_mutex_unlock(&c->lock);
+		if (ret) {
+			log_err("checksum update failed on member %d (%s) at member offset %llu: %s",
+				op->tag, m->path, (unsigned long long)ca, strerror(-ret));
+			return -EIO;
+		}
+		journal_dirty(&fs->j, op->tag);
 	}
 	return 0;
 }
+
+/*
+ * Copy-on-write: blocks that hold data are never written in place. New data and its
+ * checksums go to newly allocated space, and only the metadata commit that follows
+ * (made after that space is durable) switches the file over, while the old blocks are
+ * freed once that commit is durable. A crash therefore leaves every block either old data
+ * with its old checksum or new data with its new one, never a mix that would read as
+ * damaged.
+ */
+struct cow {
+	struct newext ne[MAX_OPS];
+	size_t nne;
+	uint64_t a, end; /* blocks [a, end) were written */
+};
+
+static void cow_undo(struct fs *fs, struct cow *w)
+{
+	for (size_t k = 0; k < w->nne; k++)
+		alloc_put(&fs->alloc, w->ne[k].member, w->ne[k].moff, w->ne[k].len);
+	w->nne = 0;
+}
+
+/*
+ * Write blocks [a, b) from @buf (which maps offset @a) to new space with checksums.
+ * Returns 0 with w->end set (short only when space runs out) or -errno (-ENOSPC when not
+ * even one block could be had). Caller holds iolock exclusively.
+ */
+static int cow_write(struct fs *fs, struct inode *ino, char *buf, uint64_t a, uint64_t b,
+		     struct cow *w)
+{
+	struct uring_op ops[MAX_OPS];
+	uint64_t foffs[MAX_OPS];
+	int64_t got;
+	int ret;
+
+	w->a = a;
+	w->nne = 0;
+	got = allocate(fs, ino, a, b, w->ne, &w->nne, MAX_OPS);
+	if (got == (int64_t)a) {
+		/* space freed by earlier changes returns once they are durable: commit, retry */
+		cow_undo(fs, w);
+		ret = journal_commit(&fs->j);
+		if (ret)
+			return ret;
+		got = allocate(fs, ino, a, b, w->ne, &w->nne, MAX_OPS);
+	}
+	if (got < 0) {
+		cow_undo(fs, w);
+		return got;
+	}
+	if (got == (int64_t)a)
+		return -ENOSPC;
+	w->end = got;
+	for (size_t k = 0; k < w->nne; k++) {
+		const struct newext *e = &w->ne[k];
+
+		ops[k] = (struct uring_op){ .fd = fs->members[e->member].fd, .write = 1,
+					    .buf = buf + (e->off - a), .len = e->len,
+					    .off = e->moff, .tag = e->member };
+		foffs[k] = e->off;
+	}
+	ret = run_ops(fs, ino, ops, w->nne, foffs, "write");
+	if (!ret)
+		ret = csum_store(fs, ops, w->nne);
+	if (ret) {
+		cow_undo(fs, w);
+		return ret;
+	}
+	for (size_t k = 0; k < w->nne; k++)
+		journal_dirty(&fs->j, ops[k].tag);
+	return 0;
+}
+
+/* Log the switch to the new blocks. Caller holds iolock and meta.lock (fs_begin). */
+static int cow_log(struct fs *fs, struct inode *ino, const struct cow *w)
+{
+	size_t i = meta_ext_find(ino, w->a);
+	int ret = 0;
+
+	if (i < ino->next && ino->ext[i].off < w->end) {
+		struct fmt_rec r = { .type = REC_PUNCH, .ino = ino->ino, .off = w->a,
+				     .plen = w->end - w->a };
+
+		ret = journal_log(&fs->j, &r);
+	}
+	for (size_t k = 0; !ret && k < w->nne; k++) {
+		struct fmt_rec r = { .type = REC_EXTENT, .ino = ino->ino, .off = w->ne[k].off,
+				     .len = w->ne[k].len, .member = w->ne[k].member,
+				     .moff = w->ne[k].moff };
+
+		ret = journal_log(&fs->j, &r);
+	}
+	return ret;
+}
+
+/* Log bytes per extent record, with room to spare. */
+#define COW_LOG_BYTES(w) (64 + (w)->nne * 64)
 
 static int block_mapped(struct inode *ino, uint64_t blk)
 {
@@ -305,13 +503,9 @@ static int block_mapped(struct inode *ino, uint64_t blk)
 
 ssize_t fs_write(struct fs *fs, uint64_t ino_nr, const char *data, size_t size, uint64_t off)
 {
-	struct newext ne[MAX_OPS];
-	struct uring_op ops[2 * MAX_OPS];
-	uint64_t foffs[2 * MAX_OPS];
+	struct cow w;
 	struct inode *ino;
-	uint64_t a, b, end, done_end, reached;
-	size_t nne = 0, nops;
-	int64_t got;
+	uint64_t a, b, end;
 	char *buf;
 	int ret;
 
@@ -337,10 +531,10 @@ ssize_t fs_write(struct fs *fs, uint64_t ino_nr, const char *data, size_t size, 
 		ret = -ENOMEM;
 		goto out;
 	}
-	/* partial head and tail blocks: old contents (or zeros) around the new bytes */
+	/* partial head and tail blocks: old contents (verified) or zeros around the new bytes */
 	if (off != a) {
 		if (block_mapped(ino, a)) {
-			ret = fs_read_blocks(fs, ino, buf, a, a + DMAFS_BLOCK);
+			ret = fs_read_blocks(fs, ino, buf, a, a + DMAFS_BLOCK, 1);
 			if (ret)
 				goto out;
 		} else {
@@ -351,7 +545,7 @@ ssize_t fs_write(struct fs *fs, uint64_t ino_nr, const char *data, size_t size, 
 		char *t = buf + (b - DMAFS_BLOCK - a);
 
 		if (block_mapped(ino, b - DMAFS_BLOCK)) {
-			ret = fs_read_blocks(fs, ino, t, b - DMAFS_BLOCK, b);
+			ret = fs_read_blocks(fs, ino, t, b - DMAFS_BLOCK, b, 1);
 			if (ret)
 				goto out;
 		} else {
@@ -360,41 +554,22 @@ ssize_t fs_write(struct fs *fs, uint64_t ino_nr, const char *data, size_t size, 
 	}
 	memcpy(buf + (off - a), data, size);
 
-	got = allocate(fs, ino, a, b, ne, &nne, MAX_OPS);
-	if (got < 0) {
-		ret = got;
-		goto undo;
-	}
-	done_end = got;
-	if (done_end <= off) {
+	ret = cow_write(fs, ino, buf, a, b, &w);
+	if (ret)
+		goto out;
+	if (w.end <= off) { /* not one new byte got space */
+		cow_undo(fs, &w);
 		ret = -ENOSPC;
-		goto undo;
+		goto out;
 	}
-	if (done_end < b) /* short write at ENOSPC (or a very fragmented request) */
-		end = MIN(end, done_end);
-	nops = plan_writes(fs, ino, buf, a, done_end, ne, nne, ops, foffs, 2 * MAX_OPS, &reached);
-	if (reached < done_end) {
-		/* too many pieces for one pass: write the prefix, give back the rest */
-		while (nne && ne[nne - 1].off >= reached) {
-			nne--;
-			alloc_put(&fs->alloc, ne[nne].member, ne[nne].moff, ne[nne].len);
-		}
-		if (reached <= off) {
-			ret = -EIO;
-			goto undo;
-		}
-		end = MIN(end, reached);
-	}
-	ret = run_ops(fs, ino, ops, nops, foffs, "write");
-	if (ret)
-		goto undo;
-	for (size_t k = 0; k < nops; k++)
-		journal_dirty(&fs->j, ops[k].tag);
+	end = MIN(end, w.end); /* short write at ENOSPC (or a very fragmented request) */
 
-	ret = fs_begin(fs, 256 + nne * 64, nne > 0);
-	if (ret)
-		goto undo;
-	ret = log_extents(fs, ino, ne, nne);
+	ret = fs_begin(fs, 256 + COW_LOG_BYTES(&w), 1);
+	if (ret) {
+		cow_undo(fs, &w);
+		goto out;
+	}
+	ret = cow_log(fs, ino, &w);
 	if (!ret) {
 		struct fmt_rec r;
 		int64_t now = fs_now();
@@ -406,57 +581,29 @@ ssize_t fs_write(struct fs *fs, uint64_t ino_nr, const char *data, size_t size, 
 		ret = journal_log(&fs->j, &r);
 	}
 	fs_end(fs);
-	pthread_rwlock_unlock(&ino->iolock);
-	return ret ? ret : (ssize_t)(end - off);
-undo:
-	for (size_t k = 0; k < nne; k++)
-		alloc_put(&fs->alloc, ne[k].member, ne[k].moff, ne[k].len);
 out:
 	pthread_rwlock_unlock(&ino->iolock);
-	return ret;
+	return ret ? ret : (ssize_t)(end - off);
 }
 
-int fs_truncate_locked_data(struct fs *fs, struct inode *ino, uint64_t size)
+/* Log a size change, with the rewritten last block @w (may be NULL or empty). */
+static int truncate_log(struct fs *fs, struct inode *ino, uint64_t size, struct cow *w)
 {
 	struct fmt_rec r;
-	int ret = 0;
+	int ret = fs_begin(fs, 256 + (w ? COW_LOG_BYTES(w) : 0), w && w->nne > 0);
 
-	if (size > (1ull << 60))
-		return -EFBIG;
-	pthread_rwlock_wrlock(&ino->iolock);
-	if (size < ino->a.size && size % DMAFS_BLOCK && block_mapped(ino, ALIGN_DOWN(size, DMAFS_BLOCK))) {
-		/* zero the tail of the new last block: bytes past EOF stay zero on disk */
-		uint64_t blk = ALIGN_DOWN(size, DMAFS_BLOCK);
-		char *buf = thread_buf(1, DMAFS_BLOCK);
-		struct uring_op op;
-		uint64_t foff = blk;
-		size_t i = meta_ext_find(ino, blk);
-
-		if (!buf) {
-			ret = -ENOMEM;
-			goto out;
-		}
-		ret = fs_read_blocks(fs, ino, buf, blk, blk + DMAFS_BLOCK);
-		if (ret)
-			goto out;
-		memset(buf + (size - blk), 0, DMAFS_BLOCK - (size - blk));
-		op = (struct uring_op){ .fd = fs->members[ino->ext[i].member].fd, .write = 1,
-					.buf = buf, .len = DMAFS_BLOCK,
-					.off = ino->ext[i].moff + (blk - ino->ext[i].off),
-					.tag = ino->ext[i].member };
-		ret = run_ops(fs, ino, &op, 1, &foff, "write");
-		if (ret)
-			goto out;
-		journal_dirty(&fs->j, op.tag);
+	if (ret) {
+		if (w)
+			cow_undo(fs, w);
+		return ret;
 	}
-	ret = fs_begin(fs, 256, 0);
-	if (ret)
-		goto out;
 	memset(&r, 0, sizeof(r));
 	r.type = REC_TRUNC;
 	r.ino = ino->ino;
 	r.off = size;
 	ret = journal_log(&fs->j, &r);
+	if (!ret && w && w->nne)
+		ret = cow_log(fs, ino, w);
 	if (!ret) { /* like ftruncate(2) on Linux: mtime changes even if the size does not */
 		meta_inode_rec(ino, &r);
 		r.a.mtime = r.a.ctime = fs_now();
@@ -464,6 +611,55 @@ int fs_truncate_locked_data(struct fs *fs, struct inode *ino, uint64_t size)
 		ret = journal_log(&fs->j, &r);
 	}
 	fs_end(fs);
+	return ret;
+}
+
+int fs_truncate_locked_data(struct fs *fs, struct inode *ino, uint64_t size)
+{
+	struct cow w = { .nne = 0 };
+	int ret = 0;
+
+	if (size > (1ull << 60))
+		return -EFBIG;
+	pthread_rwlock_wrlock(&ino->iolock);
+	if (size < ino->a.size && size % DMAFS_BLOCK && block_mapped(ino, ALIGN_DOWN(size, DMAFS_BLOCK))) {
+		/* a new copy of the new last block with its tail zeroed: bytes past EOF stay
+		 * zero on disk */
+		uint64_t blk = ALIGN_DOWN(size, DMAFS_BLOCK);
+		char *buf = thread_buf(1, DMAFS_BLOCK);
+
+		if (!buf) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		ret = fs_read_blocks(fs, ino, buf, blk, blk + DMAFS_BLOCK, 1);
+		if (ret)
+			goto out;
+		memset(buf + (size - blk), 0, DMAFS_BLOCK - (size - blk));
+		ret = cow_write(fs, ino, buf, blk, blk + DMAFS_BLOCK, &w);
+		if (ret == -ENOSPC) {
+			/* a full filesystem: the shrink itself frees space, once durable */
+			ret = truncate_log(fs, ino, size, NULL);
+			if (!ret)
+				ret = journal_commit(&fs->j);
+			if (!ret && cow_write(fs, ino, buf, blk, blk + DMAFS_BLOCK, &w) == 0) {
+				ret = fs_begin(fs, COW_LOG_BYTES(&w), 1);
+				if (!ret) {
+					ret = cow_log(fs, ino, &w);
+					fs_end(fs);
+				} else {
+					cow_undo(fs, &w);
+				}
+			} else if (!ret) {
+				log_warn("truncate of inode %llu to %llu bytes: no free block to rewrite its last block; stale bytes stay past the end of file",
+					 (unsigned long long)ino->ino, (unsigned long long)size);
+			}
+			goto out;
+		}
+		if (ret)
+			goto out;
+	}
+	ret = truncate_log(fs, ino, size, &w);
 out:
 	pthread_rwlock_unlock(&ino->iolock);
 	return ret;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* format.c - encode and decode the dmafs v1 on-disk structures (see man/dmafs.5). */
+/* format.c - encode and decode the dmafs v2 on-disk structures (see man/dmafs.5). */
 #include "format.h"
 
 #include <errno.h>
@@ -7,6 +7,11 @@
 #include <xxhash.h>
 
 uint64_t fmt_hash(const void *p, size_t len) { return XXH3_64bits(p, len); }
+
+uint64_t fmt_csum(const void *block, uint32_t member, uint64_t moff)
+{
+	return XXH3_64bits_withSeed(block, DMAFS_BLOCK, moff ^ ((uint64_t)member << 56));
+}
 
 uint64_t fmt_log_half_for(uint64_t min_size)
 {
@@ -33,7 +38,16 @@ int fmt_sb_geometry(struct fmt_sb *sb, uint64_t member_size, uint64_t log_half)
 	}
 	if (member_size < FMT_MIN_MEMBER)
 		return -ENOSPC;
-	sb->data_end = ALIGN_DOWN(member_size - (1u << 20), DMAFS_BLOCK);
+	/* the last MiB holds the superblock copy; before it, the checksum region */
+	uint64_t end = ALIGN_DOWN(member_size - (1u << 20), DMAFS_BLOCK), blocks;
+
+	if (end <= sb->data_offset + (8u << 20))
+		return -ENOSPC;
+	blocks = (end - sb->data_offset) / (DMAFS_BLOCK + 8);
+	while (blocks * DMAFS_BLOCK + fmt_csum_bytes(blocks * DMAFS_BLOCK) > end - sb->data_offset)
+		blocks--;
+	sb->data_end = sb->data_offset + blocks * DMAFS_BLOCK;
+	sb->csum_offset = sb->data_end;
 	if (sb->data_end <= sb->data_offset + (8u << 20))
 		return -ENOSPC;
 	return 0;
@@ -59,6 +73,7 @@ void fmt_sb_encode(const struct fmt_sb *sb, uint8_t b[FMT_SB_SIZE])
 	memcpy(b + 96, sb->label, strnlen(sb->label, 64));
 	for (unsigned i = 0; i < sb->member_count && i < FMT_MAX_MEMBERS; i++)
 		memcpy(b + 160 + 16 * i, sb->member_uuid[i], 16);
+	put_u64(b + 1184, sb->csum_offset);
 	put_u64(b + 4088, fmt_hash(b, 4088));
 }
 
@@ -93,6 +108,7 @@ int fmt_sb_decode(const uint8_t b[FMT_SB_SIZE], struct fmt_sb *sb)
 		return -EUCLEAN;
 	for (unsigned i = 0; i < sb->member_count; i++)
 		memcpy(sb->member_uuid[i], b + 160 + 16 * i, 16);
+	sb->csum_offset = get_u64(b + 1184);
 	if (sb->block_size != DMAFS_BLOCK || !is_pow2(sb->stripe_unit) ||
 	    sb->stripe_unit < (64u << 10) || sb->stripe_unit > (64u << 20))
 		return -EUCLEAN;
@@ -102,6 +118,10 @@ int fmt_sb_decode(const uint8_t b[FMT_SB_SIZE], struct fmt_sb *sb)
 	    sb->data_end > sb->member_size - FMT_SB_SIZE)
 		return -EUCLEAN;
 	if (sb->log_half % DMAFS_BLOCK || sb->log_half < (1u << 20))
+		return -EUCLEAN;
+	if (sb->csum_offset % DMAFS_BLOCK || sb->csum_offset < sb->data_end ||
+	    sb->csum_offset > sb->member_size ||
+	    fmt_csum_bytes(sb->data_end - sb->data_offset) > sb->member_size - FMT_SB_SIZE - sb->csum_offset)
 		return -EUCLEAN;
 	if (fmt_has_log(sb->member_index) &&
 	    (sb->log_offset != FMT_LOG_OFFSET || sb->log_offset + 2 * sb->log_half > sb->data_offset))
@@ -175,6 +195,7 @@ static size_t fixed_len(uint16_t type)
 	case REC_UNLINK: return 8;
 	case REC_XSET: return 8 + 2;
 	case REC_XDEL: return 8;
+	case REC_PUNCH: return 24;
 	default: return 0;
 	}
 }
@@ -233,6 +254,10 @@ int fmt_rec_encode(struct buf *b, const struct fmt_rec *r)
 		break;
 	case REC_TRUNC:
 		put_u64(p + 8, r->off);
+		break;
+	case REC_PUNCH:
+		put_u64(p + 8, r->off);
+		put_u64(p + 16, r->plen);
 		break;
 	case REC_LINK:
 		put_u64(p + 8, r->dir);
@@ -298,6 +323,13 @@ int fmt_rec_decode(const uint8_t *buf, size_t len, size_t *pos, struct fmt_rec *
 	case REC_TRUNC:
 		r->off = get_u64(p + 8);
 		if (rest)
+			return -EBADMSG;
+		break;
+	case REC_PUNCH:
+		r->off = get_u64(p + 8);
+		r->plen = get_u64(p + 16);
+		if (rest || !r->plen || r->off % DMAFS_BLOCK || r->plen % DMAFS_BLOCK ||
+		    r->off + r->plen < r->off)
 			return -EBADMSG;
 		break;
 	case REC_IDEL:

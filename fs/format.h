@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * format.h - the dmafs on-disk format v1: superblock, log half header, batch header and
- * metadata records. Encoders and decoders only; nothing here does I/O. Documented for users
+ * format.h - the dmafs on-disk format v2: superblock, log half header, batch header,
+ * metadata records and data block checksums. Encoders and decoders only; nothing here does I/O. Documented for users
  * in man/dmafs.5; keep the two in step.
  */
 #ifndef DMAFS_FORMAT_H
@@ -12,7 +12,7 @@
 
 #include "util.h"
 
-#define FMT_VERSION 1
+#define FMT_VERSION 2
 #define FMT_MAX_MEMBERS 64
 #define FMT_SB_SIZE 4096
 #define FMT_SB_MAGIC "DMAFSSB1"
@@ -40,6 +40,7 @@ struct fmt_sb {
 	uint64_t log_half;
 	uint64_t data_offset;
 	uint64_t data_end;
+	uint64_t csum_offset; /* checksum region: 8 bytes per data block */
 	uint64_t mkfs_time;
 	char label[65];
 	uint8_t member_uuid[FMT_MAX_MEMBERS][16];
@@ -60,6 +61,22 @@ static inline uint64_t fmt_sb_copy_offset(uint64_t member_size)
 {
 	return ALIGN_DOWN(member_size, DMAFS_BLOCK) - FMT_SB_SIZE;
 }
+
+/* Bytes of checksum region for @data_len bytes of data region (whole blocks). */
+static inline uint64_t fmt_csum_bytes(uint64_t data_len)
+{
+	return ALIGN_UP(data_len / DMAFS_BLOCK * 8, DMAFS_BLOCK);
+}
+/* Byte position on the member of the checksum of the data block at member offset @moff. */
+static inline uint64_t fmt_csum_pos(const struct fmt_sb *sb, uint64_t moff)
+{
+	return sb->csum_offset + (moff - sb->data_offset) / DMAFS_BLOCK * 8;
+}
+/*
+ * Checksum of the 4096-byte data block at member offset @moff of member @member: xxh3 seeded
+ * with the block's address, so a block read from or written to the wrong place fails too.
+ */
+uint64_t fmt_csum(const void *block, uint32_t member, uint64_t moff);
 
 void fmt_sb_encode(const struct fmt_sb *sb, uint8_t buf[FMT_SB_SIZE]);
 /*
@@ -106,6 +123,7 @@ enum fmt_rec_type {
 	REC_UNLINK = 7,
 	REC_XSET = 8,
 	REC_XDEL = 9,
+	REC_PUNCH = 10,
 };
 
 /* Inode attributes as logged; times are nanoseconds since the epoch. */
@@ -125,7 +143,8 @@ struct fmt_rec {
 	uint64_t ino;	   /* every type; LINK/UNLINK: the entry's inode (LINK) */
 	uint64_t dir;	   /* LINK, UNLINK */
 	struct fmt_attr a; /* INODE */
-	uint64_t off;	   /* EXTENT: file offset; TRUNC: new size */
+	uint64_t off;	   /* EXTENT, PUNCH: file offset; TRUNC: new size */
+	uint64_t plen;	   /* PUNCH: bytes unmapped from off */
 	uint32_t len;	   /* EXTENT */
 	uint32_t member;   /* EXTENT */
 	uint64_t moff;	   /* EXTENT: member byte offset */

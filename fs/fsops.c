@@ -101,6 +101,12 @@ int fs_mount(struct fs *fs, struct member *ms, unsigned n, int ro, char *err, si
 		return ret;
 	}
 	fs->meta.alloc = &fs->alloc;
+	for (unsigned i = 0; i < n; i++) {
+		pthread_mutex_init(&fs->cc[i].lock, NULL);
+		fs->cc[i].blk = util_aligned_alloc(DMAFS_BLOCK);
+		if (!fs->cc[i].blk)
+			return -ENOMEM;
+	}
 	if (!ro) {
 		/* A fresh snapshot in the other half: unifies the mirrors, drops a torn tail. */
 		ret = journal_compact(&fs->j);
@@ -130,6 +136,8 @@ int fs_unmount(struct fs *fs)
 	}
 	meta_destroy(&fs->meta);
 	alloc_destroy(&fs->alloc);
+	for (unsigned i = 0; i < fs->n; i++)
+		free(fs->cc[i].blk);
 	buf_free(&fs->j.pending);
 	return ret;
 }

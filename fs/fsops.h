@@ -17,6 +17,14 @@
 #include "member.h"
 #include "meta.h"
 
+/* The checksum block of a member written last, kept to spare a read on the next update. */
+struct fs_csum_cache {
+	pthread_mutex_t lock; /* serialises read-modify-write of this member's checksum blocks */
+	int valid;
+	uint64_t pos;
+	char *blk;
+};
+
 struct fs {
 	struct member *members;
 	unsigned n;
@@ -25,6 +33,8 @@ struct fs {
 	struct meta meta;
 	struct alloc alloc;
 	struct journal j;
+	int verify_place; /* placements check checksums too (mount option verify_place) */
+	struct fs_csum_cache cc[FMT_MAX_MEMBERS];
 };
 
 /* Who asks: from the FUSE request context. */
@@ -88,10 +98,16 @@ struct fs_range {
 	char *buf;
 	uint64_t a, b;
 };
-/* Read all ranges at once (holes zeroed); caller holds ino->iolock. */
-int fs_read_ranges(struct fs *fs, struct inode *ino, const struct fs_range *rg, size_t nr);
+/*
+ * Read all ranges at once (holes zeroed); caller holds ino->iolock. With @verify, every
+ * block is checked against its checksum and a damaged one fails the read with -EIO (and a
+ * log line naming inode, file offset, member and member offset).
+ */
+int fs_read_ranges(struct fs *fs, struct inode *ino, const struct fs_range *rg, size_t nr,
+		   int verify);
 /* Read blocks [a, b) of @ino into @buf (holes zeroed); caller holds ino->iolock. */
-int fs_read_blocks(struct fs *fs, struct inode *ino, char *buf, uint64_t a, uint64_t b);
+int fs_read_blocks(struct fs *fs, struct inode *ino, char *buf, uint64_t a, uint64_t b,
+		   int verify);
 /* Write; returns bytes written (short only at ENOSPC) or -errno. */
 ssize_t fs_write(struct fs *fs, uint64_t ino, const char *data, size_t size, uint64_t off);
 /* Change the size (caller holds nothing); data beyond the new end is released. */

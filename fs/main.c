@@ -21,7 +21,7 @@ struct options {
 	char *members;
 	char *mountpoint;
 	unsigned commit, threads, readahead_kb, staging_mb;
-	int writeback;
+	int writeback, verify_place;
 	char *p2p;
 	int ro, foreground, debug, help, version;
 };
@@ -36,6 +36,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("staging_mb=%u", staging_mb),
 	OPT("p2p=%s", p2p),
 	OPT("writeback_cache", writeback),
+	OPT("verify_place", verify_place),
 	FUSE_OPT_KEY("ro", KEY_RO),
 	FUSE_OPT_KEY("rw", KEY_RW),
 	FUSE_OPT_KEY("-f", KEY_FG),
@@ -134,6 +135,8 @@ static void usage(FILE *f)
 		"  -o p2p=auto|off|force  cuFile direct path: when nvidia-fs is loaded (auto),\n"
 		"                      never, or always (testing: cuFile compatibility mode)\n"
 		"  -o attr_timeout=S, entry_timeout=S   kernel cache timeouts (default 1)\n"
+		"  -o verify_place     placements check every block's checksum too, in host\n"
+		"                      memory (costs CPU; the GPU direct path is not used)\n"
 		"  -o writeback_cache  let the kernel batch writes in its page cache (faster\n"
 		"                      buffered writes; unsynced data dies with the daemon)\n"
 		"  -o fsname=NAME      source shown in /proc/mounts\n"
@@ -420,6 +423,7 @@ int main(int argc, char *argv[])
 		goto out_signals;
 	}
 	want_writeback = o.writeback;
+	fs.verify_place = o.verify_place;
 	ra_mnt = o.mountpoint;
 	ra_kb = o.readahead_kb;
 	if (place_init(&fs, (uint64_t)o.staging_mb << 20)) {

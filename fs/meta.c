@@ -256,6 +256,58 @@ static int apply_trunc(struct meta *m, struct inode *ino, uint64_t size)
 	return 0;
 }
 
+/* Unmap blocks [off, off+len) of a file (copy-on-write replaces them; holes stay holes). */
+static int apply_punch(struct meta *m, struct inode *ino, uint64_t off, uint64_t len)
+{
+	uint64_t end = off + len;
+	size_t i = meta_ext_find(ino, off), j;
+
+	if (i < ino->next && ino->ext[i].off < off) {
+		struct extent *e = &ino->ext[i];
+		uint64_t eend = e->off + e->len;
+
+		if (eend > end) {
+			/* the punch lies inside this extent: split it in two */
+			if (ino->next == ino->capext) {
+				size_t cap = ino->capext * 2;
+				struct extent *ne = realloc(ino->ext, cap * sizeof(*ne));
+
+				if (!ne)
+					return -ENOMEM;
+				ino->ext = ne;
+				ino->capext = cap;
+				e = &ino->ext[i];
+			}
+			memmove(&ino->ext[i + 2], &ino->ext[i + 1],
+				(ino->next - i - 1) * sizeof(ino->ext[0]));
+			ino->ext[i + 1] = (struct extent){ end, eend - end, e->member,
+							   e->moff + (end - e->off) };
+			ino->next++;
+			free_range(m, e->member, e->moff + (off - e->off), len);
+			e->len = off - e->off;
+			return 0;
+		}
+		free_range(m, e->member, e->moff + (off - e->off), eend - off);
+		e->len = off - e->off;
+		i++;
+	}
+	for (j = i; j < ino->next && ino->ext[j].off + ino->ext[j].len <= end; j++)
+		free_range(m, ino->ext[j].member, ino->ext[j].moff, ino->ext[j].len);
+	if (j < ino->next && ino->ext[j].off < end) {
+		/* straddles the end: keep its tail */
+		struct extent *e = &ino->ext[j];
+		uint64_t cut = end - e->off;
+
+		free_range(m, e->member, e->moff, cut);
+		e->off = end;
+		e->moff += cut;
+		e->len -= cut;
+	}
+	memmove(&ino->ext[i], &ino->ext[j], (ino->next - j) * sizeof(ino->ext[0]));
+	ino->next -= j - i;
+	return 0;
+}
+
 static int slot_add(struct dir *d, struct dentry *de)
 {
 	if (d->nslots == d->capslots) {
@@ -437,6 +489,10 @@ int meta_apply(struct meta *m, const struct fmt_rec *r)
 		if (!S_ISREG(ino->a.mode))
 			return -EUCLEAN;
 		return apply_trunc(m, ino, r->off);
+	case REC_PUNCH:
+		if (!S_ISREG(ino->a.mode))
+			return -EUCLEAN;
+		return apply_punch(m, ino, r->off, r->plen);
 	case REC_IDEL:
 		return apply_idel(m, ino);
 	case REC_XSET:

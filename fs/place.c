@@ -193,10 +193,14 @@ unsigned place_count(void)
 /* ---- capabilities ---- */
 
 /* Why the direct (p2p) path is or is not used for @target. */
-static int p2p_reason(int target, char *why, size_t len)
+static int p2p_reason(struct fs *fs, int target, char *why, size_t len)
 {
 	void *h;
 
+	if (fs->verify_place) {
+		snprintf(why, len, "p2p not used: verify_place is on, and checksums can only be checked while the data is in host staging");
+		return 0;
+	}
 	if (target == DMAFS_TARGET_CUDA)
 		return p2p_usable(why, len);
 	h = dlopen("libhipfile.so", RTLD_NOW | RTLD_LOCAL);
@@ -228,7 +232,8 @@ int place_info(struct fs *fs, uint64_t ino, struct dmafs_ioc_info *out)
 	out->t[0].path = DMAFS_PATH_HOST;
 	out->t[0].devices = 0;
 	snprintf(out->t[0].why, sizeof(out->t[0].why),
-		 "O_DIRECT reads straight into the client's shared pages (zero copy where buffer and file offsets agree modulo 4096)");
+		 "O_DIRECT reads straight into the client's shared pages (zero copy where buffer and file offsets agree modulo 4096)%s",
+		 fs->verify_place ? "; checksums verified" : "");
 	for (int k = 1; k < 3; k++) {
 		struct dmafs_ioc_target_info *t = &out->t[k];
 		int target = k == 1 ? DMAFS_TARGET_CUDA : DMAFS_TARGET_HIP;
@@ -242,7 +247,7 @@ int place_info(struct fs *fs, uint64_t ino, struct dmafs_ioc_info *out)
 			snprintf(t->why, sizeof(t->why), "%s", why);
 			continue;
 		}
-		t->path = p2p_reason(target, p2p, sizeof(p2p)) ? DMAFS_PATH_P2P : DMAFS_PATH_STAGED;
+		t->path = p2p_reason(fs, target, p2p, sizeof(p2p)) ? DMAFS_PATH_P2P : DMAFS_PATH_STAGED;
 		t->devices = gpu_count(g);
 		snprintf(t->why, sizeof(t->why), "%s, %d device(s); %s", gpu_version(g), t->devices, p2p);
 	}
@@ -476,7 +481,7 @@ static int copy_through(struct fs *fs, struct inode *ino, char *dst, uint64_t of
 		uint64_t a = ALIGN_DOWN(off, DMAFS_BLOCK);
 		uint64_t n = MIN(len, BOUNCE_SIZE - (off - a));
 		uint64_t e = ALIGN_UP(off + n, DMAFS_BLOCK);
-		int ret = fs_read_blocks(fs, ino, b, a, e);
+		int ret = fs_read_blocks(fs, ino, b, a, e, fs->verify_place);
 
 		if (ret)
 			return ret;
@@ -503,7 +508,7 @@ static int place_host(struct fs *fs, struct inode *ino, struct reg *r, struct dm
 		if (((uintptr_t)dst - off) % DMAFS_BLOCK == 0 && a < b) {
 			ret = copy_through(fs, ino, dst, off, a - off);
 			if (!ret)
-				ret = fs_read_blocks(fs, ino, dst + (a - off), a, b);
+				ret = fs_read_blocks(fs, ino, dst + (a - off), a, b, fs->verify_place);
 			if (!ret)
 				ret = copy_through(fs, ino, dst + (b - off), b, end - b);
 		} else {
@@ -568,7 +573,7 @@ static int stage_batch(struct fs *fs, struct inode *ino, struct reg *r, struct s
 	}
 	for (size_t i = 0; i < n; i++)
 		rg[i] = (struct fs_range){ half + pc[i].spos, pc[i].a, pc[i].b };
-	ret = fs_read_ranges(fs, ino, rg, n);
+	ret = fs_read_ranges(fs, ino, rg, n, fs->verify_place);
 	free(rg);
 	if (ret)
 		return ret;
@@ -741,7 +746,7 @@ static int place_p2p(struct fs *fs, struct inode *ino, struct reg *r, struct dma
 /* The direct path for this registration, with every member registered with cuFile? */
 static int use_p2p(struct fs *fs, struct reg *r)
 {
-	if (r->target != DMAFS_TARGET_CUDA || !r->p2p)
+	if (r->target != DMAFS_TARGET_CUDA || !r->p2p || fs->verify_place)
 		return 0;
 	for (unsigned m = 0; m < fs->n; m++)
 		if (p2p_member(&fs->members[m], m))

@@ -236,7 +236,8 @@ int dmafs_buf_unregister(struct dmafs_buf *b);
  *   -EPERM     buffer registered by another process
  *   -ENOENT    the daemon does not know the buffer (it was remounted since)
  *   -EBUSY     the buffer is being unregistered
- *   -EIO       a member read failed (the daemon logs member and offset)
+ *   -EIO       a member read failed, or (mount option verify_place) data failed its
+ *              checksum; the daemon logs member and offset
  *   -ENODEV    the GPU copy failed
  *   -ENOMEM    out of memory
  *   -ENOTCONN  the daemon is gone

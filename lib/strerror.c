@@ -52,7 +52,7 @@ const char *dmafs_strerror(int err)
 	case ERANGE:
 		return "extent runs past the end of the buffer (file does not fit at that offset)";
 	case EIO:
-		return "I/O error: a member read failed (the dmafs daemon logs the member and offset)";
+		return "I/O error: a member read failed or data failed its checksum (the dmafs daemon logs the member and offset)";
 	case ENODEV:
 		return "no GPU runtime or device in this process, or the GPU copy failed (run dmafs-check; DMAFS_DEBUG=1 shows the runtime's message)";
 	case ENXIO:

@@ -232,6 +232,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			bug("fmt_sb_decode accepted member index/count", sb.member_index);
 		if (sb.data_offset > sb.data_end || sb.data_end > sb.member_size)
 			bug("fmt_sb_decode accepted data region outside the member", 0);
+		if (sb.csum_offset < sb.data_end || sb.csum_offset > sb.member_size ||
+		    fmt_csum_bytes(sb.data_end - sb.data_offset) > sb.member_size - FMT_SB_SIZE - sb.csum_offset)
+			bug("fmt_sb_decode accepted a checksum region outside the member or over data", 0);
 		if (again) {
 			fmt_sb_encode(&sb, again);
 			if (fmt_sb_decode(again, &sb2))
@@ -359,7 +362,20 @@ static void rec_trunc(struct buf *b, uint64_t ino, uint64_t size)
 		exit(2);
 }
 
-/* A batch a live daemon could write: mkdir, create, write, xattr, symlink, rename, ... */
+static void rec_punch(struct buf *b, uint64_t ino, uint64_t off, uint64_t len)
+{
+	struct fmt_rec r;
+
+	memset(&r, 0, sizeof(r));
+	r.type = REC_PUNCH;
+	r.ino = ino;
+	r.off = off;
+	r.plen = len;
+	if (fmt_rec_encode(b, &r))
+		exit(2);
+}
+
+/* A batch a live daemon could write: mkdir, create, write, overwrite, xattr, symlink, ... */
 static void records(struct buf *b)
 {
 	rec_inode(b, 1, S_IFDIR | 0755, 3, 0);
@@ -370,6 +386,9 @@ static void records(struct buf *b)
 	rec_extent(b, 3, 0, 1 << 20, 0, 16 << 20);
 	rec_extent(b, 3, 1 << 20, 1 << 20, 1, 16 << 20);
 	rec_extent(b, 3, 2 << 20, 1 << 20, 0, 17 << 20);
+	/* an overwrite in the middle of the first extent: punch, then the new copy */
+	rec_punch(b, 3, 8192, 16384);
+	rec_extent(b, 3, 8192, 16384, 0, 20 << 20);
 	rec(b, REC_XSET, 3, 0, "user.k", "value");
 	rec_inode(b, 4, S_IFLNK | 0777, 1, 8);
 	rec(b, REC_SYMLINK, 4, 0, "../x/y/z", NULL);

@@ -8,8 +8,9 @@
 # point, between any two of its writes, so each copy is what a power cut at that moment
 # would leave: the daemon writes the member images with O_DIRECT and holds nothing that an
 # acknowledged fsync depends on, so every write acknowledged before the stop is in the
-# images, and nothing after it is. Each copy must then pass dmafs-fsck (exit 0 or 1; 4 only
-# if --repair then exits 0/1), mount, and hold every op the snapshot of the log says was
+# images, and nothing after it is. Each copy must then pass dmafs-fsck --scrub (exit 0 or 1;
+# 4 only if --repair then exits 0/1; every mapped block must match its checksum, which
+# copy-on-write guarantees at any cut), mount, and hold every op the snapshot of the log says was
 # durable (crash-verify: the op in flight may be all-or-nothing).
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/t_lib.sh"
@@ -65,13 +66,13 @@ wait "$T_DAEMON_PID" 2>/dev/null
 for ((r = 1; r <= ROUNDS; r++)); do
 	D=$T_WORK/round$r
 	imgs=("$D"/img*)
-	"$FSCK" "${imgs[@]}" >"$D/fsck.out" 2>&1
+	"$FSCK" --scrub "${imgs[@]}" >"$D/fsck.out" 2>&1
 	rc=$?
 	case $rc in
 	0 | 1) ;;
 	4)
 		t_log "round $r: dmafs-fsck left errors (exit 4), trying --repair: $(head -3 "$D/fsck.out")"
-		"$FSCK" --repair "${imgs[@]}" >"$D/fsck.out" 2>&1
+		"$FSCK" --repair --scrub "${imgs[@]}" >"$D/fsck.out" 2>&1
 		rc=$?
 		[ $rc = 0 ] || [ $rc = 1 ] || t_fail "round $r: dmafs-fsck --repair exited $rc: $(cat "$D/fsck.out")"
 		;;

@@ -830,7 +830,7 @@ SB_FMT = {"magic": (0, "8s"), "version": (8, "<I"), "flags": (12, "<I"), "fs_uui
           "member_index": (32, "<I"), "member_count": (36, "<I"), "stripe_unit": (40, "<I"),
           "block_size": (44, "<I"), "member_size": (48, "<Q"), "log_offset": (56, "<Q"),
           "log_half": (64, "<Q"), "data_offset": (72, "<Q"), "data_end": (80, "<Q"),
-          "mkfs_time": (88, "<Q"), "label": (96, "64s")}
+          "mkfs_time": (88, "<Q"), "label": (96, "64s"), "csum_offset": (1184, "<Q")}
 
 
 def dev_size(path):
@@ -861,7 +861,7 @@ def cmd_sbcheck(args):
     for i, (m, sb) in enumerate(zip(members, sbs)):
         w = f"{m}"
         check(sb["magic"] == b"DMAFSSB1", f"{w}: magic {sb['magic']!r}")
-        check(sb["version"] == 1, f"{w}: version {sb['version']}")
+        check(sb["version"] == 2, f"{w}: version {sb['version']}")
         check(sb["fs_uuid"] == uuid, f"{w}: fs_uuid differs from member 0")
         check(sb["member_index"] == i, f"{w}: member_index {sb['member_index']} != {i}")
         check(sb["member_count"] == len(members), f"{w}: member_count {sb['member_count']}")
@@ -880,7 +880,14 @@ def cmd_sbcheck(args):
             check(sb["data_offset"] == MIB, f"{w}: data_offset {sb['data_offset']}")
         if len(members) == 1 and i == 0:
             pass
-        check(sb["data_end"] == (sb["member_size"] - MIB) // 4096 * 4096, f"{w}: data_end {sb['data_end']}")
+        # data blocks n and their 8-byte checksums (region rounded up to 4096) share
+        # data_offset .. member_size - 1 MiB; the data region gets the largest n that fits
+        room = (sb["member_size"] - MIB) // 4096 * 4096 - sb["data_offset"]
+        n = room // 4104 + 1
+        while n * 4096 + (8 * n + 4095) // 4096 * 4096 > room:
+            n -= 1
+        check(sb["data_end"] == sb["data_offset"] + n * 4096, f"{w}: data_end {sb['data_end']}, expected {sb['data_offset'] + n * 4096}")
+        check(sb["csum_offset"] == sb["data_end"], f"{w}: csum_offset {sb['csum_offset']} != data_end")
         check(abs(sb["mkfs_time"] - time.time()) < 3600, f"{w}: mkfs_time {sb['mkfs_time']}")
         check(sb["label"] == label, f"{w}: label {sb['label']!r} != {label!r}")
         check(sb["member_uuids"] == sbs[0]["member_uuids"], f"{w}: member uuid table differs from member 0")

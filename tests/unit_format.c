@@ -31,6 +31,9 @@ static void test_sb(void)
 	T_EQ(out.member_count, 4);
 	T_EQ(out.stripe_unit, 1 << 20);
 	T_EQ(out.data_end, sb.data_end);
+	T_EQ(out.csum_offset, sb.csum_offset);
+	/* the checksum region holds 8 bytes per data block and ends before the copy's MiB */
+	T_CHECK(sb.csum_offset >= sb.data_end && sb.csum_offset + fmt_csum_bytes(sb.data_end - sb.data_offset) <= sb.member_size - (1u << 20), "checksum region %llu", (unsigned long long)sb.csum_offset);
 	T_CHECK(!strcmp(out.label, "models"), "label %s", out.label);
 	T_CHECK(!memcmp(out.member_uuid[3], sb.member_uuid[3], 16), "member uuid");
 	T_CHECK(!memcmp(out.fs_uuid, sb.fs_uuid, 16), "fs uuid");
@@ -45,7 +48,10 @@ static void test_sb(void)
 	T_EQ(fmt_sb_decode(b, &out), -ENODATA);
 
 	/* wrong version and inconsistent fields, with valid checksums */
-	sb.version = 2;
+	sb.version = 1; /* v1 had no data checksums */
+	fmt_sb_encode(&sb, b);
+	T_EQ(fmt_sb_decode(b, &out), -EPROTONOSUPPORT);
+	sb.version = 3;
 	fmt_sb_encode(&sb, b);
 	T_EQ(fmt_sb_decode(b, &out), -EPROTONOSUPPORT);
 	sb.version = FMT_VERSION;
@@ -58,6 +64,13 @@ static void test_sb(void)
 	T_EQ(fmt_sb_decode(b, &out), -EUCLEAN);
 	sb.stripe_unit = 1 << 20;
 	sb.data_end = sb.member_size;
+	fmt_sb_encode(&sb, b);
+	T_EQ(fmt_sb_decode(b, &out), -EUCLEAN);
+	T_EQ(fmt_sb_geometry(&sb, 1ull << 30, fmt_log_half_for(1ull << 30)), 0);
+	sb.csum_offset = sb.member_size - 8192; /* no room for the checksums */
+	fmt_sb_encode(&sb, b);
+	T_EQ(fmt_sb_decode(b, &out), -EUCLEAN);
+	sb.csum_offset = sb.data_end - DMAFS_BLOCK; /* inside the data region */
 	fmt_sb_encode(&sb, b);
 	T_EQ(fmt_sb_decode(b, &out), -EUCLEAN);
 
@@ -126,6 +139,8 @@ static void test_records(void)
 	T_EQ(fmt_rec_encode(&b, &r), 0);
 	r = (struct fmt_rec){ .type = REC_TRUNC, .ino = 77, .off = 12345 };
 	T_EQ(fmt_rec_encode(&b, &r), 0);
+	r = (struct fmt_rec){ .type = REC_PUNCH, .ino = 77, .off = 8192, .plen = 3ull << 32 };
+	T_EQ(fmt_rec_encode(&b, &r), 0);
 
 	T_EQ(fmt_rec_decode(b.p, b.len, &pos, &o), 1);
 	T_EQ(o.type, REC_INODE);
@@ -152,6 +167,10 @@ static void test_records(void)
 	T_EQ(o.type, REC_SYMLINK);
 	T_EQ(fmt_rec_decode(b.p, b.len, &pos, &o), 1);
 	T_EQ(o.off, 12345);
+	T_EQ(fmt_rec_decode(b.p, b.len, &pos, &o), 1);
+	T_EQ(o.type, REC_PUNCH);
+	T_EQ(o.off, 8192);
+	T_EQ(o.plen, 3ull << 32);
 	T_EQ(fmt_rec_decode(b.p, b.len, &pos, &o), 0);
 
 	/* encoder refuses what the decoder would refuse */
@@ -183,6 +202,18 @@ static void test_records(void)
 		fmt_rec_encode(&e, &r);
 		pos = 0;
 		T_EQ(fmt_rec_decode(e.p, e.len, &pos, &o), -EBADMSG);
+		/* punches: unaligned, empty, wrapping past 2^64 */
+		{
+			const uint64_t pv[3][2] = { { 100, 4096 }, { 4096, 0 }, { ~0ull - 4095, 8192 } };
+
+			for (int k = 0; k < 3; k++) {
+				e.len = 0;
+				r = (struct fmt_rec){ .type = REC_PUNCH, .ino = 2, .off = pv[k][0], .plen = pv[k][1] };
+				fmt_rec_encode(&e, &r);
+				pos = 0;
+				T_CHECK(fmt_rec_decode(e.p, e.len, &pos, &o) == -EBADMSG, "punch %d accepted", k);
+			}
+		}
 		/* a body length running past the buffer */
 		e.len = 0;
 		r = (struct fmt_rec){ .type = REC_IDEL, .ino = 2 };

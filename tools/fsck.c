@@ -5,7 +5,7 @@
  * log, extents (outside the data region, overlapping, doubly owned, past EOF), directory
  * entries, link counts and unreachable inodes; --repair fixes what it can and writes the
  * repaired metadata as a fresh snapshot to both log copies; --scrub reads every data
- * block. Exit status as e2fsck: 0 clean, 1 errors corrected, 4 errors left, 8 operational.
+ * block and checks it against its checksum. Exit status as e2fsck: 0 clean, 1 errors corrected, 4 errors left, 8 operational.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -271,26 +271,66 @@ static void progress(void)
 	fprintf(stderr, "\rscrub [%-40.*s] %3d%%", pct * 40 / 100, "########################################", pct);
 }
 
+/* Report a run of @len damaged bytes found at file offset @foff. */
+static void scrub_damaged(uint64_t ino, uint64_t foff, uint64_t len, uint32_t member, uint64_t moff)
+{
+	char pb[4096];
+
+	scrub_bad++;
+	problem(0, "%s: damaged data (checksum mismatch) at file offset %llu (+%llu bytes) on member %u (%s) offset %llu; reads there fail with EIO: restore the file from its source",
+		path_of(ino, pb, sizeof(pb)), (unsigned long long)foff, (unsigned long long)len,
+		member, ms[member].path, (unsigned long long)moff);
+}
+
+#define SCRUB_CHUNK (4u << 20)
+
+/* Read every block of the file's extents and check it against its checksum. */
 static int scrub_inode(struct inode *i, void *arg)
 {
-	char *buf = arg, pb[4096];
+	char *buf = arg, *cbuf = buf + SCRUB_CHUNK, pb[4096];
 
 	for (size_t k = 0; k < i->next; k++) {
 		const struct extent *e = &i->ext[k];
+		const struct fmt_sb *sb = &ms[e->member].sb;
 
-		for (uint64_t o = 0; o < e->len; o += 4u << 20) {
-			struct uring_op op = { .fd = ms[e->member].fd, .buf = buf,
-					       .len = (uint32_t)MIN(4u << 20, e->len - o), .off = e->moff + o,
-					       .tag = e->member };
+		for (uint64_t o = 0; o < e->len; o += SCRUB_CHUNK) {
+			uint32_t len = (uint32_t)MIN(SCRUB_CHUNK, e->len - o);
+			uint64_t moff = e->moff + o, p0 = fmt_csum_pos(sb, moff);
+			uint64_t ca = ALIGN_DOWN(p0, DMAFS_BLOCK);
+			uint64_t cb = ALIGN_UP(fmt_csum_pos(sb, moff + len), DMAFS_BLOCK);
+			struct uring_op op[2] = {
+				{ .fd = ms[e->member].fd, .buf = buf, .len = len, .off = moff, .tag = e->member },
+				{ .fd = ms[e->member].fd, .buf = cbuf, .len = cb - ca, .off = ca, .tag = e->member },
+			};
+			uint64_t bad_from = 0, bad_len = 0;
 
-			if (uring_rw(&op, 1)) {
+			if (uring_rw(op, 2)) {
+				const struct uring_op *f = op[0].res ? &op[0] : &op[1];
+
 				scrub_bad++;
-				problem(0, "%s: unreadable data at file offset %llu (+%u bytes) on member %u (%s) offset %llu: %s",
-					path_of(i->ino, pb, sizeof(pb)), (unsigned long long)(e->off + o),
-					op.len, e->member, ms[e->member].path,
-					(unsigned long long)op.off, strerror(-op.res));
+				problem(0, "%s: unreadable %s at file offset %llu (+%u bytes) on member %u (%s) offset %llu: %s",
+					path_of(i->ino, pb, sizeof(pb)), f == op ? "data" : "checksums",
+					(unsigned long long)(e->off + o), len, e->member, ms[e->member].path,
+					(unsigned long long)f->off, strerror(-f->res));
+				goto next;
 			}
-			scrub_done += op.len;
+			for (uint32_t b = 0; b <= len; b += DMAFS_BLOCK) {
+				int bad = b < len &&
+					  fmt_csum(buf + b, e->member, moff + b) !=
+						  get_u64((uint8_t *)cbuf + (p0 - ca) + b / DMAFS_BLOCK * 8);
+
+				if (bad) {
+					if (!bad_len)
+						bad_from = b;
+					bad_len += DMAFS_BLOCK;
+				} else if (bad_len) {
+					scrub_damaged(i->ino, e->off + o + bad_from, bad_len, e->member,
+						      moff + bad_from);
+					bad_len = 0;
+				}
+			}
+next:
+			scrub_done += len;
 			progress();
 		}
 	}
@@ -424,11 +464,13 @@ int main(int argc, char **argv)
 	if (repair)
 		fix_orphans();
 	if (scrub) {
-		char *buf = util_aligned_alloc(4u << 20);
+		char *buf = util_aligned_alloc(SCRUB_CHUNK + 4 * DMAFS_BLOCK);
 
+		if (!buf)
+			return 8;
 		meta_for_each(&meta, count_bytes, NULL);
 		if (!quiet)
-			printf("dmafs-fsck: scrub: reading %.2f GiB of file data (format v1 has no data checksums: this finds unreadable blocks)\n",
+			printf("dmafs-fsck: scrub: reading and verifying %.2f GiB of file data\n",
 			       scrub_total / 1073741824.0);
 		meta_for_each(&meta, scrub_inode, buf);
 		if (tty)
