@@ -11,6 +11,7 @@
 #include "fsops.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -115,32 +116,84 @@ static void csum_span(const struct fs *fs, const struct uring_op *op, uint64_t *
 	*b = ALIGN_UP(fmt_csum_pos(sb, op->off + op->len), DMAFS_BLOCK);
 }
 
-/*
- * Check the first @nd ops of @v (data reads) against the checksum blocks read by the ops
- * after them (one per data op, into @cbuf at the offsets @coff). Every mismatch is logged.
- */
-static int verify_ops(struct fs *fs, const struct inode *ino, const struct opvec *v, size_t nd,
-		      const char *cbuf, const uint64_t *coff)
-{
-	int ret = 0;
+struct verify_job {
+	struct fs *fs;
+	const struct inode *ino;
+	const struct opvec *v;
+	size_t from, to; /* data ops [from, to) */
+	const char *cbuf;
+	const uint64_t *coff;
+	int ret;
+};
 
-	for (size_t i = 0; i < nd; i++) {
-		const struct uring_op *op = &v->op[i];
+/* Check data ops [from, to) against their checksums; every mismatch is logged. */
+static void *verify_range(void *arg)
+{
+	struct verify_job *j = arg;
+	struct fs *fs = j->fs;
+
+	for (size_t i = j->from; i < j->to; i++) {
+		const struct uring_op *op = &j->v->op[i];
 		uint64_t p0, ca, cb;
 
 		csum_span(fs, op, &p0, &ca, &cb);
 		for (uint32_t k = 0; k < op->len; k += DMAFS_BLOCK) {
-			uint64_t want = get_u64((const uint8_t *)cbuf + coff[i] + (p0 - ca) + k / DMAFS_BLOCK * 8);
+			uint64_t want = get_u64((const uint8_t *)j->cbuf + j->coff[i] + (p0 - ca) + k / DMAFS_BLOCK * 8);
 
 			if (fmt_csum((const char *)op->buf + k, op->tag, op->off + k) == want)
 				continue;
 			log_err("checksum mismatch: inode %llu file offset %llu (member %d %s, offset %llu): the data there is damaged; reads of it fail with EIO (dmafs-fsck --scrub lists every damaged file)",
-				(unsigned long long)ino->ino, (unsigned long long)(v->foff[i] + k),
+				(unsigned long long)j->ino->ino, (unsigned long long)(j->v->foff[i] + k),
 				op->tag, fs->members[op->tag].path, (unsigned long long)(op->off + k));
-			ret = -EIO;
+			j->ret = -EIO;
 		}
 	}
-	return ret;
+	return NULL;
+}
+
+/* Bytes one verifying thread takes on, and the most threads for one request. */
+#define VERIFY_SHARE (16u << 20)
+#define VERIFY_THREADS 8
+
+/*
+ * Check the first @nd ops of @v (data reads) against the checksum blocks read by the ops
+ * after them (one per data op, into @cbuf at the offsets @coff). Large requests (a
+ * placement's staging batch) are split over threads, so that hashing keeps up with the
+ * members.
+ */
+static int verify_ops(struct fs *fs, const struct inode *ino, const struct opvec *v, size_t nd,
+		      const char *cbuf, const uint64_t *coff)
+{
+	struct verify_job job[VERIFY_THREADS];
+	pthread_t tid[VERIFY_THREADS];
+	int started[VERIFY_THREADS] = { 0 };
+	uint64_t total = 0, share, acc = 0;
+	size_t nj = 0, from = 0;
+	int ret = 0;
+
+	for (size_t i = 0; i < nd; i++)
+		total += v->op[i].len;
+	nj = MIN(VERIFY_THREADS, MAX(1, total / VERIFY_SHARE));
+	share = (total + nj - 1) / nj;
+	for (size_t k = 0, i = 0; k < nj; k++) {
+		/* ops until this job has its share of the bytes */
+		while (i < nd && (acc < share * (k + 1) || k == nj - 1))
+			acc += v->op[i++].len;
+		job[k] = (struct verify_job){ fs, ino, v, from, i, cbuf, coff, 0 };
+		from = i;
+	}
+	for (size_t k = 1; k < nj; k++)
+		started[k] = pthread_create(&tid[k], NULL, verify_range, &job[k]) == 0;
+	for (size_t k = 0; k < nj; k++) /* this thread's share, and any that got no thread */
+		if (!started[k])
+			verify_range(&job[k]);
+	for (size_t k = 1; k < nj; k++) {
+		if (started[k])
+			pthread_join(tid[k], NULL);
+		if (job[k].ret)
+			ret = job[k].ret;
+	}
+	return job[0].ret ? job[0].ret : ret;
 }
 
 /*
@@ -398,12 +451,13 @@ static int csum_store(struct fs *fs, const struct uring_op *ops, size_t n)
 }
 
 /*
- * Copy-on-write: blocks that hold data are never written in place. New data and its
- * checksums go to newly allocated space, and only the metadata commit that follows
- * (made after that space is durable) switches the file over, while the old blocks are
- * freed once that commit is durable. A crash therefore leaves every block either old data
- * with its old checksum or new data with its new one, never a mix that would read as
- * damaged.
+ * Copy-on-write: blocks that durable metadata refers to are never written in place. New
+ * data and its checksums go to newly allocated space, and only the metadata commit that
+ * follows (made after that space is durable) switches the file over, while the old blocks
+ * are freed once that commit is durable. A crash therefore leaves every block either old
+ * data with its old checksum or new data with its new one, never a mix that would read as
+ * damaged. The exception, blocks allocated in the current journal epoch (see
+ * inode.fresh_*), is safe for the same reason: nothing durable refers to them yet.
  */
 struct cow {
 	struct newext ne[MAX_OPS];
@@ -491,6 +545,67 @@ static int cow_log(struct fs *fs, struct inode *ino, const struct cow *w)
 	return ret;
 }
 
+/* May block @pos of @ino be rewritten in place? Caller holds iolock and j.inplace. */
+static int fresh_at(struct fs *fs, const struct inode *ino, uint64_t pos)
+{
+	return ino->fresh_epoch == atomic_load(&fs->j.epoch) && pos >= ino->fresh_lo &&
+	       pos < ino->fresh_hi;
+}
+
+/* Note blocks [a, b) newly allocated in @epoch (extends the fresh range when they touch). */
+static void fresh_add(struct inode *ino, uint64_t a, uint64_t b, uint64_t epoch)
+{
+	if (ino->fresh_epoch == epoch && ino->fresh_lo < ino->fresh_hi && a <= ino->fresh_hi &&
+	    b >= ino->fresh_lo) {
+		ino->fresh_lo = MIN(ino->fresh_lo, a);
+		ino->fresh_hi = MAX(ino->fresh_hi, b);
+	} else {
+		ino->fresh_lo = a;
+		ino->fresh_hi = b;
+		ino->fresh_epoch = epoch;
+	}
+}
+
+/*
+ * Rewrite blocks [a, b), all mapped and fresh, in place from @buf (which maps @a), with
+ * their checksums. Caller holds iolock exclusively and j.inplace shared.
+ */
+static int write_inplace(struct fs *fs, struct inode *ino, char *buf, uint64_t a, uint64_t b)
+{
+	struct opvec v;
+	size_t i = meta_ext_find(ino, a);
+	uint64_t pos = a;
+	int ret = 0;
+
+	opvec_init(&v);
+	while (pos < b && !ret) {
+		const struct extent *e = i < ino->next ? &ino->ext[i] : NULL;
+
+		if (!e || e->off > pos) { /* cannot be: fresh blocks are mapped */
+			ret = -EIO;
+			log_err("inode %llu: block at file offset %llu of the fresh range is not mapped",
+				(unsigned long long)ino->ino, (unsigned long long)pos);
+			break;
+		}
+		uint64_t end = MIN(b, e->off + e->len);
+		struct uring_op op = { .fd = fs->members[e->member].fd, .write = 1,
+				       .buf = buf + (pos - a), .len = end - pos,
+				       .off = e->moff + (pos - e->off), .tag = e->member };
+
+		ret = opvec_push(&v, &op, pos);
+		pos = end;
+		i++;
+	}
+	if (!ret)
+		ret = run_ops(fs, ino, v.op, v.n, v.foff, "write");
+	if (!ret)
+		ret = csum_store(fs, v.op, v.n);
+	for (size_t k = 0; !ret && k < v.n; k++)
+		journal_dirty(&fs->j, v.op[k].tag);
+	opvec_free(&v);
+	return ret;
+}
+
 /* Log bytes per extent record, with room to spare. */
 #define COW_LOG_BYTES(w) (64 + (w)->nne * 64)
 
@@ -503,11 +618,12 @@ static int block_mapped(struct inode *ino, uint64_t blk)
 
 ssize_t fs_write(struct fs *fs, uint64_t ino_nr, const char *data, size_t size, uint64_t off)
 {
-	struct cow w;
+	struct cow w[3];
 	struct inode *ino;
-	uint64_t a, b, end;
+	uint64_t a, b, end, pos;
+	size_t need = 256;
+	int ret, nw = 0;
 	char *buf;
-	int ret;
 
 	if (fs->ro)
 		return -EROFS;
@@ -554,22 +670,48 @@ ssize_t fs_write(struct fs *fs, uint64_t ino_nr, const char *data, size_t size, 
 	}
 	memcpy(buf + (off - a), data, size);
 
-	ret = cow_write(fs, ino, buf, a, b, &w);
-	if (ret)
-		goto out;
-	if (w.end <= off) { /* not one new byte got space */
-		cow_undo(fs, &w);
-		ret = -ENOSPC;
-		goto out;
-	}
-	end = MIN(end, w.end); /* short write at ENOSPC (or a very fragmented request) */
+	/* blocks allocated since the last commit are rewritten in place, the rest by COW */
+	for (pos = a; pos < b && nw < 3;) {
+		uint64_t seg;
 
-	ret = fs_begin(fs, 256 + COW_LOG_BYTES(&w), 1);
-	if (ret) {
-		cow_undo(fs, &w);
-		goto out;
+		pthread_rwlock_rdlock(&fs->j.inplace);
+		if (fresh_at(fs, ino, pos)) {
+			seg = MIN(b, ino->fresh_hi);
+			ret = write_inplace(fs, ino, buf + (pos - a), pos, seg);
+			pthread_rwlock_unlock(&fs->j.inplace);
+			if (ret)
+				goto undo;
+			pos = seg;
+			continue;
+		}
+		pthread_rwlock_unlock(&fs->j.inplace);
+		/* up to the fresh blocks, if they follow */
+		seg = ino->fresh_epoch == atomic_load(&fs->j.epoch) && ino->fresh_lo > pos &&
+				      ino->fresh_lo < b && ino->fresh_hi > ino->fresh_lo
+			      ? ino->fresh_lo
+			      : b;
+		ret = cow_write(fs, ino, buf + (pos - a), pos, seg, &w[nw]);
+		if (ret == -ENOSPC && pos > a)
+			break; /* a short write */
+		if (ret)
+			goto undo;
+		pos = w[nw++].end;
+		if (pos < seg)
+			break; /* space ran out */
 	}
-	ret = cow_log(fs, ino, &w);
+	if (pos <= off) { /* not one new byte got space */
+		ret = -ENOSPC;
+		goto undo;
+	}
+	end = MIN(end, pos); /* short write at ENOSPC (or a very fragmented request) */
+
+	for (int k = 0; k < nw; k++)
+		need += COW_LOG_BYTES(&w[k]);
+	ret = fs_begin(fs, need, nw > 0);
+	if (ret)
+		goto undo;
+	for (int k = 0; k < nw && !ret; k++)
+		ret = cow_log(fs, ino, &w[k]);
 	if (!ret) {
 		struct fmt_rec r;
 		int64_t now = fs_now();
@@ -580,10 +722,18 @@ ssize_t fs_write(struct fs *fs, uint64_t ino_nr, const char *data, size_t size, 
 		r.a.mode = fs_kill_suid(r.a.mode);
 		ret = journal_log(&fs->j, &r);
 	}
+	if (!ret) /* these records are in the current epoch's batch */
+		for (int k = 0; k < nw; k++)
+			fresh_add(ino, w[k].a, w[k].end, atomic_load(&fs->j.epoch));
 	fs_end(fs);
-out:
 	pthread_rwlock_unlock(&ino->iolock);
 	return ret ? ret : (ssize_t)(end - off);
+undo:
+	for (int k = 0; k < nw; k++)
+		cow_undo(fs, &w[k]);
+out:
+	pthread_rwlock_unlock(&ino->iolock);
+	return ret;
 }
 
 /* Log a size change, with the rewritten last block @w (may be NULL or empty). */
@@ -622,6 +772,7 @@ int fs_truncate_locked_data(struct fs *fs, struct inode *ino, uint64_t size)
 	if (size > (1ull << 60))
 		return -EFBIG;
 	pthread_rwlock_wrlock(&ino->iolock);
+	ino->fresh_lo = ino->fresh_hi = 0; /* blocks past the new end go away */
 	if (size < ino->a.size && size % DMAFS_BLOCK && block_mapped(ino, ALIGN_DOWN(size, DMAFS_BLOCK))) {
 		/* a new copy of the new last block with its tail zeroed: bytes past EOF stay
 		 * zero on disk */

@@ -178,6 +178,7 @@ int journal_open(struct journal *j, struct member *ms, unsigned n, struct meta *
 
 	memset(j, 0, sizeof(*j));
 	pthread_mutex_init(&j->commit_lock, NULL);
+	pthread_rwlock_init(&j->inplace, NULL);
 	pthread_mutex_init(&j->thread_lock, NULL);
 	pthread_cond_init(&j->cond, NULL);
 	j->meta = meta;
@@ -318,12 +319,14 @@ static int compact_locked(struct journal *j)
 	int ret, half;
 	uint64_t base;
 
+	pthread_rwlock_wrlock(&j->inplace);
 	pthread_mutex_lock(&j->meta->lock);
 	ret = meta_snapshot(j->meta, &snap);
 	if (!ret && DMAFS_BLOCK + ALIGN_UP(snap.len, DMAFS_BLOCK) + DMAFS_BLOCK > j->half)
 		ret = -ENOSPC;
 	if (ret) {
 		pthread_mutex_unlock(&j->meta->lock);
+		pthread_rwlock_unlock(&j->inplace);
 		if (ret == -ENOSPC)
 			log_warn("metadata snapshot (%zu bytes) does not fit a log half (%llu bytes): delete files to make room",
 				 snap.len, (unsigned long long)j->half);
@@ -344,7 +347,9 @@ static int compact_locked(struct journal *j)
 	j->gen = h.gen;
 	j->tail = DMAFS_BLOCK + ALIGN_UP(snap.len, DMAFS_BLOCK);
 	j->pending.len = 0;
+	atomic_fetch_add(&j->epoch, 1);
 	pthread_mutex_unlock(&j->meta->lock);
+	pthread_rwlock_unlock(&j->inplace);
 
 	base = half_off(j, half);
 	io = util_aligned_alloc(ALIGN_UP(snap.len, DMAFS_BLOCK) + DMAFS_BLOCK);
@@ -407,10 +412,12 @@ int journal_commit(struct journal *j)
 		pthread_mutex_unlock(&j->commit_lock);
 		return -EIO;
 	}
+	pthread_rwlock_wrlock(&j->inplace);
 	pthread_mutex_lock(&j->meta->lock);
 	if (j->pending.len == 0) {
 		pthread_mutex_unlock(&j->meta->lock);
-		/* nothing new in metadata, but data may have been overwritten in place */
+		pthread_rwlock_unlock(&j->inplace);
+		/* nothing new in metadata, but data may have been written */
 		ret = sync_data(j);
 		pthread_mutex_unlock(&j->commit_lock);
 		return ret;
@@ -418,6 +425,7 @@ int journal_commit(struct journal *j)
 	size = fmt_tx_size(j->pending.len);
 	if (j->tail + size > j->half) {
 		pthread_mutex_unlock(&j->meta->lock);
+		pthread_rwlock_unlock(&j->inplace);
 		ret = compact_locked(j);
 		pthread_mutex_unlock(&j->commit_lock);
 		return ret;
@@ -425,6 +433,7 @@ int journal_commit(struct journal *j)
 	io = util_aligned_alloc(size);
 	if (!io) {
 		pthread_mutex_unlock(&j->meta->lock);
+		pthread_rwlock_unlock(&j->inplace);
 		pthread_mutex_unlock(&j->commit_lock);
 		return -ENOMEM;
 	}
@@ -438,9 +447,11 @@ int journal_commit(struct journal *j)
 	pos = half_off(j, j->active) + j->tail;
 	j->tail += size;
 	j->pending.len = 0;
+	atomic_fetch_add(&j->epoch, 1);
 	if (j->meta->alloc)
 		nfreed = alloc_take_deferred(j->meta->alloc, &freed);
 	pthread_mutex_unlock(&j->meta->lock);
+	pthread_rwlock_unlock(&j->inplace);
 
 	ret = sync_data(j);
 	if (!ret)

@@ -37,6 +37,15 @@ struct journal {
 	struct buf pending;
 	/* members written since the last commit; bit i = member i */
 	_Atomic uint64_t dirty;
+	/*
+	 * epoch counts the times a commit or compaction took the pending records; it changes
+	 * under meta.lock with inplace held exclusively. A writer that rewrites blocks in place
+	 * because no durable metadata refers to them yet (allocated in the current epoch) holds
+	 * inplace shared across that I/O, so the commit that takes those blocks' records
+	 * also makes the rewrite durable.
+	 */
+	pthread_rwlock_t inplace;
+	_Atomic uint64_t epoch;
 	/* what journal_open found in each copy (for dmafs-fsck) */
 	int copy_ok[2], copy_differs[2], recovered_older;
 	char copy_why[2][256];

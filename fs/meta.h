@@ -5,7 +5,8 @@
  * the journal) and at replay, so the log and memory cannot disagree.
  *
  * Locking: meta.lock protects every field below that is not marked otherwise. Lock order:
- * inode->iolock, then journal commit lock, then meta.lock, then alloc.lock.
+ * inode->iolock, then journal commit lock, then journal inplace lock, then meta.lock, then
+ * alloc.lock.
  */
 #ifndef DMAFS_META_H
 #define DMAFS_META_H
@@ -62,6 +63,12 @@ struct inode {
 	unsigned nopen;	  /* open file handles */
 	/* Held shared by readers, exclusive by writers and truncate, around member I/O. */
 	pthread_rwlock_t iolock;
+	/*
+	 * File blocks [fresh_lo, fresh_hi) were all allocated by changes of journal epoch
+	 * fresh_epoch: while that epoch lasts, no durable metadata refers to them, so they may
+	 * be rewritten in place (data.c). Changed under iolock held exclusively.
+	 */
+	uint64_t fresh_lo, fresh_hi, fresh_epoch;
 };
 
 struct meta {

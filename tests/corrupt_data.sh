@@ -63,13 +63,6 @@ csum_offset, = struct.unpack_from("<Q", raw, 1184)
 print(csum_offset + (int(sys.argv[2]) - data_offset) // 4096 * 8)
 PY
 }
-fsck_expect() { # fsck_expect RC ARGS...
-	local want=$1 rc
-	shift
-	"$FSCK" "$@" >"$W/fsck.out" 2>&1
-	rc=$?
-	[ $rc = "$want" ] || t_fail "dmafs-fsck $* exited $rc, expected $want: $(cat "$W/fsck.out")"
-}
 
 t_log "12 MiB random file f and 3 MiB file g over 3 members (1 MiB stripe units)"
 t_mount_fg "$T_MEMBERS" "$M"
@@ -86,7 +79,7 @@ read -r GOFF GMOFF <<<"$(ext "$M/g" 2)"
 BAD=$((FOFF + 8192))            # third block of f's first run on member 1
 GBAD=$((GOFF + 4096))
 t_umount "$M"
-fsck_expect 0 --scrub "${T_IMGS[@]}"
+t_fsck 0 --scrub "${T_IMGS[@]}"
 
 t_log "flip one byte of f's block at file offset $BAD (member 1 offset $((MOFF + 8192)))"
 flip "${T_IMGS[1]}" $((MOFF + 8192 + 1000))
@@ -114,15 +107,24 @@ if [ -x "$LOAD" ]; then
 	"$LOAD" -q "$M/f" >"$W/load.out" 2>&1 && t_fail "host placement under verify_place succeeded over a damaged block"
 	grep -q "I/O error" "$W/load.out" || t_fail "dmafs-load did not report EIO: $(cat "$W/load.out")"
 	"$LOAD" -q "$M/g" >"$W/load.out" 2>&1 || t_fail "placement of the intact g under verify_place failed: $(cat "$W/load.out")"
+	# GPU staged path, where a CUDA GPU answers (the checksums are checked in staging)
+	if "$LOAD" -q --target cuda:0 "$M/g" >"$W/gpu.out" 2>&1; then
+		t_log "  CUDA GPU: staged placement under verify_place: g places, f fails with EIO"
+		grep -q "staged" "$W/gpu.out" || t_fail "GPU placement under verify_place did not take the staged path: $(cat "$W/gpu.out")"
+		"$LOAD" -q --target cuda:0 "$M/f" >"$W/load.out" 2>&1 && t_fail "GPU placement under verify_place succeeded over a damaged block"
+		grep -q "I/O error" "$W/load.out" || t_fail "dmafs-load (GPU) did not report EIO: $(cat "$W/load.out")"
+	else
+		t_log "  no CUDA GPU here ($(tail -n 1 "$W/gpu.out")): the GPU part of this check is not run"
+	fi
 fi
 t_umount "$M"
 
 t_log "dmafs-fsck --scrub names /f and the offset; exit 4, and 4 with --repair (data cannot be repaired)"
-fsck_expect 4 --scrub "${T_IMGS[@]}"
-grep -q "^ERROR: /f: damaged data (checksum mismatch) at file offset $BAD (+4096 bytes) on member 1" "$W/fsck.out" ||
-	t_fail "scrub report: $(cat "$W/fsck.out")"
-fsck_expect 4 --repair --scrub "${T_IMGS[@]}"
-fsck_expect 0 "${T_IMGS[@]}"   # without --scrub the metadata is clean
+t_fsck 4 --scrub "${T_IMGS[@]}"
+grep -q "^ERROR: /f: damaged data (checksum mismatch) at file offset $BAD (+4096 bytes) on member 1" "$T_WORK/fsck.out" ||
+	t_fail "scrub report: $(cat "$T_WORK/fsck.out")"
+t_fsck 4 --repair --scrub "${T_IMGS[@]}"
+t_fsck 0 "${T_IMGS[@]}"   # without --scrub the metadata is clean
 
 t_log "flip a byte of the checksum of g's block at file offset $GBAD: EIO there, scrub names /g"
 flip "${T_IMGS[2]}" "$(csum_pos "${T_IMGS[2]}" $((GMOFF + 4096)))"
@@ -131,9 +133,9 @@ rd "$M/g" "$GBAD" 4096 "$W/refg"; rc=$?
 [ $rc = 5 ] || t_fail "read of g's block with a damaged checksum: want EIO (status 5), got $rc"
 rd "$M/g" 0 "$GBAD" "$W/refg" || t_fail "g before the block (status $?)"
 t_umount "$M"
-fsck_expect 4 --scrub "${T_IMGS[@]}"
-grep -q "^ERROR: /g: damaged data (checksum mismatch) at file offset $GBAD (+4096 bytes) on member 2" "$W/fsck.out" ||
-	t_fail "scrub report: $(cat "$W/fsck.out")"
+t_fsck 4 --scrub "${T_IMGS[@]}"
+grep -q "^ERROR: /g: damaged data (checksum mismatch) at file offset $GBAD (+4096 bytes) on member 2" "$T_WORK/fsck.out" ||
+	t_fail "scrub report: $(cat "$T_WORK/fsck.out")"
 t_mount_fg "$T_MEMBERS" "$M"
 
 t_log "rewriting the whole damaged blocks heals them; the files read right and scrub is clean"
@@ -145,5 +147,5 @@ drop_caches
 cmp -s "$W/ref" "$M/f" || t_fail "f differs after the rewrite"
 cmp -s "$W/refg" "$M/g" || t_fail "g differs after the rewrite"
 t_umount "$M"
-fsck_expect 0 --scrub "${T_IMGS[@]}"
+t_fsck 0 --scrub "${T_IMGS[@]}"
 t_log "PASS"

@@ -12,33 +12,26 @@ FSCK=$top_builddir/tools/dmafs-fsck
 t_images 3 128M
 t_mkfs "${T_IMGS[@]}"
 M=$T_WORK/mnt
-expect() { # expect RC ARGS...
-	local want=$1 rc
-	shift
-	"$FSCK" "$@" >"$T_WORK/fsck.out" 2>&1
-	rc=$?
-	[ $rc = "$want" ] || t_fail "dmafs-fsck $* exited $rc, expected $want: $(cat "$T_WORK/fsck.out")"
-}
 t_log "fresh filesystem: clean"
-expect 0 "${T_IMGS[@]}"
+t_fsck 0 "${T_IMGS[@]}"
 t_mount "$T_MEMBERS" "$M"
 head -c 20000000 /dev/urandom >"$M/data" && mkdir "$M/d" && echo hi >"$M/d/x" || t_fail "populate"
 sum=$(sha256sum <"$M/data")
 t_umount "$M"
-expect 0 --scrub "$T_MEMBERS"
+t_fsck 0 --scrub "$T_MEMBERS"
 grep -q "scrub: reading" "$T_WORK/fsck.out" || t_fail "scrub did not run"
 t_log "damaged primary superblock of member 1: -n reports (4), --repair fixes (1), then clean (0)"
 dd if=/dev/urandom of="${T_IMGS[1]}" bs=4096 count=1 conv=notrunc status=none
-expect 4 -n "${T_IMGS[@]}"
+t_fsck 4 -n "${T_IMGS[@]}"
 grep -q "member 1 .*primary superblock" "$T_WORK/fsck.out" || t_fail "report does not name member 1: $(cat "$T_WORK/fsck.out")"
-expect 1 --repair "${T_IMGS[@]}"
-expect 0 "${T_IMGS[@]}"
+t_fsck 1 --repair "${T_IMGS[@]}"
+t_fsck 0 "${T_IMGS[@]}"
 t_log "metadata log copy on member 1 destroyed: reported, repaired from member 0's copy"
 dd if=/dev/zero of="${T_IMGS[1]}" bs=1M count=8 seek=1 conv=notrunc status=none  # both log halves (4 MiB each on 128 MiB members)
-expect 4 "${T_IMGS[@]}"
+t_fsck 4 "${T_IMGS[@]}"
 grep -q "log copy on member 1" "$T_WORK/fsck.out" || t_fail "log damage not reported: $(cat "$T_WORK/fsck.out")"
-expect 1 -y "${T_IMGS[@]}"
-expect 0 "${T_IMGS[@]}"
+t_fsck 1 -y "${T_IMGS[@]}"
+t_fsck 0 "${T_IMGS[@]}"
 t_mount "$T_MEMBERS" "$M"
 [ "$(sha256sum <"$M/data")" = "$sum" ] || t_fail "data changed by the repairs"
 t_log "kill -9 during a workload, then the members check clean"
@@ -73,15 +66,15 @@ pos = (1 << 20) + active * (4 << 20) + 4096 + 20
 f.seek(pos); b = f.read(1); f.seek(pos); f.write(bytes([b[0] ^ 0xff]))
 PY
 done
-expect 4 -n "${T_IMGS[@]}"
-expect 1 --repair "${T_IMGS[@]}"
+t_fsck 4 -n "${T_IMGS[@]}"
+t_fsck 1 --repair "${T_IMGS[@]}"
 grep -q "recovered the previous generation" "$T_WORK/fsck.out" || t_fail "no recovery message: $(cat "$T_WORK/fsck.out")"
-expect 0 "${T_IMGS[@]}"
+t_fsck 0 "${T_IMGS[@]}"
 t_mount "$T_MEMBERS" "$M"
 [ "$(cat "$M/kept")" = kept ] || t_fail "file committed before the damaged generation lost"
 [ "$(sha256sum <"$M/data")" = "$sum" ] || t_fail "data changed by the generation recovery"
 t_umount "$M"
 t_log "operational errors exit 8"
-expect 8
-expect 8 "$T_WORK/nonexistent.img"
+t_fsck 8
+t_fsck 8 "$T_WORK/nonexistent.img"
 t_log "PASS"

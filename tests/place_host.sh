@@ -8,7 +8,7 @@ t_require_root_fuse
 t_workdir
 t_images 3 256M
 t_mkfs -s 256K "${T_IMGS[@]}"
-t_mount "$T_MEMBERS" "$T_WORK/mnt"
+t_mount "$T_MEMBERS" "$T_WORK/mnt" "${DMAFS_TEST_MOUNT_OPTS:-}"
 t_log "a 24 MiB + 123 byte random file over 3 members with 256 KiB stripe units"
 head -c $((24 * 1048576 + 123)) /dev/urandom >"$T_WORK/ref" || t_fail "urandom"
 cp "$T_WORK/ref" "$T_WORK/mnt/f" || t_fail "copy in"

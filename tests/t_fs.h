@@ -54,6 +54,26 @@ static void t_images(int n, int mb, const char *mkfs_args)
 	}
 }
 
+/* XOR one byte at @off of member image @i (not while the engine has it open). */
+static void t_flip(int i, uint64_t off)
+{
+	char path[512];
+	FILE *f;
+	int c;
+
+	snprintf(path, sizeof(path), "%s/m%d.img", t_dir, i);
+	f = fopen(path, "r+b");
+	if (!f) {
+		perror(path);
+		exit(1);
+	}
+	fseek(f, off, SEEK_SET);
+	c = fgetc(f);
+	fseek(f, off, SEEK_SET);
+	fputc(c ^ 0x5a, f);
+	fclose(f);
+}
+
 static struct member *t_ms;
 static int t_n;
 

@@ -108,6 +108,16 @@ t_mkfs() {
 	out=$("$MKFS" -q "$@" 2>&1) || t_fail "mkfs.dmafs $* failed: $out"
 }
 
+# t_fsck RC ARGS... - run dmafs-fsck ARGS, output in $T_WORK/fsck.out; fail unless it
+# exits RC.
+t_fsck() {
+	local want=$1 rc
+	shift
+	"$top_builddir/tools/dmafs-fsck" "$@" >"$T_WORK/fsck.out" 2>&1
+	rc=$?
+	[ $rc = "$want" ] || t_fail "dmafs-fsck $* exited $rc, expected $want: $(cat "$T_WORK/fsck.out")"
+}
+
 # t_daemon_pids MNT - pids of dmafs daemons whose last argument is MNT.
 t_daemon_pids() {
 	local mnt=$1 p a

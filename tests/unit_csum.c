@@ -1,26 +1,6 @@
 // SPDX-License-Identifier: MIT
-/* Description: data checksums and copy-on-write: punch records, overwrites in new space, a crash keeping the old data readable, damaged data and checksums failing with EIO, truncate rewriting the last block. */
+/* Description: data checksums and copy-on-write: punch records, overwrites in new space, in-place rewrites of blocks allocated since the last commit (appends stay one extent), a crash keeping the old data readable, damaged data and checksums failing with EIO, truncate rewriting the last block. */
 #include "t_fs.h"
-
-/* XOR one byte at @off of member image @i (the filesystem must not be mounted). */
-static void flip(int i, uint64_t off)
-{
-	char path[512];
-	FILE *f;
-	int c;
-
-	snprintf(path, sizeof(path), "%s/m%d.img", t_dir, i);
-	f = fopen(path, "r+b");
-	if (!f) {
-		perror(path);
-		exit(1);
-	}
-	fseek(f, off, SEEK_SET);
-	c = fgetc(f);
-	fseek(f, off, SEEK_SET);
-	fputc(c ^ 0x5a, f);
-	fclose(f);
-}
 
 static void add_ext(struct meta *m, uint64_t off, uint32_t len, uint64_t moff)
 {
@@ -125,7 +105,45 @@ static void test_cow(void)
 	free(want);
 }
 
-/* A crash before the commit leaves the old data, readable (no checksum mismatch). */
+/*
+ * Blocks allocated since the last commit are rewritten in place (nothing durable refers
+ * to them), so small appends do not fragment a file; once committed, they are not.
+ */
+static void test_fresh(void)
+{
+	struct fs fs;
+	uint64_t f, moff;
+	char *p = malloc(1000), *want = malloc(1 << 20);
+	const char *got;
+
+	T_EQ(t_mount(&fs, 0), 0);
+	f = t_create(&fs, FMT_ROOT_INO, "appends");
+	for (int i = 0; i < 1000; i++) {
+		memset(p, 'a' + i % 26, 1000);
+		memcpy(want + i * 1000, p, 1000);
+		T_EQ(fs_write(&fs, f, p, 1000, (uint64_t)i * 1000), 1000);
+	}
+	T_EQ(meta_iget(&fs.meta, f)->next, 1); /* one extent: appends stayed in place */
+	moff = first_ext(&fs, f)->moff;
+	T_EQ(fs_read(&fs, f, 0, 1000000, &got), 1000000);
+	T_CHECK(!memcmp(got, want, 1000000), "appended bytes");
+	T_EQ(fs_fsync(&fs), 0);
+	T_EQ(fs_write(&fs, f, "Z", 1, 0), 1); /* committed now: copy on write */
+	T_CHECK(first_ext(&fs, f)->moff != moff, "a committed block was rewritten in place");
+	want[0] = 'Z';
+	t_umount(&fs);
+	T_EQ(t_mount(&fs, 0), 0);
+	T_EQ(fs_read(&fs, f, 0, 1000000, &got), 1000000);
+	T_CHECK(!memcmp(got, want, 1000000), "appended bytes after remount");
+	t_umount(&fs);
+	free(p);
+	free(want);
+}
+
+/*
+ * A crash before the commit leaves the old data, readable (no checksum mismatch), even
+ * when the new copy was itself rewritten in place before the crash.
+ */
 static void test_crash(void)
 {
 	struct fs fs;
@@ -135,10 +153,21 @@ static void test_crash(void)
 	f = t_create(&fs, FMT_ROOT_INO, "crash");
 	T_EQ(t_write(&fs, f, 0, 4 << 20, 5), 0);
 	T_EQ(fs_fsync(&fs), 0);
-	T_EQ(t_write(&fs, f, 0, 4 << 20, 6), 0); /* not committed */
+	T_EQ(t_write(&fs, f, 0, 4 << 20, 6), 0); /* not committed: new blocks */
+	T_EQ(t_write(&fs, f, 0, 4 << 20, 7), 0); /* those, in place */
+	T_EQ(t_verify(&fs, f, 0, 4 << 20, 7), 0);
 	t_crash(&fs);
 	T_EQ(t_mount(&fs, 0), 0);
 	T_EQ(t_verify(&fs, f, 0, 4 << 20, 5), 0);
+	/* and the in-place rewrite of uncommitted blocks is durable once committed */
+	T_EQ(t_write(&fs, f, 0, 4 << 20, 8), 0);
+	T_EQ(t_write(&fs, f, 1 << 20, 1 << 20, 9), 0);
+	T_EQ(fs_fsync(&fs), 0);
+	t_crash(&fs);
+	T_EQ(t_mount(&fs, 0), 0);
+	T_EQ(t_verify(&fs, f, 0, 1 << 20, 8), 0);
+	T_EQ(t_verify(&fs, f, 1 << 20, 1 << 20, 9), 0);
+	T_EQ(t_verify(&fs, f, 2 << 20, 2 << 20, 8), 0);
 	t_umount(&fs);
 }
 
@@ -163,7 +192,7 @@ static void test_damage(void)
 	for (int round = 0; round < 2; round++) {
 		uint64_t at = round == 0 ? moff + 100 : cpos + 3;
 
-		flip(member, at);
+		t_flip(member, at);
 		T_EQ(t_mount(&fs, 0), 0);
 		T_EQ(fs_read(&fs, f, 3 * K4, K4, &got), -EIO);
 		T_EQ(fs_read(&fs, f, 0, 1 << 20, &got), -EIO); /* a read covering it */
@@ -182,13 +211,46 @@ static void test_damage(void)
 		}
 		/* overwriting the whole block gives it new, good data */
 		t_umount(&fs);
-		flip(member, at);
+		t_flip(member, at);
 	}
 	T_EQ(t_mount(&fs, 0), 0);
 	T_EQ(t_verify(&fs, f, 0, 1 << 20, 7), 0);
 	t_umount(&fs);
 	free(raw);
 	free(want);
+}
+
+/* A large verified read is checked by several threads; damage anywhere still fails it. */
+static void test_parallel_verify(void)
+{
+	struct fs fs;
+	uint64_t f, len = 48 << 20, bad = 37 << 20;
+	char *buf = util_aligned_alloc(len);
+	struct inode *ino;
+	size_t k;
+
+	T_EQ(t_mount(&fs, 0), 0);
+	f = t_create(&fs, FMT_ROOT_INO, "big");
+	T_EQ(t_write(&fs, f, 0, len, 11), 0);
+	ino = meta_iget(&fs.meta, f);
+	pthread_rwlock_rdlock(&ino->iolock);
+	T_EQ(fs_read_blocks(&fs, ino, buf, 0, len, 1), 0);
+	pthread_rwlock_unlock(&ino->iolock);
+	k = meta_ext_find(ino, bad);
+	uint32_t member = ino->ext[k].member;
+	uint64_t moff = ino->ext[k].moff + (bad - ino->ext[k].off);
+	t_umount(&fs);
+	t_flip(member, moff + 5);
+	T_EQ(t_mount(&fs, 0), 0);
+	ino = meta_iget(&fs.meta, f);
+	pthread_rwlock_rdlock(&ino->iolock);
+	T_EQ(fs_read_blocks(&fs, ino, buf, 0, len, 1), -EIO);	       /* 3 threads */
+	T_EQ(fs_read_blocks(&fs, ino, buf, 0, bad, 1), 0);	       /* 2 threads, before it */
+	T_EQ(fs_read_blocks(&fs, ino, buf, bad + DMAFS_BLOCK, len, 1), 0); /* after it */
+	pthread_rwlock_unlock(&ino->iolock);
+	t_umount(&fs);
+	t_flip(member, moff + 5);
+	free(buf);
 }
 
 /* Truncating into a block writes a new copy of it with the tail zeroed. */
@@ -224,8 +286,10 @@ int main(void)
 	t_images(2, 64, NULL);
 	test_punch();
 	test_cow();
+	test_fresh();
 	test_crash();
 	test_damage();
+	test_parallel_verify();
 	test_truncate();
 	return t_done("unit_csum");
 }

@@ -9,26 +9,6 @@ static void log_pos(struct fs *fs, uint64_t *half_base, uint64_t *tail)
 	*tail = fs->j.tail;
 }
 
-/* Flip one byte at @off on the member image @i. */
-static void flip(int i, uint64_t off)
-{
-	char path[512];
-	FILE *f;
-	int c;
-
-	snprintf(path, sizeof(path), "%s/m%d.img", t_dir, i);
-	f = fopen(path, "r+b");
-	if (!f) {
-		perror(path);
-		exit(1);
-	}
-	fseek(f, off, SEEK_SET);
-	c = fgetc(f);
-	fseek(f, off, SEEK_SET);
-	fputc(c ^ 0x5a, f);
-	fclose(f);
-}
-
 static void test_persist_and_crash(void)
 {
 	struct fs fs;
@@ -73,8 +53,8 @@ static void test_persist_and_crash(void)
 	t_create(&fs, d, "f");
 	T_EQ(fs_fsync(&fs), 0);
 	t_crash(&fs);
-	flip(0, base + tail + FMT_TX_HDR + 10); /* payload byte of the batch holding f */
-	flip(1, base + tail + FMT_TX_HDR + 10);
+	t_flip(0, base + tail + FMT_TX_HDR + 10); /* payload byte of the batch holding f */
+	t_flip(1, base + tail + FMT_TX_HDR + 10);
 	T_EQ(t_mount(&fs, 0), 0);
 	d = t_lookup(&fs, FMT_ROOT_INO, "dir");
 	T_CHECK(t_lookup(&fs, d, "e"), "batch before the torn one lost");
@@ -86,8 +66,8 @@ static void test_persist_and_crash(void)
 	t_create(&fs, d, "h");
 	T_EQ(fs_fsync(&fs), 0);
 	t_crash(&fs);
-	flip(0, base + tail + 17);
-	flip(1, base + tail + 17);
+	t_flip(0, base + tail + 17);
+	t_flip(1, base + tail + 17);
 	T_EQ(t_mount(&fs, 0), 0);
 	d = t_lookup(&fs, FMT_ROOT_INO, "dir");
 	T_CHECK(t_lookup(&fs, d, "g") && !t_lookup(&fs, d, "h"), "header damage handling");
@@ -96,7 +76,7 @@ static void test_persist_and_crash(void)
 	T_EQ(fs_fsync(&fs), 0);
 	log_pos(&fs, &base, &tail);
 	t_crash(&fs);
-	flip(0, base + 40); /* active half header on member 0 */
+	t_flip(0, base + 40); /* active half header on member 0 */
 	T_EQ(t_mount(&fs, 0), 0);
 	d = t_lookup(&fs, FMT_ROOT_INO, "dir");
 	T_CHECK(t_lookup(&fs, d, "i"), "mirror copy not used");
@@ -113,8 +93,8 @@ static void test_corrupt_snapshot(void)
 	t_crash(&fs);
 	/* the snapshot of the active half on both mirrors; the other half is older but its
 	 * generation is lower, so the mount must refuse rather than silently go back */
-	flip(0, base + DMAFS_BLOCK + 3);
-	flip(1, base + DMAFS_BLOCK + 3);
+	t_flip(0, base + DMAFS_BLOCK + 3);
+	t_flip(1, base + DMAFS_BLOCK + 3);
 	{
 		char err[1024] = "";
 		struct member *ms;
@@ -128,8 +108,8 @@ static void test_corrupt_snapshot(void)
 		members_close(ms, n);
 	}
 	/* repair for the next tests: flip back */
-	flip(0, base + DMAFS_BLOCK + 3);
-	flip(1, base + DMAFS_BLOCK + 3);
+	t_flip(0, base + DMAFS_BLOCK + 3);
+	t_flip(1, base + DMAFS_BLOCK + 3);
 }
 
 static void test_orphans_and_compaction(void)
