@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "uring.h"
 
@@ -116,102 +117,216 @@ static void csum_span(const struct fs *fs, const struct uring_op *op, uint64_t *
 	*b = ALIGN_UP(fmt_csum_pos(sb, op->off + op->len), DMAFS_BLOCK);
 }
 
-struct verify_job {
-	struct fs *fs;
-	const struct inode *ino;
-	const struct opvec *v;
-	size_t from, to; /* data ops [from, to) */
-	const char *cbuf;
-	const uint64_t *coff;
-	int ret;
-};
-
-/* Check data ops [from, to) against their checksums; every mismatch is logged. */
-static void *verify_range(void *arg)
+/*
+ * Check data reads against their checksums. @op holds pairs: op[2i] read a data piece and
+ * op[2i + 1] the checksum blocks that cover it; @foff[2i] is the piece's file offset.
+ * Every mismatch is logged; returns 0 or -EIO.
+ */
+static int verify_pairs(struct fs *fs, const struct inode *ino, const struct uring_op *op,
+			const uint64_t *foff, size_t npairs)
 {
-	struct verify_job *j = arg;
-	struct fs *fs = j->fs;
+	int ret = 0;
 
-	for (size_t i = j->from; i < j->to; i++) {
-		const struct uring_op *op = &j->v->op[i];
+	for (size_t i = 0; i < npairs; i++) {
+		const struct uring_op *d = &op[2 * i];
 		uint64_t p0, ca, cb;
 
-		csum_span(fs, op, &p0, &ca, &cb);
-		for (uint32_t k = 0; k < op->len; k += DMAFS_BLOCK) {
-			uint64_t want = get_u64((const uint8_t *)j->cbuf + j->coff[i] + (p0 - ca) + k / DMAFS_BLOCK * 8);
+		csum_span(fs, d, &p0, &ca, &cb);
+		const uint8_t *sums = (const uint8_t *)op[2 * i + 1].buf + (p0 - ca);
 
-			if (fmt_csum((const char *)op->buf + k, op->tag, op->off + k) == want)
+		for (uint32_t k = 0; k < d->len; k += DMAFS_BLOCK) {
+			if (fmt_csum((const char *)d->buf + k, d->tag, d->off + k) == get_u64(sums + k / DMAFS_BLOCK * 8))
 				continue;
 			log_err("checksum mismatch: inode %llu file offset %llu (member %d %s, offset %llu): the data there is damaged; reads of it fail with EIO (dmafs-fsck --scrub lists every damaged file)",
-				(unsigned long long)j->ino->ino, (unsigned long long)(j->v->foff[i] + k),
-				op->tag, fs->members[op->tag].path, (unsigned long long)(op->off + k));
-			j->ret = -EIO;
+				(unsigned long long)ino->ino, (unsigned long long)(foff[2 * i] + k),
+				d->tag, fs->members[d->tag].path, (unsigned long long)(d->off + k));
+			ret = -EIO;
 		}
+	}
+	return ret;
+}
+
+/*
+ * Large verified reads (placements) are read in chunks, and each chunk is checked by a
+ * pool of threads while the next chunk is read, so that hashing, which one core does at
+ * a few GB/s, keeps pace with the members.
+ */
+#define VERIFY_CHUNK (32u << 20) /* bytes read per step of the pipeline */
+#define VERIFY_SHARE (2u << 20)	 /* bytes per pool job */
+#define VERIFY_THREADS 16
+
+struct vbatch {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int left, ret;
+};
+
+struct vjob {
+	struct fs *fs;
+	const struct inode *ino;
+	const struct uring_op *op;
+	const uint64_t *foff;
+	size_t npairs;
+	struct vbatch *b;
+	struct vjob *next;
+};
+
+static pthread_mutex_t vq_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t vq_cond = PTHREAD_COND_INITIALIZER;
+static struct vjob *vq_head, *vq_tail;
+static int vq_threads = -1; /* -1: not started yet */
+
+static void *vq_worker(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		struct vjob *j;
+		int r;
+
+		pthread_mutex_lock(&vq_lock);
+		while (!vq_head)
+			pthread_cond_wait(&vq_cond, &vq_lock);
+		j = vq_head;
+		vq_head = j->next;
+		if (!vq_head)
+			vq_tail = NULL;
+		pthread_mutex_unlock(&vq_lock);
+		r = verify_pairs(j->fs, j->ino, j->op, j->foff, j->npairs);
+		pthread_mutex_lock(&j->b->lock);
+		if (r)
+			j->b->ret = r;
+		if (--j->b->left == 0)
+			pthread_cond_signal(&j->b->cond);
+		pthread_mutex_unlock(&j->b->lock);
 	}
 	return NULL;
 }
 
-/* Bytes one verifying thread takes on, and the most threads for one request. */
-#define VERIFY_SHARE (16u << 20)
-#define VERIFY_THREADS 8
-
-/*
- * Check the first @nd ops of @v (data reads) against the checksum blocks read by the ops
- * after them (one per data op, into @cbuf at the offsets @coff). Large requests (a
- * placement's staging batch) are split over threads, so that hashing keeps up with the
- * members.
- */
-static int verify_ops(struct fs *fs, const struct inode *ino, const struct opvec *v, size_t nd,
-		      const char *cbuf, const uint64_t *coff)
+/* Start the pool on first use; returns its size (0: none, verify inline). */
+static int vq_start(void)
 {
-	struct verify_job job[VERIFY_THREADS];
-	pthread_t tid[VERIFY_THREADS];
-	int started[VERIFY_THREADS] = { 0 };
-	uint64_t total = 0, share, acc = 0;
-	size_t nj = 0, from = 0;
-	int ret = 0;
+	pthread_mutex_lock(&vq_lock);
+	if (vq_threads < 0) {
+		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+		int want = (int)MIN(VERIFY_THREADS, MAX(1, cpus));
+		pthread_attr_t at;
+		pthread_t t;
 
-	for (size_t i = 0; i < nd; i++)
-		total += v->op[i].len;
-	nj = MIN(VERIFY_THREADS, MAX(1, total / VERIFY_SHARE));
-	share = (total + nj - 1) / nj;
-	for (size_t k = 0, i = 0; k < nj; k++) {
-		/* ops until this job has its share of the bytes */
-		while (i < nd && (acc < share * (k + 1) || k == nj - 1))
-			acc += v->op[i++].len;
-		job[k] = (struct verify_job){ fs, ino, v, from, i, cbuf, coff, 0 };
-		from = i;
+		vq_threads = 0;
+		pthread_attr_init(&at);
+		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+		for (int i = 0; i < want; i++)
+			if (pthread_create(&t, &at, vq_worker, NULL) == 0)
+				vq_threads++;
+		pthread_attr_destroy(&at);
 	}
-	for (size_t k = 1; k < nj; k++)
-		started[k] = pthread_create(&tid[k], NULL, verify_range, &job[k]) == 0;
-	for (size_t k = 0; k < nj; k++) /* this thread's share, and any that got no thread */
-		if (!started[k])
-			verify_range(&job[k]);
-	for (size_t k = 1; k < nj; k++) {
-		if (started[k])
-			pthread_join(tid[k], NULL);
-		if (job[k].ret)
-			ret = job[k].ret;
+	pthread_mutex_unlock(&vq_lock);
+	return vq_threads;
+}
+
+/* Queue the pairs [s, e) of @v (indexes into v->op, even) as jobs of batch @b. */
+static void vq_post(struct fs *fs, const struct inode *ino, const struct opvec *v, size_t s,
+		    size_t e, struct vjob *jobs, struct vbatch *b)
+{
+	size_t n = 0;
+
+	b->left = 0;
+	b->ret = 0;
+	for (size_t i = s; i < e;) {
+		size_t j = i;
+		uint64_t bytes = 0;
+
+		while (j < e && (bytes < VERIFY_SHARE || n == VERIFY_CHUNK / VERIFY_SHARE * 2 - 1)) {
+			bytes += v->op[j].len;
+			j += 2;
+		}
+		jobs[n] = (struct vjob){ fs, ino, &v->op[i], &v->foff[i], (j - i) / 2, b, NULL };
+		n++;
+		i = j;
 	}
-	return job[0].ret ? job[0].ret : ret;
+	b->left = n;
+	pthread_mutex_lock(&vq_lock);
+	for (size_t k = 0; k < n; k++) {
+		if (vq_tail)
+			vq_tail->next = &jobs[k];
+		else
+			vq_head = &jobs[k];
+		vq_tail = &jobs[k];
+	}
+	pthread_cond_broadcast(&vq_cond);
+	pthread_mutex_unlock(&vq_lock);
+}
+
+static int vq_wait(struct vbatch *b)
+{
+	pthread_mutex_lock(&b->lock);
+	while (b->left)
+		pthread_cond_wait(&b->cond, &b->lock);
+	pthread_mutex_unlock(&b->lock);
+	return b->ret;
+}
+
+/* Read and verify the pairs of @v chunk by chunk, checking each chunk during the next read. */
+static int read_verify_pipelined(struct fs *fs, const struct inode *ino, struct opvec *v)
+{
+	/* jobs per chunk: a chunk is at least VERIFY_CHUNK bytes plus one piece */
+	enum { MAXJ = VERIFY_CHUNK / VERIFY_SHARE * 2 };
+	struct vjob jobs[2][MAXJ];
+	struct vbatch b[2];
+	int cur = 0, busy = 0, ret = 0;
+
+	for (int k = 0; k < 2; k++) {
+		pthread_mutex_init(&b[k].lock, NULL);
+		pthread_cond_init(&b[k].cond, NULL);
+	}
+	for (size_t s = 0, e; s < v->n && !ret; s = e) {
+		uint64_t bytes = 0;
+		int r;
+
+		for (e = s; e < v->n && bytes < VERIFY_CHUNK; e += 2)
+			bytes += v->op[e].len;
+		r = run_ops(fs, ino, &v->op[s], e - s, &v->foff[s], "read");
+		if (busy) {
+			ret = vq_wait(&b[!cur]);
+			busy = 0;
+		}
+		if (!ret)
+			ret = r;
+		if (!ret) {
+			vq_post(fs, ino, v, s, e, jobs[cur], &b[cur]);
+			busy = 1;
+			cur = !cur;
+		}
+	}
+	if (busy) {
+		int r = vq_wait(&b[!cur]);
+
+		if (!ret)
+			ret = r;
+	}
+	for (int k = 0; k < 2; k++) {
+		pthread_mutex_destroy(&b[k].lock);
+		pthread_cond_destroy(&b[k].cond);
+	}
+	return ret;
 }
 
 /*
  * Read the block-aligned file ranges rg[i].a..b into rg[i].buf from the extent map,
  * zeroing holes, and (with @verify) check every block against its checksum. All member
- * reads of all ranges, checksum blocks included, go out at once, so every member holding
- * a part is busy. Caller holds iolock.
+ * reads of all ranges, checksum blocks included, go out at once (large verified reads:
+ * in pipelined chunks), so every member holding a part is busy. Caller holds iolock.
  */
 int fs_read_ranges(struct fs *fs, struct inode *ino, const struct fs_range *rg, size_t nr,
 		   int verify)
 {
-	struct opvec v;
-	uint64_t *coff = NULL, total = 0;
+	struct opvec v, pv;
+	uint64_t total = 0, bytes = 0;
 	char *cbuf;
-	size_t nd;
 	int ret = 0;
 
 	opvec_init(&v);
+	opvec_init(&pv);
 	for (size_t r = 0; r < nr && !ret; r++) {
 		char *buf = rg[r].buf;
 		uint64_t a = rg[r].a, b = rg[r].b, pos = a;
@@ -238,45 +353,49 @@ int fs_read_ranges(struct fs *fs, struct inode *ino, const struct fs_range *rg, 
 			i++;
 		}
 	}
-	nd = v.n;
-	if (ret || !nd)
+	if (ret || !v.n)
 		goto out;
-	if (verify) {
-		coff = malloc(nd * sizeof(*coff));
-		if (!coff) {
-			ret = -ENOMEM;
-			goto out;
-		}
-		for (size_t i = 0; i < nd; i++) {
-			uint64_t p0, ca, cb;
-
-			csum_span(fs, &v.op[i], &p0, &ca, &cb);
-			coff[i] = total;
-			total += cb - ca;
-		}
-		cbuf = thread_buf(2, total);
-		if (!cbuf) {
-			ret = -ENOMEM;
-			goto out;
-		}
-		for (size_t i = 0; i < nd && !ret; i++) {
-			uint64_t p0, ca, cb;
-			struct uring_op op = v.op[i];
-
-			csum_span(fs, &op, &p0, &ca, &cb);
-			op.buf = cbuf + coff[i];
-			op.off = ca;
-			op.len = cb - ca;
-			ret = opvec_push(&v, &op, v.foff[i]);
-		}
-		if (ret)
-			goto out;
+	if (!verify) {
+		ret = run_ops(fs, ino, v.op, v.n, v.foff, "read");
+		goto out;
 	}
-	ret = run_ops(fs, ino, v.op, v.n, v.foff, "read");
-	if (!ret && verify)
-		ret = verify_ops(fs, ino, &v, nd, cbuf, coff);
+	/* pairs: each data read followed by the read of the checksum blocks covering it */
+	for (size_t i = 0; i < v.n; i++) {
+		uint64_t p0, ca, cb;
+
+		csum_span(fs, &v.op[i], &p0, &ca, &cb);
+		total += cb - ca;
+		bytes += v.op[i].len;
+	}
+	cbuf = thread_buf(2, total);
+	if (!cbuf) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < v.n && !ret; i++) {
+		uint64_t p0, ca, cb;
+		struct uring_op op = v.op[i];
+
+		csum_span(fs, &op, &p0, &ca, &cb);
+		op.buf = cbuf;
+		op.off = ca;
+		op.len = cb - ca;
+		cbuf += cb - ca;
+		ret = opvec_push(&pv, &v.op[i], v.foff[i]);
+		if (!ret)
+			ret = opvec_push(&pv, &op, v.foff[i]);
+	}
+	if (ret)
+		goto out;
+	if (bytes > VERIFY_CHUNK && vq_start() > 0) {
+		ret = read_verify_pipelined(fs, ino, &pv);
+	} else {
+		ret = run_ops(fs, ino, pv.op, pv.n, pv.foff, "read");
+		if (!ret)
+			ret = verify_pairs(fs, ino, pv.op, pv.foff, pv.n / 2);
+	}
 out:
-	free(coff);
+	opvec_free(&pv);
 	opvec_free(&v);
 	return ret;
 }

@@ -70,7 +70,7 @@ head -c $((12 * 1048576)) /dev/urandom >"$W/ref" || t_fail "urandom"
 head -c $((3 * 1048576)) /dev/urandom >"$W/refg" || t_fail "urandom"
 cp "$W/ref" "$M/f" && cp "$W/refg" "$M/g" && sync || t_fail "copy in"
 ext() { # ext FILE MEMBER - "FILE_OFFSET MEMBER_OFFSET" of FILE's first extent on MEMBER
-	getfattr --absolute-names --only-values -n user.dmafs.layout "$1" |
+	t_py -c 'import os, sys; print(os.getxattr(sys.argv[1], "user.dmafs.layout").decode())' "$1" |
 		awk -v m="$2" '$1 ~ /^[0-9]+$/ && $3 == m { print $1, $4; exit }'
 }
 read -r FOFF MOFF <<<"$(ext "$M/f" 1)"

@@ -220,37 +220,63 @@ static void test_damage(void)
 	free(want);
 }
 
-/* A large verified read is checked by several threads; damage anywhere still fails it. */
-static void test_parallel_verify(void)
+/* Where file offset @foff of @ino lives: member and member offset. */
+static void locate(struct fs *fs, uint64_t ino_nr, uint64_t foff, uint32_t *member, uint64_t *moff)
 {
+	struct inode *ino = meta_iget(&fs->meta, ino_nr);
+	size_t k = meta_ext_find(ino, foff);
+
+	*member = ino->ext[k].member;
+	*moff = ino->ext[k].moff + (foff - ino->ext[k].off);
+}
+
+static int read_range(struct fs *fs, uint64_t ino_nr, char *buf, uint64_t a, uint64_t b)
+{
+	struct inode *ino = meta_iget(&fs->meta, ino_nr);
+	int ret;
+
+	pthread_rwlock_rdlock(&ino->iolock);
+	ret = fs_read_blocks(fs, ino, buf, a, b, 1);
+	pthread_rwlock_unlock(&ino->iolock);
+	return ret;
+}
+
+/*
+ * Large verified reads are read in chunks and checked by a thread pool during the next
+ * chunk's read; damage in any chunk still fails the read, and the rest reads.
+ */
+static void test_pipelined_verify(void)
+{
+	const uint64_t len = 96 << 20, bad[2] = { 10 << 20, 70 << 20 };
 	struct fs fs;
-	uint64_t f, len = 48 << 20, bad = 37 << 20;
-	char *buf = util_aligned_alloc(len);
-	struct inode *ino;
-	size_t k;
+	uint64_t f, moff[2];
+	uint32_t member[2];
+	char *buf = util_aligned_alloc(len), *want = malloc(len);
 
 	T_EQ(t_mount(&fs, 0), 0);
 	f = t_create(&fs, FMT_ROOT_INO, "big");
 	T_EQ(t_write(&fs, f, 0, len, 11), 0);
-	ino = meta_iget(&fs.meta, f);
-	pthread_rwlock_rdlock(&ino->iolock);
-	T_EQ(fs_read_blocks(&fs, ino, buf, 0, len, 1), 0);
-	pthread_rwlock_unlock(&ino->iolock);
-	k = meta_ext_find(ino, bad);
-	uint32_t member = ino->ext[k].member;
-	uint64_t moff = ino->ext[k].moff + (bad - ino->ext[k].off);
+	T_EQ(read_range(&fs, f, buf, 0, len), 0);
+	t_fill(want, len, 0, 11);
+	T_CHECK(!memcmp(buf, want, len), "pipelined verified read returned other bytes");
+	for (int k = 0; k < 2; k++)
+		locate(&fs, f, bad[k], &member[k], &moff[k]);
 	t_umount(&fs);
-	t_flip(member, moff + 5);
+	for (int k = 0; k < 2; k++)
+		t_flip(member[k], moff[k] + 5);
 	T_EQ(t_mount(&fs, 0), 0);
-	ino = meta_iget(&fs.meta, f);
-	pthread_rwlock_rdlock(&ino->iolock);
-	T_EQ(fs_read_blocks(&fs, ino, buf, 0, len, 1), -EIO);	       /* 3 threads */
-	T_EQ(fs_read_blocks(&fs, ino, buf, 0, bad, 1), 0);	       /* 2 threads, before it */
-	T_EQ(fs_read_blocks(&fs, ino, buf, bad + DMAFS_BLOCK, len, 1), 0); /* after it */
-	pthread_rwlock_unlock(&ino->iolock);
+	T_EQ(read_range(&fs, f, buf, 0, len), -EIO);
+	T_EQ(read_range(&fs, f, buf, 0, 60 << 20), -EIO);   /* damage in the first chunk */
+	T_EQ(read_range(&fs, f, buf, 40 << 20, len), -EIO); /* in the second */
+	T_EQ(read_range(&fs, f, buf, 0, bad[0]), 0);
+	T_EQ(read_range(&fs, f, buf, bad[0] + DMAFS_BLOCK, bad[1]), 0);
+	T_CHECK(!memcmp(buf, want + bad[0] + DMAFS_BLOCK, bad[1] - bad[0] - DMAFS_BLOCK), "bytes between");
+	T_EQ(read_range(&fs, f, buf, bad[1] + DMAFS_BLOCK, len), 0);
 	t_umount(&fs);
-	t_flip(member, moff + 5);
+	for (int k = 0; k < 2; k++)
+		t_flip(member[k], moff[k] + 5);
 	free(buf);
+	free(want);
 }
 
 /* Truncating into a block writes a new copy of it with the tail zeroed. */
@@ -283,13 +309,13 @@ static void test_truncate(void)
 
 int main(void)
 {
-	t_images(2, 64, NULL);
+	t_images(2, 128, NULL);
 	test_punch();
 	test_cow();
 	test_fresh();
 	test_crash();
 	test_damage();
-	test_parallel_verify();
+	test_pipelined_verify();
 	test_truncate();
 	return t_done("unit_csum");
 }
