@@ -147,26 +147,25 @@ static int verify_pairs(struct fs *fs, const struct inode *ino, const struct uri
 }
 
 /*
- * Large verified reads (placements) are read in chunks, and each chunk is checked by a
- * pool of threads while the next chunk is read, so that hashing, which one core does at
- * a few GB/s, keeps pace with the members.
+ * Large verified reads (placements) hand each piece, as soon as it and its checksums have
+ * arrived, to a pool of threads that check it while the other reads are still in flight,
+ * so that hashing, which one core does at a few GB/s, keeps pace with the members.
  */
-#define VERIFY_CHUNK (32u << 20) /* bytes read per step of the pipeline */
-#define VERIFY_SHARE (2u << 20)	 /* bytes per pool job */
+#define VERIFY_POOL_MIN (8u << 20) /* smaller reads are checked by the reading thread */
 #define VERIFY_THREADS 16
 
 struct vbatch {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	int left, ret;
+	size_t left;
+	int ret;
 };
 
 struct vjob {
 	struct fs *fs;
 	const struct inode *ino;
-	const struct uring_op *op;
+	const struct uring_op *op; /* a pair: data read, checksum read */
 	const uint64_t *foff;
-	size_t npairs;
 	struct vbatch *b;
 	struct vjob *next;
 };
@@ -191,7 +190,7 @@ static void *vq_worker(void *arg)
 		if (!vq_head)
 			vq_tail = NULL;
 		pthread_mutex_unlock(&vq_lock);
-		r = verify_pairs(j->fs, j->ino, j->op, j->foff, j->npairs);
+		r = verify_pairs(j->fs, j->ino, j->op, j->foff, 1);
 		pthread_mutex_lock(&j->b->lock);
 		if (r)
 			j->b->ret = r;
@@ -224,98 +223,80 @@ static int vq_start(void)
 	return vq_threads;
 }
 
-/* Queue the pairs [s, e) of @v (indexes into v->op, even) as jobs of batch @b. */
-static void vq_post(struct fs *fs, const struct inode *ino, const struct opvec *v, size_t s,
-		    size_t e, struct vjob *jobs, struct vbatch *b)
+/* A verified read in flight: which pairs still wait for one of their two reads. */
+struct vread {
+	struct fs *fs;
+	const struct inode *ino;
+	const struct opvec *v;
+	uint8_t *left;
+	struct vjob *jobs;
+	struct vbatch b;
+};
+
+/* uring completion of op @i: once both reads of its pair are in, queue the pair. */
+static void vread_done(void *arg, size_t i)
 {
-	size_t n = 0;
+	struct vread *r = arg;
+	size_t p = i / 2;
+	struct vjob *j = &r->jobs[p];
 
-	b->left = 0;
-	b->ret = 0;
-	for (size_t i = s; i < e;) {
-		size_t j = i;
-		uint64_t bytes = 0;
-
-		while (j < e && (bytes < VERIFY_SHARE || n == VERIFY_CHUNK / VERIFY_SHARE * 2 - 1)) {
-			bytes += v->op[j].len;
-			j += 2;
-		}
-		jobs[n] = (struct vjob){ fs, ino, &v->op[i], &v->foff[i], (j - i) / 2, b, NULL };
-		n++;
-		i = j;
-	}
-	b->left = n;
+	if (--r->left[p])
+		return;
+	*j = (struct vjob){ r->fs, r->ino, &r->v->op[2 * p], &r->v->foff[2 * p], &r->b, NULL };
+	pthread_mutex_lock(&r->b.lock);
+	r->b.left++;
+	pthread_mutex_unlock(&r->b.lock);
 	pthread_mutex_lock(&vq_lock);
-	for (size_t k = 0; k < n; k++) {
-		if (vq_tail)
-			vq_tail->next = &jobs[k];
-		else
-			vq_head = &jobs[k];
-		vq_tail = &jobs[k];
-	}
-	pthread_cond_broadcast(&vq_cond);
+	if (vq_tail)
+		vq_tail->next = j;
+	else
+		vq_head = j;
+	vq_tail = j;
+	pthread_cond_signal(&vq_cond);
 	pthread_mutex_unlock(&vq_lock);
 }
 
-static int vq_wait(struct vbatch *b)
+/* Read the pairs of @v, checking each one in the pool as soon as it has arrived. */
+static int read_verify_pooled(struct fs *fs, const struct inode *ino, struct opvec *v)
 {
-	pthread_mutex_lock(&b->lock);
-	while (b->left)
-		pthread_cond_wait(&b->cond, &b->lock);
-	pthread_mutex_unlock(&b->lock);
-	return b->ret;
-}
+	size_t np = v->n / 2;
+	struct vread r = { .fs = fs, .ino = ino, .v = v, .left = malloc(np),
+			   .jobs = malloc(np * sizeof(struct vjob)) };
+	int ret;
 
-/* Read and verify the pairs of @v chunk by chunk, checking each chunk during the next read. */
-static int read_verify_pipelined(struct fs *fs, const struct inode *ino, struct opvec *v)
-{
-	/* jobs per chunk: a chunk is at least VERIFY_CHUNK bytes plus one piece */
-	enum { MAXJ = VERIFY_CHUNK / VERIFY_SHARE * 2 };
-	struct vjob jobs[2][MAXJ];
-	struct vbatch b[2];
-	int cur = 0, busy = 0, ret = 0;
-
-	for (int k = 0; k < 2; k++) {
-		pthread_mutex_init(&b[k].lock, NULL);
-		pthread_cond_init(&b[k].cond, NULL);
+	if (!r.left || !r.jobs) {
+		free(r.left);
+		free(r.jobs);
+		return -ENOMEM;
 	}
-	for (size_t s = 0, e; s < v->n && !ret; s = e) {
-		uint64_t bytes = 0;
-		int r;
-
-		for (e = s; e < v->n && bytes < VERIFY_CHUNK; e += 2)
-			bytes += v->op[e].len;
-		r = run_ops(fs, ino, &v->op[s], e - s, &v->foff[s], "read");
-		if (busy) {
-			ret = vq_wait(&b[!cur]);
-			busy = 0;
-		}
-		if (!ret)
-			ret = r;
-		if (!ret) {
-			vq_post(fs, ino, v, s, e, jobs[cur], &b[cur]);
-			busy = 1;
-			cur = !cur;
-		}
-	}
-	if (busy) {
-		int r = vq_wait(&b[!cur]);
-
-		if (!ret)
-			ret = r;
-	}
-	for (int k = 0; k < 2; k++) {
-		pthread_mutex_destroy(&b[k].lock);
-		pthread_cond_destroy(&b[k].cond);
-	}
+	memset(r.left, 2, np);
+	pthread_mutex_init(&r.b.lock, NULL);
+	pthread_cond_init(&r.b.cond, NULL);
+	ret = uring_rw_cb(v->op, v->n, vread_done, &r);
+	if (ret)
+		for (size_t i = 0; i < v->n; i++)
+			if (v->op[i].res)
+				io_error(fs, ino, &v->op[i], v->foff[i], "read");
+	pthread_mutex_lock(&r.b.lock);
+	while (r.b.left)
+		pthread_cond_wait(&r.b.cond, &r.b.lock);
+	pthread_mutex_unlock(&r.b.lock);
+	if (ret)
+		ret = -EIO;
+	else
+		ret = r.b.ret;
+	pthread_mutex_destroy(&r.b.lock);
+	pthread_cond_destroy(&r.b.cond);
+	free(r.left);
+	free(r.jobs);
 	return ret;
 }
 
 /*
  * Read the block-aligned file ranges rg[i].a..b into rg[i].buf from the extent map,
  * zeroing holes, and (with @verify) check every block against its checksum. All member
- * reads of all ranges, checksum blocks included, go out at once (large verified reads:
- * in pipelined chunks), so every member holding a part is busy. Caller holds iolock.
+ * reads of all ranges, checksum blocks included, go out at once, so every member holding
+ * a part is busy. Caller holds iolock.
  */
 int fs_read_ranges(struct fs *fs, struct inode *ino, const struct fs_range *rg, size_t nr,
 		   int verify)
@@ -387,8 +368,8 @@ int fs_read_ranges(struct fs *fs, struct inode *ino, const struct fs_range *rg, 
 	}
 	if (ret)
 		goto out;
-	if (bytes > VERIFY_CHUNK && vq_start() > 0) {
-		ret = read_verify_pipelined(fs, ino, &pv);
+	if (bytes >= VERIFY_POOL_MIN && vq_start() > 0) {
+		ret = read_verify_pooled(fs, ino, &pv);
 	} else {
 		ret = run_ops(fs, ino, pv.op, pv.n, pv.foff, "read");
 		if (!ret)

@@ -47,7 +47,7 @@ struct pending {
 	int fsync;
 };
 
-int uring_rw(struct uring_op *ops, size_t n)
+int uring_rw_cb(struct uring_op *ops, size_t n, void (*done)(void *arg, size_t i), void *arg)
 {
 	struct pending *pend;
 	size_t next = 0, inflight = 0, completed = 0;
@@ -108,6 +108,8 @@ int uring_rw(struct uring_op *ops, size_t n)
 			p->done += res;
 			if (p->done >= op->len) {
 				completed++;
+				if (done)
+					done(arg, (size_t)(p - pend));
 				continue;
 			}
 			/* short transfer: resubmit the remainder */
@@ -144,6 +146,8 @@ int uring_rw(struct uring_op *ops, size_t n)
 	free(pend);
 	return first_err;
 }
+
+int uring_rw(struct uring_op *ops, size_t n) { return uring_rw_cb(ops, n, NULL, NULL); }
 
 int uring_fsync(const int *fds, size_t n)
 {

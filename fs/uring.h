@@ -27,6 +27,8 @@ struct uring_op {
  * failing op's -errno (every op's res is set). -ENOMEM/-errno if no ring can be set up.
  */
 int uring_rw(struct uring_op *ops, size_t n);
+/* The same, calling @done(@arg, i) in this thread as soon as op i has completed in full. */
+int uring_rw_cb(struct uring_op *ops, size_t n, void (*done)(void *arg, size_t i), void *arg);
 /* fdatasync @n descriptors concurrently. Returns 0 or the first -errno. */
 int uring_fsync(const int *fds, size_t n);
 

@@ -242,10 +242,10 @@ static int read_range(struct fs *fs, uint64_t ino_nr, char *buf, uint64_t a, uin
 }
 
 /*
- * Large verified reads are read in chunks and checked by a thread pool during the next
- * chunk's read; damage in any chunk still fails the read, and the rest reads.
+ * Large verified reads are checked by a pool of threads, each piece as soon as it has
+ * arrived; damage anywhere still fails the read, and the rest reads.
  */
-static void test_pipelined_verify(void)
+static void test_pooled_verify(void)
 {
 	const uint64_t len = 96 << 20, bad[2] = { 10 << 20, 70 << 20 };
 	struct fs fs;
@@ -258,7 +258,7 @@ static void test_pipelined_verify(void)
 	T_EQ(t_write(&fs, f, 0, len, 11), 0);
 	T_EQ(read_range(&fs, f, buf, 0, len), 0);
 	t_fill(want, len, 0, 11);
-	T_CHECK(!memcmp(buf, want, len), "pipelined verified read returned other bytes");
+	T_CHECK(!memcmp(buf, want, len), "pooled verified read returned other bytes");
 	for (int k = 0; k < 2; k++)
 		locate(&fs, f, bad[k], &member[k], &moff[k]);
 	t_umount(&fs);
@@ -266,8 +266,8 @@ static void test_pipelined_verify(void)
 		t_flip(member[k], moff[k] + 5);
 	T_EQ(t_mount(&fs, 0), 0);
 	T_EQ(read_range(&fs, f, buf, 0, len), -EIO);
-	T_EQ(read_range(&fs, f, buf, 0, 60 << 20), -EIO);   /* damage in the first chunk */
-	T_EQ(read_range(&fs, f, buf, 40 << 20, len), -EIO); /* in the second */
+	T_EQ(read_range(&fs, f, buf, 0, 60 << 20), -EIO);   /* only the first damage */
+	T_EQ(read_range(&fs, f, buf, 40 << 20, len), -EIO); /* only the second */
 	T_EQ(read_range(&fs, f, buf, 0, bad[0]), 0);
 	T_EQ(read_range(&fs, f, buf, bad[0] + DMAFS_BLOCK, bad[1]), 0);
 	T_CHECK(!memcmp(buf, want + bad[0] + DMAFS_BLOCK, bad[1] - bad[0] - DMAFS_BLOCK), "bytes between");
@@ -315,7 +315,7 @@ int main(void)
 	test_fresh();
 	test_crash();
 	test_damage();
-	test_pipelined_verify();
+	test_pooled_verify();
 	test_truncate();
 	return t_done("unit_csum");
 }
