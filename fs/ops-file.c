@@ -25,7 +25,7 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	e.ino = e.attr.st_ino;
 	fi->fh = OPS_FH(fi->flags);
 	e.attr_timeout = ops_opts.attr_timeout;
-	e.entry_timeout = ops_opts.entry_timeout;
+	e.entry_timeout = ops_entry_timeout(e.attr.st_mode);
 	fi->keep_cache = 1;
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
 		fs_release(ops_fs, e.ino);

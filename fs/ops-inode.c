@@ -29,7 +29,7 @@ void ops_entry(fuse_req_t req, int ret, const struct stat *st)
 	e.ino = st->st_ino;
 	e.attr = *st;
 	e.attr_timeout = ops_opts.attr_timeout;
-	e.entry_timeout = ops_opts.entry_timeout;
+	e.entry_timeout = ops_entry_timeout(st->st_mode);
 	if (fuse_reply_entry(req, &e) == -ENOENT) /* interrupted: the kernel holds no reference */
 		fs_forget(ops_fs, st->st_ino, 1);
 }

@@ -24,6 +24,21 @@ extern struct fs *ops_fs;
 extern struct dmafs_opts ops_opts;
 
 void ops_entry(fuse_req_t req, int ret, const struct stat *st);
+/*
+ * Entry timeout for a name of an inode of this type. Only directories get entry_timeout:
+ * the name of anything that can have hard links is revalidated (a LOOKUP) at every path
+ * walk. The kernel keeps its own copy of the link count and, on unlink or rename over a
+ * name, decrements it without asking us; a GETATTR or LOOKUP reply computed after our
+ * unlink but applied by the kernel before that decrement leaves the count one too low,
+ * 0 for a file that still has a name, and link(2) from a cached name of it then fails
+ * with ENOENT (vfs_link refuses inodes with i_nlink 0) without reaching us. A LOOKUP
+ * sent after the decrement carries the true count and is applied, so revalidating the
+ * name before each use repairs the count before link(2) looks at it.
+ */
+static inline double ops_entry_timeout(mode_t mode)
+{
+	return S_ISDIR(mode) ? ops_opts.entry_timeout : 0;
+}
 void ops_ctx(fuse_req_t req, struct fs_ctx *c);
 
 /* ops-inode.c */
