@@ -3,7 +3,8 @@
 # overwrites/truncates, then remount: every op logged as durable (after its fsync returned)
 # is intact, the op in flight is all-or-nothing; periodic commit= makes unsynced writes
 # durable; a file unlinked while open at the crash is deleted at the next mount; kill -9
-# while mounting (replay/compaction) loses nothing.
+# while mounting (replay/compaction) loses nothing. After every crash of the workload
+# rounds, dmafs-fsck --scrub finds the members clean (metadata and data checksums).
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/t_lib.sh"
 t_require_root_fuse
@@ -35,6 +36,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	t_crash "$M"
 	wait "$wpid"
 	[ "$(grep -c '^D' "$T_WORK/log$r")" -gt 5 ] || t_fail "round $r: workload completed too few ops to test anything"
+	t_fsck 0 --scrub "${T_IMGS[@]}"   # metadata and every block's checksum as the crash left them
 	t_mount "$T_MEMBERS" "$M" commit=3600
 	verify_all $r
 	t_log "round $r: filesystem usable after recovery (write, fsync, delete)"
