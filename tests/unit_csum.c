@@ -307,6 +307,31 @@ static void test_truncate(void)
 	free(want);
 }
 
+/* A member of format version 1 (before checksums) is refused with a message that says so. */
+static void test_old_version(void)
+{
+	char path[512], err[1024] = "";
+	uint8_t b[FMT_SB_SIZE];
+	struct fmt_sb sb;
+	struct member *ms;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/m0.img", t_dir);
+	f = fopen(path, "r+b");
+	T_CHECK(f && fread(b, 1, sizeof(b), f) == sizeof(b), "read superblock");
+	T_EQ(fmt_sb_decode(b, &sb), 0);
+	sb.version = 1;
+	fmt_sb_encode(&sb, b);
+	for (int c = 0; c < 2; c++) {
+		fseek(f, c ? (long)fmt_sb_copy_offset(sb.member_size) : 0, SEEK_SET);
+		T_CHECK(fwrite(b, 1, sizeof(b), f) == sizeof(b), "write superblock");
+	}
+	fclose(f);
+	T_EQ(members_open(t_list, 1, &ms, err, sizeof(err)), -EPROTONOSUPPORT);
+	T_CHECK(strstr(err, "format version 1; this dmafs reads version 2 (made before data checksums)") != NULL,
+		"message: %s", err);
+}
+
 int main(void)
 {
 	t_images(2, 128, NULL);
@@ -317,5 +342,6 @@ int main(void)
 	test_damage();
 	test_pooled_verify();
 	test_truncate();
+	test_old_version(); /* last: it leaves member 0 unusable */
 	return t_done("unit_csum");
 }
