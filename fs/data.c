@@ -19,6 +19,8 @@
 #include "uring.h"
 
 #define MAX_OPS 64
+/* Checksum buffers up to this size stay with the thread for its next request. */
+#define CSUM_KEEP (256u << 10)
 
 /* Per-thread aligned buffers, reused: a fresh 1 MiB buffer per request would cost an mmap
  * and 256 page faults each time. 0: read data, 1: write data, 2: checksum blocks. */
@@ -303,7 +305,7 @@ int fs_read_ranges(struct fs *fs, struct inode *ino, const struct fs_range *rg, 
 {
 	struct opvec v, pv;
 	uint64_t total = 0, bytes = 0;
-	char *cbuf;
+	char *cbuf, *big = NULL;
 	int ret = 0;
 
 	opvec_init(&v);
@@ -348,7 +350,8 @@ int fs_read_ranges(struct fs *fs, struct inode *ino, const struct fs_range *rg, 
 		total += cb - ca;
 		bytes += v.op[i].len;
 	}
-	cbuf = thread_buf(2, total);
+	/* a whole-file placement can need megabytes of checksums: those are not kept */
+	cbuf = total <= CSUM_KEEP ? thread_buf(2, total) : (big = util_aligned_alloc(total));
 	if (!cbuf) {
 		ret = -ENOMEM;
 		goto out;
@@ -376,6 +379,7 @@ int fs_read_ranges(struct fs *fs, struct inode *ino, const struct fs_range *rg, 
 			ret = verify_pairs(fs, ino, pv.op, pv.foff, pv.n / 2);
 	}
 out:
+	free(big);
 	opvec_free(&pv);
 	opvec_free(&v);
 	return ret;
@@ -495,9 +499,10 @@ static int64_t allocate(struct fs *fs, struct inode *ino, uint64_t a, uint64_t b
 }
 
 /*
- * Store the checksums of the blocks that @ops wrote. The checksum blocks are shared with
- * other files' data, so they are read, patched and written under the member's checksum
- * lock; the last one written stays cached, which spares the read for sequential writes.
+ * Store the checksums of the blocks that @ops wrote and mark their members dirty for the
+ * next commit. The checksum blocks are shared with other files' data, so they are read,
+ * patched and written under the member's checksum lock; the last one written stays
+ * cached, which spares the read for sequential writes.
  */
 static int csum_store(struct fs *fs, const struct uring_op *ops, size_t n)
 {
@@ -613,14 +618,10 @@ static int cow_write(struct fs *fs, struct inode *ino, char *buf, uint64_t a, ui
 	}
 	ret = run_ops(fs, ino, ops, w->nne, foffs, "write");
 	if (!ret)
-		ret = csum_store(fs, ops, w->nne);
-	if (ret) {
+		ret = csum_store(fs, ops, w->nne); /* also marks the members dirty */
+	if (ret)
 		cow_undo(fs, w);
-		return ret;
-	}
-	for (size_t k = 0; k < w->nne; k++)
-		journal_dirty(&fs->j, ops[k].tag);
-	return 0;
+	return ret;
 }
 
 /* Log the switch to the new blocks. Caller holds iolock and meta.lock (fs_begin). */
@@ -699,9 +700,7 @@ static int write_inplace(struct fs *fs, struct inode *ino, char *buf, uint64_t a
 	if (!ret)
 		ret = run_ops(fs, ino, v.op, v.n, v.foff, "write");
 	if (!ret)
-		ret = csum_store(fs, v.op, v.n);
-	for (size_t k = 0; !ret && k < v.n; k++)
-		journal_dirty(&fs->j, v.op[k].tag);
+		ret = csum_store(fs, v.op, v.n); /* also marks the members dirty */
 	opvec_free(&v);
 	return ret;
 }
