@@ -37,8 +37,8 @@ static void *thread_buf(int which, size_t len)
 	return tbuf[which];
 }
 
-static void io_error(struct fs *fs, const struct inode *ino, const struct uring_op *op,
-		     uint64_t foff, const char *what)
+void fs_io_error(struct fs *fs, const struct inode *ino, const struct uring_op *op,
+		 uint64_t foff, const char *what)
 {
 	log_err("%s error on member %d (%s) at member offset %llu (+%u bytes), inode %llu file offset %llu: %s",
 		what, op->tag, fs->members[op->tag].path, (unsigned long long)op->off, op->len,
@@ -53,7 +53,7 @@ static int run_ops(struct fs *fs, const struct inode *ino, struct uring_op *ops,
 	if (ret) {
 		for (size_t i = 0; i < n; i++)
 			if (ops[i].res)
-				io_error(fs, ino, &ops[i], foffs[i], what);
+				fs_io_error(fs, ino, &ops[i], foffs[i], what);
 		return -EIO;
 	}
 	return 0;
@@ -108,9 +108,8 @@ static int opvec_push(struct opvec *v, const struct uring_op *op, uint64_t foff)
 	return 0;
 }
 
-/* The checksum blocks [*a, *b) on the member that cover the data of @op. */
-static void csum_span(const struct fs *fs, const struct uring_op *op, uint64_t *p0, uint64_t *a,
-		      uint64_t *b)
+void fs_csum_span(const struct fs *fs, const struct uring_op *op, uint64_t *p0, uint64_t *a,
+		  uint64_t *b)
 {
 	const struct fmt_sb *sb = &fs->members[op->tag].sb;
 
@@ -124,27 +123,34 @@ static void csum_span(const struct fs *fs, const struct uring_op *op, uint64_t *
  * op[2i + 1] the checksum blocks that cover it; @foff[2i] is the piece's file offset.
  * Every mismatch is logged; returns 0 or -EIO.
  */
+int fs_verify_read(struct fs *fs, const struct inode *ino, const struct uring_op *d,
+		   const void *csums, uint64_t foff)
+{
+	uint64_t p0, ca, cb;
+	const uint8_t *sums;
+	int ret = 0;
+
+	fs_csum_span(fs, d, &p0, &ca, &cb);
+	sums = (const uint8_t *)csums + (p0 - ca);
+	for (uint32_t k = 0; k < d->len; k += DMAFS_BLOCK) {
+		if (fmt_csum((const char *)d->buf + k, d->tag, d->off + k) == get_u64(sums + k / DMAFS_BLOCK * 8))
+			continue;
+		log_err("checksum mismatch: inode %llu file offset %llu (member %d %s, offset %llu): the data there is damaged; reads of it fail with EIO (dmafs-fsck --scrub lists every damaged file)",
+			(unsigned long long)ino->ino, (unsigned long long)(foff + k),
+			d->tag, fs->members[d->tag].path, (unsigned long long)(d->off + k));
+		ret = -EIO;
+	}
+	return ret;
+}
+
 static int verify_pairs(struct fs *fs, const struct inode *ino, const struct uring_op *op,
 			const uint64_t *foff, size_t npairs)
 {
 	int ret = 0;
 
-	for (size_t i = 0; i < npairs; i++) {
-		const struct uring_op *d = &op[2 * i];
-		uint64_t p0, ca, cb;
-
-		csum_span(fs, d, &p0, &ca, &cb);
-		const uint8_t *sums = (const uint8_t *)op[2 * i + 1].buf + (p0 - ca);
-
-		for (uint32_t k = 0; k < d->len; k += DMAFS_BLOCK) {
-			if (fmt_csum((const char *)d->buf + k, d->tag, d->off + k) == get_u64(sums + k / DMAFS_BLOCK * 8))
-				continue;
-			log_err("checksum mismatch: inode %llu file offset %llu (member %d %s, offset %llu): the data there is damaged; reads of it fail with EIO (dmafs-fsck --scrub lists every damaged file)",
-				(unsigned long long)ino->ino, (unsigned long long)(foff[2 * i] + k),
-				d->tag, fs->members[d->tag].path, (unsigned long long)(d->off + k));
+	for (size_t i = 0; i < npairs; i++)
+		if (fs_verify_read(fs, ino, &op[2 * i], op[2 * i + 1].buf, foff[2 * i]))
 			ret = -EIO;
-		}
-	}
 	return ret;
 }
 
@@ -278,7 +284,7 @@ static int read_verify_pooled(struct fs *fs, const struct inode *ino, struct opv
 	if (ret)
 		for (size_t i = 0; i < v->n; i++)
 			if (v->op[i].res)
-				io_error(fs, ino, &v->op[i], v->foff[i], "read");
+				fs_io_error(fs, ino, &v->op[i], v->foff[i], "read");
 	pthread_mutex_lock(&r.b.lock);
 	while (r.b.left)
 		pthread_cond_wait(&r.b.cond, &r.b.lock);
@@ -292,6 +298,41 @@ static int read_verify_pooled(struct fs *fs, const struct inode *ino, struct opv
 	free(r.left);
 	free(r.jobs);
 	return ret;
+}
+
+int fs_map_reads(struct fs *fs, const struct inode *ino, char *buf, uint64_t a, uint64_t b,
+		 int (*emit)(void *arg, const struct uring_op *op, uint64_t foff), void *arg)
+{
+	size_t i = meta_ext_find(ino, a);
+	uint64_t pos = a;
+	int ret = 0;
+
+	while (pos < b && !ret) {
+		const struct extent *e = i < ino->next ? &ino->ext[i] : NULL;
+
+		if (!e || e->off >= b) {
+			memset(buf + (pos - a), 0, b - pos);
+			break;
+		}
+		if (e->off > pos) {
+			memset(buf + (pos - a), 0, e->off - pos);
+			pos = e->off;
+		}
+		uint64_t end = MIN(b, e->off + e->len);
+		struct uring_op op = { .fd = fs->members[e->member].fd, .write = 0,
+				       .buf = buf + (pos - a), .len = end - pos,
+				       .off = e->moff + (pos - e->off), .tag = e->member };
+
+		ret = emit(arg, &op, pos);
+		pos = end;
+		i++;
+	}
+	return ret;
+}
+
+static int push_read(void *arg, const struct uring_op *op, uint64_t foff)
+{
+	return opvec_push(arg, op, foff);
 }
 
 /*
@@ -310,32 +351,8 @@ int fs_read_ranges(struct fs *fs, struct inode *ino, const struct fs_range *rg, 
 
 	opvec_init(&v);
 	opvec_init(&pv);
-	for (size_t r = 0; r < nr && !ret; r++) {
-		char *buf = rg[r].buf;
-		uint64_t a = rg[r].a, b = rg[r].b, pos = a;
-		size_t i = meta_ext_find(ino, a);
-
-		while (pos < b && !ret) {
-			const struct extent *e = i < ino->next ? &ino->ext[i] : NULL;
-
-			if (!e || e->off >= b) {
-				memset(buf + (pos - a), 0, b - pos);
-				break;
-			}
-			if (e->off > pos) {
-				memset(buf + (pos - a), 0, e->off - pos);
-				pos = e->off;
-			}
-			uint64_t end = MIN(b, e->off + e->len);
-			struct uring_op op = { .fd = fs->members[e->member].fd, .write = 0,
-					       .buf = buf + (pos - a), .len = end - pos,
-					       .off = e->moff + (pos - e->off), .tag = e->member };
-
-			ret = opvec_push(&v, &op, pos);
-			pos = end;
-			i++;
-		}
-	}
+	for (size_t r = 0; r < nr && !ret; r++)
+		ret = fs_map_reads(fs, ino, rg[r].buf, rg[r].a, rg[r].b, push_read, &v);
 	if (ret || !v.n)
 		goto out;
 	if (!verify) {
@@ -346,7 +363,7 @@ int fs_read_ranges(struct fs *fs, struct inode *ino, const struct fs_range *rg, 
 	for (size_t i = 0; i < v.n; i++) {
 		uint64_t p0, ca, cb;
 
-		csum_span(fs, &v.op[i], &p0, &ca, &cb);
+		fs_csum_span(fs, &v.op[i], &p0, &ca, &cb);
 		total += cb - ca;
 		bytes += v.op[i].len;
 	}
@@ -360,7 +377,7 @@ int fs_read_ranges(struct fs *fs, struct inode *ino, const struct fs_range *rg, 
 		uint64_t p0, ca, cb;
 		struct uring_op op = v.op[i];
 
-		csum_span(fs, &op, &p0, &ca, &cb);
+		fs_csum_span(fs, &op, &p0, &ca, &cb);
 		op.buf = cbuf;
 		op.off = ca;
 		op.len = cb - ca;
@@ -514,7 +531,7 @@ static int csum_store(struct fs *fs, const struct uring_op *ops, size_t n)
 		char *cbuf;
 		int ret = 0;
 
-		csum_span(fs, op, &p0, &ca, &cb);
+		fs_csum_span(fs, op, &p0, &ca, &cb);
 		p1 = p0 + op->len / DMAFS_BLOCK * 8;
 		cbuf = thread_buf(2, cb - ca);
 		if (!cbuf)

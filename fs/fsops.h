@@ -16,6 +16,7 @@
 #include "journal.h"
 #include "member.h"
 #include "meta.h"
+#include "uring.h"
 
 /* The checksum block of a member written last, kept to spare a read on the next update. */
 struct fs_csum_cache {
@@ -105,6 +106,26 @@ struct fs_range {
  */
 int fs_read_ranges(struct fs *fs, struct inode *ino, const struct fs_range *rg, size_t nr,
 		   int verify);
+/*
+ * The member reads that fill the block-aligned file range [a, b) of @ino into @buf, in
+ * file order: holes are zeroed in @buf here, and @emit gets each read (never crossing a
+ * stripe unit) with its file offset; a non-zero return from @emit stops the walk and is
+ * returned. Caller holds ino->iolock.
+ */
+int fs_map_reads(struct fs *fs, const struct inode *ino, char *buf, uint64_t a, uint64_t b,
+		 int (*emit)(void *arg, const struct uring_op *op, uint64_t foff), void *arg);
+/* The member's checksum blocks [*a, *b) covering data read @op; its first checksum is at
+ * member offset *p0. */
+void fs_csum_span(const struct fs *fs, const struct uring_op *op, uint64_t *p0, uint64_t *a,
+		  uint64_t *b);
+/* Check the data of completed read @op against @csums (the blocks fs_csum_span names);
+ * logs each damaged block with inode, file offset (@foff = file offset of op's first
+ * byte), member and member offset. Returns 0 or -EIO. */
+int fs_verify_read(struct fs *fs, const struct inode *ino, const struct uring_op *op,
+		   const void *csums, uint64_t foff);
+/* Log a failed member I/O (@what: "read", "write") with member, offsets and inode. */
+void fs_io_error(struct fs *fs, const struct inode *ino, const struct uring_op *op,
+		 uint64_t foff, const char *what);
 /* Read blocks [a, b) of @ino into @buf (holes zeroed); caller holds ino->iolock. */
 int fs_read_blocks(struct fs *fs, struct inode *ino, char *buf, uint64_t a, uint64_t b,
 		   int verify);

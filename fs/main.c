@@ -22,7 +22,7 @@ struct options {
 	char *mountpoint;
 	unsigned commit, threads, readahead_kb, staging_mb;
 	int writeback, verify_place;
-	char *p2p;
+	char *p2p, *gpu_setup;
 	int ro, foreground, debug, help, version;
 };
 
@@ -35,6 +35,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("readahead_kb=%u", readahead_kb),
 	OPT("staging_mb=%u", staging_mb),
 	OPT("p2p=%s", p2p),
+	OPT("gpu_setup=%s", gpu_setup),
 	OPT("writeback_cache", writeback),
 	OPT("verify_place", verify_place),
 	FUSE_OPT_KEY("ro", KEY_RO),
@@ -132,6 +133,8 @@ static void usage(FILE *f)
 		"  -o threads=N        FUSE worker threads (default 16)\n"
 		"  -o readahead_kb=N   kernel readahead on the mount (default 16384)\n"
 		"  -o staging_mb=N     pinned staging memory per GPU for placements (default 256)\n"
+		"  -o gpu_setup=mount|first_use  set up every GPU's staging in the background\n"
+		"                      at mount (default), or at its first placement\n"
 		"  -o p2p=auto|off|force  cuFile direct path: when nvidia-fs is loaded (auto),\n"
 		"                      never, or always (testing: cuFile compatibility mode)\n"
 		"  -o attr_timeout=S, entry_timeout=S   kernel cache timeouts (default 1)\n"
@@ -370,6 +373,10 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "dmafs: p2p=%s: want auto, off or force\n", o.p2p);
 		return 1;
 	}
+	if (o.gpu_setup && strcmp(o.gpu_setup, "mount") && strcmp(o.gpu_setup, "first_use")) {
+		fprintf(stderr, "dmafs: gpu_setup=%s: want mount or first_use\n", o.gpu_setup);
+		return 1;
+	}
 	if (o.p2p && !strcmp(o.p2p, "off"))
 		p2p_configure(-1);
 	else if (o.p2p && !strcmp(o.p2p, "force"))
@@ -426,7 +433,8 @@ int main(int argc, char *argv[])
 	fs.verify_place = o.verify_place;
 	ra_mnt = o.mountpoint;
 	ra_kb = o.readahead_kb;
-	if (place_init(&fs, (uint64_t)o.staging_mb << 20)) {
+	if (place_init(&fs, (uint64_t)o.staging_mb << 20,
+		       !o.gpu_setup || !strcmp(o.gpu_setup, "mount"))) {
 		log_err("cannot start the placement service");
 		goto out_unmount;
 	}

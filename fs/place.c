@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: MIT
-/* place.c - registered buffers and the placement engine (see place.h). */
+/* place.c - the placement service: registrations, capabilities, validation, and the
+ * choice of path for each request (see place.h). The paths: pipeline.c (host and staged),
+ * place-p2p.c (cuFile). */
 #include "place.h"
 
 #include <dlfcn.h>
@@ -21,6 +23,8 @@
 
 #include "gpu.h"
 #include "p2p.h"
+#include "pipeline.h"
+#include "stage.h"
 
 #define MAX_REGS_PER_PROCESS 4096
 #define REAP_INTERVAL_MS 500
@@ -42,21 +46,9 @@ struct reg {
 	int dead;		/* unregistered or owner gone; freed when refs drops to 0 */
 };
 
-/* One pinned staging area per GPU, split in two halves that alternate between "being
- * filled by O_DIRECT reads" and "being copied to the device". */
-struct stage {
-	pthread_mutex_t lock; /* one placement per GPU at a time: the link is the bottleneck */
-	char *mem;
-	size_t size;
-	void *stream[2];
-	int ready;
-};
-
 static pthread_mutex_t regs_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct reg *regs; /* protected by regs_lock */
 static unsigned nregs;
-static uint64_t staging_bytes = 256ull << 20;
-static struct stage stages[2][64]; /* [cuda, hip][device] */
 static pthread_t reaper;
 static int reaper_running, reaper_stop;
 static struct fs *place_fs;
@@ -151,15 +143,15 @@ static void *reaper_main(void *arg)
 
 static void gpu_log_to_daemon(const char *msg) { log_err("%s", msg); }
 
-int place_init(struct fs *fs, uint64_t staging)
+int place_init(struct fs *fs, uint64_t staging, int prewarm)
 {
+	int ret;
+
 	place_fs = fs;
-	if (staging)
-		staging_bytes = ALIGN_UP(staging, 2ull << 20);
 	gpu_set_log(gpu_log_to_daemon);
-	for (int t = 0; t < 2; t++)
-		for (int d = 0; d < 64; d++)
-			pthread_mutex_init(&stages[t][d].lock, NULL);
+	ret = stage_init(staging, prewarm);
+	if (ret)
+		return ret;
 	if (pthread_create(&reaper, NULL, reaper_main, NULL))
 		return -EAGAIN;
 	reaper_running = 1;
@@ -178,6 +170,7 @@ void place_shutdown(void)
 		r->dead = 1;
 	pthread_mutex_unlock(&regs_lock);
 	reap();
+	stage_shutdown();
 }
 
 unsigned place_count(void)
@@ -226,7 +219,7 @@ int place_info(struct fs *fs, uint64_t ino, struct dmafs_ioc_info *out)
 	out->members = fs->n;
 	out->stripe_unit = fs->su;
 	out->block_size = DMAFS_BLOCK;
-	out->staging_bytes = staging_bytes;
+	out->staging_bytes = stage_bytes();
 	out->file_size = S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
 	out->t[0].target = DMAFS_TARGET_HOST;
 	out->t[0].path = DMAFS_PATH_HOST;
@@ -238,7 +231,7 @@ int place_info(struct fs *fs, uint64_t ino, struct dmafs_ioc_info *out)
 		struct dmafs_ioc_target_info *t = &out->t[k];
 		int target = k == 1 ? DMAFS_TARGET_CUDA : DMAFS_TARGET_HIP;
 		struct gpu *g;
-		char why[200], p2p[200];
+		char why[200], p2p[200], stg[96];
 
 		t->target = target;
 		if (gpu_load(target, &g, why, sizeof(why))) {
@@ -249,7 +242,9 @@ int place_info(struct fs *fs, uint64_t ino, struct dmafs_ioc_info *out)
 		}
 		t->path = p2p_reason(fs, target, p2p, sizeof(p2p)) ? DMAFS_PATH_P2P : DMAFS_PATH_STAGED;
 		t->devices = gpu_count(g);
-		snprintf(t->why, sizeof(t->why), "%s, %d device(s); %s", gpu_version(g), t->devices, p2p);
+		stage_describe(target, 0, stg, sizeof(stg));
+		snprintf(t->why, sizeof(t->why), "%.60s, %d device(s); %.100s; device 0 %.40s",
+			 gpu_version(g), t->devices, p2p, stg);
 	}
 	return 0;
 }
@@ -457,292 +452,6 @@ int place_validate(struct dmafs_ioc_place *p, uint64_t bufsize, uint64_t fsize)
 	return 0;
 }
 
-/* ---- host target ---- */
-
-/* Bounce for the unaligned edges and for unaligned placements. */
-static __thread char *bounce;
-#define BOUNCE_SIZE (8u << 20)
-
-static char *get_bounce(void)
-{
-	if (!bounce)
-		bounce = util_aligned_alloc(BOUNCE_SIZE);
-	return bounce;
-}
-
-/* Copy file bytes [off, off+len) into @dst through the bounce buffer. */
-static int copy_through(struct fs *fs, struct inode *ino, char *dst, uint64_t off, uint64_t len)
-{
-	char *b = get_bounce();
-
-	if (!b)
-		return -ENOMEM;
-	while (len) {
-		uint64_t a = ALIGN_DOWN(off, DMAFS_BLOCK);
-		uint64_t n = MIN(len, BOUNCE_SIZE - (off - a));
-		uint64_t e = ALIGN_UP(off + n, DMAFS_BLOCK);
-		int ret = fs_read_blocks(fs, ino, b, a, e, fs->verify_place);
-
-		if (ret)
-			return ret;
-		memcpy(dst, b + (off - a), n);
-		dst += n;
-		off += n;
-		len -= n;
-	}
-	return 0;
-}
-
-static int place_host(struct fs *fs, struct inode *ino, struct reg *r, struct dmafs_ioc_place *p)
-{
-	for (uint32_t i = 0; i < p->count; i++) {
-		const struct dmafs_place_entry *e = &p->e[i];
-		uint64_t off = e->file_offset, end = off + e->length;
-		char *dst = r->base + e->buffer_offset;
-		uint64_t a = ALIGN_UP(off, DMAFS_BLOCK), b = ALIGN_DOWN(end, DMAFS_BLOCK);
-		int ret;
-
-		if (e->length == 0)
-			continue;
-		/* zero copy for the block-aligned interior when the buffer agrees on alignment */
-		if (((uintptr_t)dst - off) % DMAFS_BLOCK == 0 && a < b) {
-			ret = copy_through(fs, ino, dst, off, a - off);
-			if (!ret)
-				ret = fs_read_blocks(fs, ino, dst + (a - off), a, b, fs->verify_place);
-			if (!ret)
-				ret = copy_through(fs, ino, dst + (b - off), b, end - b);
-		} else {
-			ret = copy_through(fs, ino, dst, off, e->length);
-		}
-		if (ret)
-			return ret;
-	}
-	return 0;
-}
-
-/* ---- GPU targets: pipelined staging ---- */
-
-static int stage_ready(struct stage *s, struct gpu *g, int dev)
-{
-	int ret;
-
-	if (s->ready)
-		return 0;
-	s->size = staging_bytes;
-	s->mem = util_aligned_alloc(s->size);
-	if (!s->mem)
-		return -ENOMEM;
-	ret = gpu_host_register(g, dev, s->mem, s->size);
-	if (!ret)
-		ret = gpu_stream_create(g, dev, &s->stream[0]);
-	if (!ret)
-		ret = gpu_stream_create(g, dev, &s->stream[1]);
-	if (ret) {
-		log_err("placement: cannot set up %zu MiB of pinned staging on GPU %d", s->size >> 20, dev);
-		free(s->mem);
-		s->mem = NULL;
-		return -ENODEV;
-	}
-	s->ready = 1;
-	return 0;
-}
-
-struct piece {
-	uint64_t a, b;	   /* aligned file range read into staging */
-	uint64_t skip;	   /* useful bytes start at a + skip */
-	uint64_t len;
-	uint64_t dst;	   /* buffer offset */
-	size_t spos;	   /* offset in the staging half */
-};
-
-/* Read a batch of pieces into half @h and queue their copies on its stream. Member read
- * errors come back as -EIO, GPU failures as -ENODEV. */
-static int stage_batch(struct fs *fs, struct inode *ino, struct reg *r, struct stage *s, int h,
-		       struct piece *pc, size_t n)
-{
-	char *half = s->mem + (size_t)h * (s->size / 2);
-	struct fs_range *rg = malloc(n * sizeof(*rg));
-	int ret;
-
-	if (!rg)
-		return -ENOMEM;
-	/* the other half's copies may still run; this half's previous copies must be done */
-	if (gpu_stream_sync(r->gpu, r->dev, s->stream[h])) {
-		free(rg);
-		return -ENODEV;
-	}
-	for (size_t i = 0; i < n; i++)
-		rg[i] = (struct fs_range){ half + pc[i].spos, pc[i].a, pc[i].b };
-	ret = fs_read_ranges(fs, ino, rg, n, fs->verify_place);
-	free(rg);
-	if (ret)
-		return ret;
-	for (size_t i = 0; i < n; i++)
-		if (gpu_copy_htod_async(r->gpu, r->dev, r->base + pc[i].dst,
-					half + pc[i].spos + pc[i].skip, pc[i].len, s->stream[h]))
-			return -ENODEV;
-	return 0;
-}
-
-static int place_gpu(struct fs *fs, struct inode *ino, struct reg *r, struct dmafs_ioc_place *p)
-{
-	struct stage *s = &stages[r->target == DMAFS_TARGET_HIP][r->dev];
-	size_t half, used = 0, n = 0, cap = 64;
-	struct piece *pc = malloc(cap * sizeof(*pc));
-	int h = 0, ret, r0, r1;
-
-	if (!pc)
-		return -ENOMEM;
-	pthread_mutex_lock(&s->lock);
-	ret = stage_ready(s, r->gpu, r->dev);
-	half = s->size / 2;
-	for (uint32_t i = 0; !ret && i < p->count; i++) {
-		uint64_t off = p->e[i].file_offset, left = p->e[i].length;
-		uint64_t dst = p->e[i].buffer_offset;
-
-		while (!ret && left) {
-			uint64_t room = half - used, a = ALIGN_DOWN(off, DMAFS_BLOCK), take, span;
-
-			/* a piece reads [a, align_up(off + take)): at most take + 2 blocks */
-			if (room < 3 * DMAFS_BLOCK || n == cap) {
-				if (n == cap && room >= 3 * DMAFS_BLOCK) {
-					struct piece *np = realloc(pc, 2 * cap * sizeof(*pc));
-
-					if (!np) {
-						ret = -ENOMEM;
-						break;
-					}
-					pc = np;
-					cap *= 2;
-					continue;
-				}
-				ret = stage_batch(fs, ino, r, s, h, pc, n);
-				h ^= 1;
-				used = n = 0;
-				continue;
-			}
-			take = MIN(left, ALIGN_DOWN(room, DMAFS_BLOCK) - 2 * DMAFS_BLOCK);
-			span = ALIGN_UP(off + take, DMAFS_BLOCK) - a;
-			pc[n++] = (struct piece){ a, a + span, off - a, take, dst, used };
-			used += span;
-			off += take;
-			dst += take;
-			left -= take;
-		}
-	}
-	if (!ret && n)
-		ret = stage_batch(fs, ino, r, s, h, pc, n);
-	/* the placement is complete only when both halves' copies have landed */
-	r0 = s->ready ? gpu_stream_sync(r->gpu, r->dev, s->stream[0]) : 0;
-	r1 = s->ready ? gpu_stream_sync(r->gpu, r->dev, s->stream[1]) : 0;
-	if (!ret && (r0 || r1))
-		ret = -ENODEV;
-	pthread_mutex_unlock(&s->lock);
-	free(pc);
-	return ret;
-}
-
-/* ---- CUDA direct path: cuFile reads, one thread per member ---- */
-
-struct p2p_piece {
-	uint64_t moff, len, boff;
-};
-
-struct p2p_job {
-	unsigned member;
-	struct reg *r;
-	struct p2p_piece *pc;
-	size_t n, cap;
-	int err, started;
-	pthread_t t;
-};
-
-static void *p2p_member_main(void *arg)
-{
-	struct p2p_job *j = arg;
-
-	for (size_t i = 0; i < j->n && !j->err; i++) {
-		ssize_t got = p2p_read(j->member, j->r->map, j->pc[i].len, j->pc[i].moff, j->pc[i].boff);
-
-		if (got != (ssize_t)j->pc[i].len) {
-			log_err("p2p read error on member %u at member offset %llu (+%llu bytes)", j->member,
-				(unsigned long long)j->pc[i].moff, (unsigned long long)j->pc[i].len);
-			j->err = -EIO;
-		}
-	}
-	return NULL;
-}
-
-static int job_add(struct p2p_job *j, uint64_t moff, uint64_t len, uint64_t boff)
-{
-	if (j->n == j->cap) {
-		size_t cap = j->cap ? 2 * j->cap : 64;
-		struct p2p_piece *p = realloc(j->pc, cap * sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		j->pc = p;
-		j->cap = cap;
-	}
-	j->pc[j->n++] = (struct p2p_piece){ moff, len, boff };
-	return 0;
-}
-
-static int place_p2p(struct fs *fs, struct inode *ino, struct reg *r, struct dmafs_ioc_place *p)
-{
-	struct p2p_job *jobs = calloc(fs->n, sizeof(*jobs));
-	static const char zero[64 << 10];
-	uint64_t rel = r->base - (char *)r->map; /* registration offset inside the allocation */
-	int ret = 0;
-
-	if (!jobs)
-		return -ENOMEM;
-	for (unsigned m = 0; m < fs->n; m++) {
-		jobs[m].member = m;
-		jobs[m].r = r;
-	}
-	for (uint32_t i = 0; !ret && i < p->count; i++) {
-		uint64_t off = p->e[i].file_offset, end = off + p->e[i].length;
-		uint64_t dst = rel + p->e[i].buffer_offset;
-		size_t k = meta_ext_find(ino, off);
-
-		while (!ret && off < end) {
-			const struct extent *e = k < ino->next ? &ino->ext[k] : NULL;
-			uint64_t stop;
-
-			if (!e || e->off >= end || e->off > off) { /* a hole: zeros */
-				stop = e && e->off < end ? e->off : end;
-				for (uint64_t z = off; !ret && z < stop; z += sizeof(zero))
-					ret = gpu_copy_htod(r->gpu, r->dev, (char *)r->map + dst + (z - off), zero,
-							    MIN(sizeof(zero), stop - z)) ? -ENODEV : 0;
-			} else {
-				stop = MIN(end, e->off + e->len);
-				ret = job_add(&jobs[e->member], e->moff + (off - e->off), stop - off, dst);
-				k++;
-			}
-			dst += stop - off;
-			off = stop;
-		}
-	}
-	for (unsigned m = 0; m < fs->n; m++) {
-		if (ret || !jobs[m].n)
-			continue;
-		if (pthread_create(&jobs[m].t, NULL, p2p_member_main, &jobs[m]))
-			ret = -EAGAIN;
-		else
-			jobs[m].started = 1;
-	}
-	for (unsigned m = 0; m < fs->n; m++) {
-		if (jobs[m].started)
-			pthread_join(jobs[m].t, NULL);
-		if (!ret && jobs[m].err)
-			ret = jobs[m].err;
-		free(jobs[m].pc);
-	}
-	free(jobs);
-	return ret;
-}
-
 /* The direct path for this registration, with every member registered with cuFile? */
 static int use_p2p(struct fs *fs, struct reg *r)
 {
@@ -778,14 +487,18 @@ int place_run(struct fs *fs, const struct place_caller *c, uint64_t ino_nr,
 	pthread_rwlock_rdlock(&ino->iolock);
 	ret = place_validate(p, r->size, ino->a.size);
 	if (!ret) {
+		struct pipe_target t = { .gpu = r->target != DMAFS_TARGET_HOST, .base = r->base };
+
 		if (r->target == DMAFS_TARGET_HOST) {
-			ret = place_host(fs, ino, r, p);
+			ret = pipeline_run(fs, ino, &t, p, fs->verify_place);
 			path = DMAFS_PATH_HOST;
 		} else if (use_p2p(fs, r)) {
-			ret = place_p2p(fs, ino, r, p);
+			ret = place_p2p(fs, ino, r->gpu, r->dev, r->map, (uint64_t)(r->base - (char *)r->map), p);
 			path = DMAFS_PATH_P2P;
 		} else {
-			ret = place_gpu(fs, ino, r, p);
+			ret = stage_get(r->target, r->gpu, r->dev, &t.stage);
+			if (!ret)
+				ret = pipeline_run(fs, ino, &t, p, fs->verify_place);
 			path = DMAFS_PATH_STAGED;
 		}
 	}

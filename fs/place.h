@@ -20,8 +20,11 @@ struct place_caller {
 	uid_t uid;
 };
 
-/* Start the service (the reaper of dead clients' registrations). staging: bytes per GPU. */
-int place_init(struct fs *fs, uint64_t staging_bytes);
+/*
+ * Start the service: the reaper of dead clients' registrations and, with @prewarm, the
+ * setup of every GPU's staging (stage.h) in the background. staging: bytes per device.
+ */
+int place_init(struct fs *fs, uint64_t staging_bytes, int prewarm);
 void place_shutdown(void);
 /* Thread id from a FUSE request -> process id, from /proc. Returns 0 or -ESRCH. */
 int place_tgid(pid_t tid, pid_t *tgid);
@@ -40,6 +43,11 @@ int place_run(struct fs *fs, const struct place_caller *c, uint64_t ino,
 /* Check the request header and entries against a buffer of @bufsize and a file of
  * @fsize; sets each entry's effective length. Pure: the fuzz target. */
 int place_validate(struct dmafs_ioc_place *p, uint64_t bufsize, uint64_t fsize);
+/* The cuFile path (place-p2p.c): @map is the IPC mapping of the registration on device
+ * @dev, @rel the registration's offset inside it. */
+struct gpu;
+int place_p2p(struct fs *fs, struct inode *ino, struct gpu *g, int dev, void *map, uint64_t rel,
+	      const struct dmafs_ioc_place *p);
 /* Registrations currently held (for tests and dmafs-check). */
 unsigned place_count(void);
 

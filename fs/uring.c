@@ -10,8 +10,8 @@
 
 #define RING_DEPTH 128
 
-static __thread struct io_uring ring;
-static __thread int ring_ready;
+static __thread struct io_uring ring, pring;
+static __thread int ring_ready, pring_ready;
 static pthread_key_t ring_key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 
@@ -20,6 +20,10 @@ static void ring_exit(void *unused)
 	if (ring_ready) {
 		io_uring_queue_exit(&ring);
 		ring_ready = 0;
+	}
+	if (pring_ready) {
+		io_uring_queue_exit(&pring);
+		pring_ready = 0;
 	}
 }
 
@@ -39,6 +43,23 @@ static int get_ring(void)
 	/* a non-NULL value makes the destructor run at thread exit */
 	pthread_setspecific(ring_key, (void *)1);
 	return 0;
+}
+
+struct io_uring *uring_pipe_ring(void)
+{
+	struct io_uring_params p;
+
+	if (pring_ready)
+		return &pring;
+	pthread_once(&key_once, make_key);
+	memset(&p, 0, sizeof(p));
+	p.flags = IORING_SETUP_CQSIZE;
+	p.cq_entries = 2 * URING_PIPE_DEPTH; /* completions of resubmitted short reads too */
+	if (io_uring_queue_init_params(URING_PIPE_DEPTH, &pring, &p) < 0)
+		return NULL;
+	pring_ready = 1;
+	pthread_setspecific(ring_key, (void *)1);
+	return &pring;
 }
 
 struct pending {

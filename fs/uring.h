@@ -29,6 +29,13 @@ struct uring_op {
 int uring_rw(struct uring_op *ops, size_t n);
 /* The same, calling @done(@arg, i) in this thread as soon as op i has completed in full. */
 int uring_rw_cb(struct uring_op *ops, size_t n, void (*done)(void *arg, size_t i), void *arg);
+/*
+ * This thread's second ring, for the placement pipeline (pipeline.c), which keeps up to
+ * URING_PIPE_DEPTH reads in flight and reaps them itself. NULL if it cannot be set up.
+ */
+#define URING_PIPE_DEPTH 512
+struct io_uring;
+struct io_uring *uring_pipe_ring(void);
 /* fdatasync @n descriptors concurrently. Returns 0 or the first -errno. */
 int uring_fsync(const int *fds, size_t n);
 

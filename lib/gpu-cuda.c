@@ -37,7 +37,12 @@
 	X(cuMemcpyHtoD, "cuMemcpyHtoD_v2")                               \
 	X(cuMemAlloc, "cuMemAlloc_v2")                                   \
 	X(cuMemFree, "cuMemFree_v2")                                     \
-	X(cuMemcpyDtoH, "cuMemcpyDtoH_v2")
+	X(cuMemcpyDtoH, "cuMemcpyDtoH_v2")                               \
+	X(cuEventCreate, "cuEventCreate")                                \
+	X(cuEventDestroy, "cuEventDestroy_v2")                           \
+	X(cuEventRecord, "cuEventRecord")                                \
+	X(cuEventQuery, "cuEventQuery")                                  \
+	X(cuEventSynchronize, "cuEventSynchronize")
 
 static struct {
 #define DECL(fn, sym) __typeof__(fn) *fn;
@@ -322,6 +327,57 @@ static int copy_dtoh(int dev, void *dst, const void *src, size_t len)
 	return 0;
 }
 
+static int event_create(int dev, void **e)
+{
+	CUevent ev;
+	int ret = use(dev);
+
+	if (ret)
+		return ret;
+	CALL("cuEventCreate", cu.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+	*e = ev;
+	return 0;
+}
+
+static void event_destroy(int dev, void *e)
+{
+	if (!use(dev))
+		cu.cuEventDestroy((CUevent)e);
+}
+
+static int event_record(int dev, void *e, void *s)
+{
+	int ret = use(dev);
+
+	if (ret)
+		return ret;
+	CALL("cuEventRecord", cu.cuEventRecord((CUevent)e, (CUstream)s));
+	return 0;
+}
+
+static int event_query(int dev, void *e)
+{
+	CUresult r;
+	int ret = use(dev);
+
+	if (ret)
+		return ret;
+	r = cu.cuEventQuery((CUevent)e);
+	if (r == CUDA_ERROR_NOT_READY)
+		return 0;
+	return r == CUDA_SUCCESS ? 1 : fail("cuEventQuery", r);
+}
+
+static int event_sync(int dev, void *e)
+{
+	int ret = use(dev);
+
+	if (ret)
+		return ret;
+	CALL("cuEventSynchronize", cu.cuEventSynchronize((CUevent)e));
+	return 0;
+}
+
 const struct gpu_ops gpu_cuda_ops = {
 	.name = name,
 	.uuid = uuid,
@@ -339,4 +395,9 @@ const struct gpu_ops gpu_cuda_ops = {
 	.mem_alloc = mem_alloc,
 	.mem_free = mem_free,
 	.copy_dtoh = copy_dtoh,
+	.event_create = event_create,
+	.event_destroy = event_destroy,
+	.event_record = event_record,
+	.event_query = event_query,
+	.event_sync = event_sync,
 };

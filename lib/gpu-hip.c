@@ -36,7 +36,12 @@
 	X(hipMemcpyHtoD)                             \
 	X(hipMalloc)                                 \
 	X(hipFree)                                   \
-	X(hipMemcpyDtoH)
+	X(hipMemcpyDtoH)                             \
+	X(hipEventCreateWithFlags)                   \
+	X(hipEventDestroy)                           \
+	X(hipEventRecord)                            \
+	X(hipEventQuery)                             \
+	X(hipEventSynchronize)
 
 static struct {
 #define DECL(fn) __typeof__(fn) *fn;
@@ -297,6 +302,57 @@ static int copy_dtoh(int dev, void *dst, const void *src, size_t len)
 	return 0;
 }
 
+static int event_create(int dev, void **e)
+{
+	hipEvent_t ev;
+	int ret = use(dev);
+
+	if (ret)
+		return ret;
+	CALL("hipEventCreateWithFlags", hip.hipEventCreateWithFlags(&ev, hipEventDisableTiming));
+	*e = ev;
+	return 0;
+}
+
+static void event_destroy(int dev, void *e)
+{
+	if (!use(dev))
+		hip.hipEventDestroy((hipEvent_t)e);
+}
+
+static int event_record(int dev, void *e, void *s)
+{
+	int ret = use(dev);
+
+	if (ret)
+		return ret;
+	CALL("hipEventRecord", hip.hipEventRecord((hipEvent_t)e, (hipStream_t)s));
+	return 0;
+}
+
+static int event_query(int dev, void *e)
+{
+	hipError_t r;
+	int ret = use(dev);
+
+	if (ret)
+		return ret;
+	r = hip.hipEventQuery((hipEvent_t)e);
+	if (r == hipErrorNotReady)
+		return 0;
+	return r == hipSuccess ? 1 : fail("hipEventQuery", r);
+}
+
+static int event_sync(int dev, void *e)
+{
+	int ret = use(dev);
+
+	if (ret)
+		return ret;
+	CALL("hipEventSynchronize", hip.hipEventSynchronize((hipEvent_t)e));
+	return 0;
+}
+
 const struct gpu_ops gpu_hip_ops = {
 	.name = name,
 	.uuid = uuid,
@@ -314,4 +370,9 @@ const struct gpu_ops gpu_hip_ops = {
 	.mem_alloc = mem_alloc,
 	.mem_free = mem_free,
 	.copy_dtoh = copy_dtoh,
+	.event_create = event_create,
+	.event_destroy = event_destroy,
+	.event_record = event_record,
+	.event_query = event_query,
+	.event_sync = event_sync,
 };

@@ -22,6 +22,11 @@ struct gpu_ops {
 	int (*mem_alloc)(int dev, size_t size, void **p);
 	int (*mem_free)(int dev, void *p);
 	int (*copy_dtoh)(int dev, void *dst, const void *src, size_t len);
+	int (*event_create)(int dev, void **e);
+	void (*event_destroy)(int dev, void *e);
+	int (*event_record)(int dev, void *e, void *stream);
+	int (*event_query)(int dev, void *e);
+	int (*event_sync)(int dev, void *e);
 };
 
 struct gpu {

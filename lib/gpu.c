@@ -172,3 +172,33 @@ int gpu_copy_dtoh(struct gpu *g, int dev, void *dst, const void *src, size_t len
 	CHECK_DEV(g, dev);
 	return g->ops->copy_dtoh(dev, dst, src, len);
 }
+
+int gpu_event_create(struct gpu *g, int dev, void **event)
+{
+	CHECK_DEV(g, dev);
+	return g->ops->event_create(dev, event);
+}
+
+void gpu_event_destroy(struct gpu *g, int dev, void *event)
+{
+	if (dev >= 0 && dev < g->count)
+		g->ops->event_destroy(dev, event);
+}
+
+int gpu_event_record(struct gpu *g, int dev, void *event, void *stream)
+{
+	CHECK_DEV(g, dev);
+	return g->ops->event_record(dev, event, stream);
+}
+
+int gpu_event_query(struct gpu *g, int dev, void *event)
+{
+	CHECK_DEV(g, dev);
+	return g->ops->event_query(dev, event);
+}
+
+int gpu_event_sync(struct gpu *g, int dev, void *event)
+{
+	CHECK_DEV(g, dev);
+	return g->ops->event_sync(dev, event);
+}

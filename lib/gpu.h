@@ -54,6 +54,13 @@ void gpu_stream_destroy(struct gpu *g, int dev, void *stream);
 int gpu_copy_htod_async(struct gpu *g, int dev, void *dst, const void *src, size_t len,
 			void *stream);
 int gpu_stream_sync(struct gpu *g, int dev, void *stream);
+/* Events mark a point in a stream: a staging slot is reused once the event recorded after
+ * its copy has fired. gpu_event_query returns 1 (fired), 0 (not yet) or -errno. */
+int gpu_event_create(struct gpu *g, int dev, void **event);
+void gpu_event_destroy(struct gpu *g, int dev, void *event);
+int gpu_event_record(struct gpu *g, int dev, void *event, void *stream);
+int gpu_event_query(struct gpu *g, int dev, void *event);
+int gpu_event_sync(struct gpu *g, int dev, void *event);
 
 /* Tools (dmafs-load): device memory of their own, and reading it back for --verify. */
 int gpu_mem_alloc(struct gpu *g, int dev, size_t size, void **p);

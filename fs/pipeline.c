@@ -1,0 +1,677 @@
+// SPDX-License-Identifier: MIT
+/* pipeline.c - the continuous placement pipeline (see pipeline.h). */
+#include "pipeline.h"
+
+#include <errno.h>
+#include <liburing.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gpu.h"
+#include "uring.h"
+
+#define PIECE STAGE_SLOT	 /* file window a piece stays inside */
+#define QD_PER_MEMBER 32	 /* member reads in flight per member and placement */
+#define QD_MIN 64
+#define MAX_RECS 1024
+#define POLL_US 50		 /* wait slice while copies or hashing are outstanding */
+#define HASH_THREADS 16
+
+/* A piece: file bytes [off, off + len) go to buffer offset dst. */
+struct piece {
+	uint64_t off, len, dst;
+	int direct; /* read straight into the client's pages (host, block aligned) */
+};
+
+struct pipe;
+
+/* One member read of a piece in flight. */
+struct pop {
+	struct uring_op op;
+	uint64_t foff;	/* file offset of the op's first byte (data reads) */
+	uint32_t done;	/* bytes transferred so far */
+	struct rec *rec;
+};
+
+/* A piece in flight: read, then (verified and) delivered, then released. */
+struct rec {
+	struct rec *next;	/* copy FIFO, hash queue, verified list */
+	struct pipe *p;
+	const struct piece *pc;
+	uint64_t a;		/* the block-aligned span [a, b) that is read */
+	uint64_t b;
+	int slot;		/* staging slot, or -1 when direct */
+	char *buf;		/* where byte a lands */
+	unsigned left;		/* reads outstanding */
+	int err;
+	struct pop *ops;	/* data reads [0, nd), then their checksum reads [nd, 2 nd) */
+	unsigned nd, nops, cap;
+	char *cbuf;		/* checksum blocks */
+	size_t ccap;
+};
+
+struct pipe {
+	struct fs *fs;
+	struct inode *ino;
+	const struct pipe_target *t;
+	int verify;
+	struct io_uring *ring;
+	struct stage *st;	/* slots: the GPU pool, or the host bounce pool once needed */
+	int entered;		/* stage_enter() done on st */
+	void *stream;
+	struct piece *pc;
+	size_t npc, next;
+	struct rec *recs, **free_recs;
+	unsigned nrecs, nfree_recs;
+	struct rec *pending;	/* built but not submitted: the queue was full */
+	unsigned held;		/* slots held */
+	unsigned qd, inflight;	/* member reads in flight (limit, now) */
+	unsigned hashing;	/* pieces with the hash pool */
+	struct rec *cq_head, *cq_tail; /* device copies in flight, in stream order */
+	int starved;		/* the last issue found no slot */
+	int err;
+	pthread_mutex_t vlock;
+	pthread_cond_t vcond;
+	struct rec *verified;	/* back from the hash pool; protected by vlock */
+};
+
+/* ---- the hash pool: checks pieces' checksums while the reads go on ---- */
+
+static pthread_mutex_t hq_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hq_cond = PTHREAD_COND_INITIALIZER;
+static struct rec *hq_head, *hq_tail;
+static int hq_threads = -1;
+
+static int rec_verify(struct rec *r)
+{
+	struct pipe *p = r->p;
+	int ret = 0;
+
+	for (unsigned i = 0; i < r->nd; i++)
+		if (fs_verify_read(p->fs, p->ino, &r->ops[i].op, r->ops[r->nd + i].op.buf,
+				   r->ops[i].foff))
+			ret = -EIO;
+	return ret;
+}
+
+static void *hash_main(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		struct rec *r;
+		struct pipe *p;
+
+		pthread_mutex_lock(&hq_lock);
+		while (!hq_head)
+			pthread_cond_wait(&hq_cond, &hq_lock);
+		r = hq_head;
+		hq_head = r->next;
+		if (!hq_head)
+			hq_tail = NULL;
+		pthread_mutex_unlock(&hq_lock);
+		p = r->p;
+		r->err = rec_verify(r);
+		pthread_mutex_lock(&p->vlock);
+		r->next = p->verified;
+		p->verified = r;
+		pthread_cond_signal(&p->vcond);
+		pthread_mutex_unlock(&p->vlock);
+	}
+	return NULL;
+}
+
+static int hash_pool(void)
+{
+	pthread_mutex_lock(&hq_lock);
+	if (hq_threads < 0) {
+		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+		int want = cpus > 1 ? (int)MIN(HASH_THREADS, cpus) : 0;
+		pthread_attr_t at;
+		pthread_t t;
+
+		hq_threads = 0;
+		pthread_attr_init(&at);
+		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+		for (int i = 0; i < want; i++)
+			if (pthread_create(&t, &at, hash_main, NULL) == 0)
+				hq_threads++;
+		pthread_attr_destroy(&at);
+	}
+	pthread_mutex_unlock(&hq_lock);
+	return hq_threads;
+}
+
+static void hash_queue(struct rec *r)
+{
+	r->next = NULL;
+	pthread_mutex_lock(&hq_lock);
+	if (hq_tail)
+		hq_tail->next = r;
+	else
+		hq_head = r;
+	hq_tail = r;
+	pthread_cond_signal(&hq_cond);
+	pthread_mutex_unlock(&hq_lock);
+}
+
+/* ---- pieces ---- */
+
+static int add_piece(struct pipe *p, size_t *cap, uint64_t off, uint64_t len, uint64_t dst,
+		     int direct)
+{
+	if (p->npc == *cap) {
+		size_t ncap = *cap ? 2 * *cap : 64;
+		struct piece *n = realloc(p->pc, ncap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		p->pc = n;
+		*cap = ncap;
+	}
+	p->pc[p->npc++] = (struct piece){ off, len, dst, direct };
+	return 0;
+}
+
+/*
+ * Cut every entry at PIECE-aligned file offsets. For the host target, the block-aligned
+ * middle of a window whose buffer address agrees with the file offset modulo 4096 is read
+ * straight into the client's pages; its partial blocks, and whole windows that disagree,
+ * go through a slot.
+ */
+static int cut(struct pipe *p, const struct dmafs_ioc_place *rq)
+{
+	size_t cap = 0;
+	int ret = 0;
+
+	for (uint32_t i = 0; i < rq->count && !ret; i++) {
+		uint64_t off = rq->e[i].file_offset, end = off + rq->e[i].length;
+		uint64_t dst = rq->e[i].buffer_offset;
+
+		while (off < end && !ret) {
+			uint64_t we = MIN(end, ALIGN_DOWN(off, PIECE) + PIECE);
+			uint64_t a = ALIGN_UP(off, DMAFS_BLOCK), b = ALIGN_DOWN(we, DMAFS_BLOCK);
+			int congruent = !p->t->gpu &&
+					((uintptr_t)(p->t->base + dst) - off) % DMAFS_BLOCK == 0;
+
+			if (congruent && a < b) {
+				if (off < a)
+					ret = add_piece(p, &cap, off, a - off, dst, 0);
+				if (!ret)
+					ret = add_piece(p, &cap, a, b - a, dst + (a - off), 1);
+				if (!ret && b < we)
+					ret = add_piece(p, &cap, b, we - b, dst + (b - off), 0);
+			} else {
+				ret = add_piece(p, &cap, off, we - off, dst, 0);
+			}
+			dst += we - off;
+			off = we;
+		}
+	}
+	return ret;
+}
+
+/* ---- records ---- */
+
+static int push_op(struct rec *r, const struct uring_op *op, uint64_t foff)
+{
+	if (r->nops == r->cap) {
+		unsigned ncap = r->cap ? 2 * r->cap : 8;
+		struct pop *n = realloc(r->ops, ncap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		r->ops = n;
+		r->cap = ncap;
+	}
+	r->ops[r->nops++] = (struct pop){ .op = *op, .foff = foff, .rec = r };
+	return 0;
+}
+
+static int emit_read(void *arg, const struct uring_op *op, uint64_t foff)
+{
+	return push_op(arg, op, foff);
+}
+
+/* Give back what @r holds: its slot and the record itself. */
+static void rec_release(struct pipe *p, struct rec *r)
+{
+	if (r->slot >= 0) {
+		stage_put(p->st, (unsigned)r->slot);
+		p->held--;
+		r->slot = -1;
+	}
+	p->free_recs[p->nfree_recs++] = r;
+}
+
+static void fail(struct pipe *p, int err)
+{
+	if (!p->err)
+		p->err = err;
+}
+
+/* Add the checksum reads that cover each data read of @r. */
+static int add_csum_reads(struct pipe *p, struct rec *r)
+{
+	size_t total = 0;
+	char *c;
+	int ret = 0;
+
+	for (unsigned i = 0; i < r->nd; i++) {
+		uint64_t p0, ca, cb;
+
+		fs_csum_span(p->fs, &r->ops[i].op, &p0, &ca, &cb);
+		total += cb - ca;
+	}
+	if (r->ccap < total) {
+		free(r->cbuf);
+		r->cbuf = util_aligned_alloc(total);
+		r->ccap = r->cbuf ? total : 0;
+		if (!r->cbuf)
+			return -ENOMEM;
+	}
+	c = r->cbuf;
+	for (unsigned i = 0; i < r->nd && !ret; i++) {
+		struct uring_op op = r->ops[i].op;
+		uint64_t p0, ca, cb;
+
+		fs_csum_span(p->fs, &op, &p0, &ca, &cb);
+		op.buf = c;
+		op.off = ca;
+		op.len = (uint32_t)(cb - ca);
+		c += cb - ca;
+		ret = push_op(r, &op, r->ops[i].foff);
+	}
+	return ret;
+}
+
+/*
+ * Build the record of the next piece: a slot when it needs one, its member reads (holes
+ * zeroed now). Returns 1 built, 0 nothing to do now (no record or slot free), -errno.
+ */
+static int build(struct pipe *p, struct rec **out)
+{
+	const struct piece *pc = &p->pc[p->next];
+	struct rec *r;
+	int slot = -1, ret;
+
+	if (!p->nfree_recs)
+		return 0;
+	if (!pc->direct) {
+		if (!p->st) {
+			ret = stage_get(DMAFS_TARGET_HOST, NULL, 0, &p->st);
+			if (ret)
+				return ret;
+		}
+		if (!p->entered) {
+			stage_enter(p->st);
+			p->entered = 1;
+		}
+		slot = stage_take(p->st, p->held);
+		if (slot < 0) {
+			p->starved = 1;
+			return 0;
+		}
+		p->held++;
+	}
+	r = p->free_recs[--p->nfree_recs];
+	r->p = p;
+	r->pc = pc;
+	r->a = ALIGN_DOWN(pc->off, DMAFS_BLOCK);
+	r->b = ALIGN_UP(pc->off + pc->len, DMAFS_BLOCK);
+	r->slot = slot;
+	r->buf = slot >= 0 ? stage_mem(p->st, (unsigned)slot) : p->t->base + pc->dst;
+	r->err = 0;
+	r->nops = 0;
+	ret = fs_map_reads(p->fs, p->ino, r->buf, r->a, r->b, emit_read, r);
+	r->nd = r->nops;
+	if (!ret && p->verify)
+		ret = add_csum_reads(p, r);
+	if (ret) {
+		rec_release(p, r);
+		return ret;
+	}
+	p->next++;
+	*out = r;
+	return 1;
+}
+
+static int submit_op(struct pipe *p, struct pop *o)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(p->ring);
+
+	if (!sqe) {
+		io_uring_submit(p->ring);
+		sqe = io_uring_get_sqe(p->ring);
+		if (!sqe)
+			return -EBUSY;
+	}
+	io_uring_prep_read(sqe, o->op.fd, (char *)o->op.buf + o->done, o->op.len - o->done,
+			   o->op.off + o->done);
+	io_uring_sqe_set_data(sqe, o);
+	p->inflight++;
+	return 0;
+}
+
+/* ---- delivery ---- */
+
+static void deliver(struct pipe *p, struct rec *r);
+
+/* All reads of @r are in. */
+static void rec_read(struct pipe *p, struct rec *r)
+{
+	if (r->err || p->err) {
+		fail(p, r->err);
+		rec_release(p, r);
+		return;
+	}
+	if (p->verify) {
+		if (hash_pool() > 0) {
+			p->hashing++;
+			hash_queue(r);
+			return;
+		}
+		r->err = rec_verify(r);
+		if (r->err) {
+			fail(p, r->err);
+			rec_release(p, r);
+			return;
+		}
+	}
+	deliver(p, r);
+}
+
+static void deliver(struct pipe *p, struct rec *r)
+{
+	const struct piece *pc = r->pc;
+	const char *src = r->buf + (pc->off - r->a);
+	struct stage *s = p->st;
+
+	if (r->slot < 0) { /* direct: the bytes are where they belong */
+		rec_release(p, r);
+		return;
+	}
+	if (!p->t->gpu) {
+		memcpy(p->t->base + pc->dst, src, pc->len);
+		rec_release(p, r);
+		return;
+	}
+	if (gpu_copy_htod_async(s->gpu, s->dev, p->t->base + pc->dst, src, pc->len, p->stream)) {
+		fail(p, -ENODEV);
+		rec_release(p, r);
+		return;
+	}
+	if (gpu_event_record(s->gpu, s->dev, s->event[r->slot], p->stream)) {
+		/* without the event, only a full sync says the slot is free again */
+		fail(p, -ENODEV);
+		gpu_stream_sync(s->gpu, s->dev, p->stream);
+		rec_release(p, r);
+		return;
+	}
+	r->next = NULL;
+	if (p->cq_tail)
+		p->cq_tail->next = r;
+	else
+		p->cq_head = r;
+	p->cq_tail = r;
+}
+
+/* Release the slots whose device copies have finished; with @wait, the oldest at least. */
+static int reclaim(struct pipe *p, int wait)
+{
+	struct stage *s = p->st;
+	int n = 0;
+
+	while (p->cq_head) {
+		struct rec *r = p->cq_head;
+		int q = wait && !n ? (gpu_event_sync(s->gpu, s->dev, s->event[r->slot]) ? -ENODEV : 1)
+				   : gpu_event_query(s->gpu, s->dev, s->event[r->slot]);
+
+		if (q == 0)
+			break;
+		if (q < 0) {
+			/* the device is in trouble: wait for the stream so no copy reads a
+			 * slot after it is given back */
+			fail(p, -ENODEV);
+			gpu_stream_sync(s->gpu, s->dev, p->stream);
+		}
+		p->cq_head = r->next;
+		if (!p->cq_head)
+			p->cq_tail = NULL;
+		rec_release(p, r);
+		n++;
+	}
+	return n;
+}
+
+/* Pieces back from the hash pool: deliver them, or fail. */
+static int take_verified(struct pipe *p, int wait)
+{
+	struct rec *list;
+	int n = 0;
+
+	pthread_mutex_lock(&p->vlock);
+	if (wait && !p->verified) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += POLL_US * 1000;
+		ts.tv_sec += ts.tv_nsec / 1000000000;
+		ts.tv_nsec %= 1000000000;
+		pthread_cond_timedwait(&p->vcond, &p->vlock, &ts);
+	}
+	list = p->verified;
+	p->verified = NULL;
+	pthread_mutex_unlock(&p->vlock);
+	while (list) {
+		struct rec *r = list;
+
+		list = r->next;
+		p->hashing--;
+		n++;
+		if (r->err || p->err) {
+			fail(p, r->err);
+			rec_release(p, r);
+		} else {
+			deliver(p, r);
+		}
+	}
+	return n;
+}
+
+/* ---- reads ---- */
+
+static void op_done(struct pipe *p, struct pop *o)
+{
+	struct rec *r = o->rec;
+
+	if (--r->left == 0)
+		rec_read(p, r);
+}
+
+/* Handle one completion. */
+static void complete(struct pipe *p, struct io_uring_cqe *cqe)
+{
+	struct pop *o = io_uring_cqe_get_data(cqe);
+	int res = cqe->res;
+
+	p->inflight--;
+	if (res == -EAGAIN || res == -EINTR) {
+		res = 0;
+	} else if (res < 0 || (res == 0 && o->done < o->op.len)) {
+		o->op.res = res < 0 ? res : -EIO;
+		fs_io_error(p->fs, p->ino, &o->op, o->foff, "read");
+		o->rec->err = -EIO;
+		op_done(p, o);
+		return;
+	}
+	o->done += (uint32_t)res;
+	if (o->done < o->op.len) { /* short read: the rest */
+		if (submit_op(p, o)) {
+			o->op.res = -EBUSY;
+			o->rec->err = -EIO;
+			op_done(p, o);
+		}
+		return;
+	}
+	op_done(p, o);
+}
+
+static int reap(struct pipe *p)
+{
+	struct io_uring_cqe *cqe;
+	unsigned head, n = 0;
+
+	io_uring_for_each_cqe(p->ring, head, cqe) {
+		complete(p, cqe);
+		n++;
+	}
+	io_uring_cq_advance(p->ring, n);
+	if (io_uring_sq_ready(p->ring)) /* resubmitted short reads */
+		io_uring_submit(p->ring);
+	return (int)n;
+}
+
+/* Submit the reads of every piece that can go now. Returns how many pieces went. */
+static int issue(struct pipe *p)
+{
+	int n = 0;
+
+	p->starved = 0;
+	while (!p->err && (p->pending || p->next < p->npc)) {
+		struct rec *r = p->pending;
+		int ret;
+
+		if (!r) {
+			ret = build(p, &r);
+			if (ret < 0) {
+				fail(p, ret);
+				break;
+			}
+			if (ret == 0)
+				break;
+		}
+		if (p->inflight && p->inflight + r->nops > p->qd) {
+			p->pending = r;
+			break;
+		}
+		p->pending = NULL;
+		r->left = r->nops;
+		if (r->nops == 0) { /* all hole */
+			rec_read(p, r);
+			n++;
+			continue;
+		}
+		for (unsigned i = 0; i < r->nops; i++) {
+			r->ops[i].done = 0;
+			if (submit_op(p, &r->ops[i])) {
+				/* the ring is wedged: treat the rest as failed reads */
+				fail(p, -EIO);
+				r->left -= r->nops - i;
+				if (r->left == 0)
+					rec_read(p, r);
+				break;
+			}
+		}
+		n++;
+	}
+	if (n)
+		io_uring_submit(p->ring);
+	return n;
+}
+
+static int finished(const struct pipe *p)
+{
+	return (p->err || (p->next == p->npc && !p->pending)) && !p->inflight && !p->hashing &&
+	       !p->cq_head;
+}
+
+/* Nothing moved: sleep until something can. */
+static void wait_some(struct pipe *p)
+{
+	struct io_uring_cqe *cqe;
+
+	if (p->inflight) {
+		if (p->cq_head || p->hashing || p->starved) {
+			struct __kernel_timespec ts = { 0, POLL_US * 1000 };
+
+			io_uring_wait_cqe_timeout(p->ring, &cqe, &ts);
+		} else {
+			io_uring_wait_cqe(p->ring, &cqe);
+		}
+	} else if (p->hashing) {
+		take_verified(p, 1);
+	} else if (p->cq_head) {
+		reclaim(p, 1);
+	} else if (p->starved) {
+		stage_wait(p->st, 1000);
+	}
+}
+
+int pipeline_run(struct fs *fs, struct inode *ino, const struct pipe_target *t,
+		 const struct dmafs_ioc_place *rq, int verify)
+{
+	struct pipe p = { .fs = fs, .ino = ino, .t = t, .verify = verify, .st = t->stage };
+	int ret;
+
+	ret = cut(&p, rq);
+	if (ret || !p.npc) {
+		free(p.pc);
+		return ret;
+	}
+	p.ring = uring_pipe_ring();
+	if (!p.ring) {
+		free(p.pc);
+		return -ENOMEM;
+	}
+	p.qd = MIN(URING_PIPE_DEPTH, MAX(QD_MIN, QD_PER_MEMBER * fs->n));
+	p.nrecs = (unsigned)MIN(MAX_RECS, p.npc);
+	p.recs = calloc(p.nrecs, sizeof(*p.recs));
+	p.free_recs = malloc(p.nrecs * sizeof(*p.free_recs));
+	if (!p.recs || !p.free_recs) {
+		free(p.recs);
+		free(p.free_recs);
+		free(p.pc);
+		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < p.nrecs; i++)
+		p.free_recs[p.nfree_recs++] = &p.recs[p.nrecs - 1 - i];
+	pthread_mutex_init(&p.vlock, NULL);
+	pthread_cond_init(&p.vcond, NULL);
+	if (t->gpu) {
+		stage_enter(p.st);
+		p.entered = 1;
+		p.stream = p.st->stream[__atomic_fetch_add(&p.st->next_stream, 1, __ATOMIC_RELAXED) %
+					STAGE_STREAMS];
+	}
+	for (;;) {
+		int moved = 0;
+
+		if (p.cq_head)
+			moved += reclaim(&p, 0);
+		if (p.hashing)
+			moved += take_verified(&p, 0);
+		moved += issue(&p);
+		moved += reap(&p);
+		if (finished(&p))
+			break;
+		if (!moved)
+			wait_some(&p);
+	}
+	if (p.pending)
+		rec_release(&p, p.pending);
+	if (p.entered)
+		stage_leave(p.st);
+	for (unsigned i = 0; i < p.nrecs; i++) {
+		free(p.recs[i].ops);
+		free(p.recs[i].cbuf);
+	}
+	pthread_mutex_destroy(&p.vlock);
+	pthread_cond_destroy(&p.vcond);
+	free(p.recs);
+	free(p.free_recs);
+	free(p.pc);
+	return p.err;
+}
