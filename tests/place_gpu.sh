@@ -1,18 +1,46 @@
 #!/bin/bash
 # Description: placement into GPU memory through a real mount (runs place_gpu); skips
-# (exit 77, reason printed) when no GPU runtime or device is present.
+# (exit 77, reason printed) when no GPU runtime or device is present.  Three fresh mounts,
+# each first used by a placement (the cold start): the default options (basic cases);
+# -o staging_mb=4,p2p=off, so that every placement goes through a small pinned staging
+# ring (concurrency, ranges 4x-16x the ring, stripe-unit edges, killed clients); and the
+# same again with 4 threads placing at once as the very first placements.
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/t_lib.sh"
 t_require_root_fuse
-t_workdir
-t_images 4 256M
-t_mkfs -s 256K "${T_IMGS[@]}"
-t_mount "$T_MEMBERS" "$T_WORK/mnt" "${DMAFS_TEST_MOUNT_OPTS:-}"
-t_log "a 40 MiB + 4567 byte random file over 4 members with 256 KiB stripe units"
-head -c $((40 * 1048576 + 4567)) /dev/urandom >"$T_WORK/mnt/f" || t_fail "write"
-"$top_builddir/tests/place_gpu" "$T_WORK/mnt/f"
+PG=$top_builddir/tests/place_gpu
+RING_MB=4
+"$PG" probe
 rc=$?
 [ $rc = 77 ] && exit 77
-[ $rc = 0 ] || t_fail "place_gpu (see above)"
-t_umount "$T_WORK/mnt"
+[ $rc = 0 ] || t_fail "place_gpu probe exited $rc"
+t_workdir
+M=$T_WORK/mnt
+t_images 4 256M
+t_mkfs -s 256K "${T_IMGS[@]}"
+t_mount "$T_MEMBERS" "$M" "${DMAFS_TEST_MOUNT_OPTS:-}"
+t_log "a 64 MiB + 4567 byte random file over 4 members with 256 KiB stripe units"
+head -c $((64 * 1048576 + 4567)) /dev/urandom >"$T_WORK/ref" || t_fail "urandom"
+cp "$T_WORK/ref" "$M/f" || t_fail "copy in"
+
+# run MODE OPTS [ARGS] - a fresh mount with OPTS, then place_gpu MODE at once
+run() {
+	local mode=$1 opts=$2 rc
+	shift 2
+	t_umount "$M"
+	t_mount "$T_MEMBERS" "$M" "$opts"
+	t_log "$mode${opts:+ (-o $opts)}"
+	t_timeout 1200 "$PG" "$mode" "$M/f" "$T_WORK/ref" "$@"
+	rc=$?
+	[ $rc = 77 ] && exit 77
+	[ $rc = 0 ] || t_fail "place_gpu $mode (see above)"
+	[ -n "$(t_daemon_pids "$M")" ] || t_fail "the daemon died ($mode): $(tail -n 5 "$T_DAEMON_ERR")"
+	timeout 120 cmp "$T_WORK/ref" "$M/f" || t_fail "POSIX read differs from the reference after $mode"
+}
+
+PIPE_OPTS=staging_mb=$RING_MB,p2p=off${DMAFS_TEST_MOUNT_OPTS:+,$DMAFS_TEST_MOUNT_OPTS}
+run basic "${DMAFS_TEST_MOUNT_OPTS:-}"
+run pipe "$PIPE_OPTS" $RING_MB
+run cold "$PIPE_OPTS"
+t_umount "$M"
 t_log "PASS"

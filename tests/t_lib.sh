@@ -250,6 +250,23 @@ t_expect_fail() {
 	return 0
 }
 
+# t_timeout SECONDS CMD... - run CMD and return its exit status; fail the test if it is
+# still running after SECONDS.  Unlike timeout(1) this never waits for a process that
+# cannot die: one blocked in a request its FUSE daemon never answers ignores even SIGKILL
+# until the daemon goes (t_cleanup kills it, which releases the process).
+t_timeout() {
+	local secs=$1 pid n
+	shift
+	"$@" &
+	pid=$!
+	n=$((secs * 10))
+	while kill -0 "$pid" 2>/dev/null && ! grep -q '^State:[[:space:]]*Z' "/proc/$pid/status" 2>/dev/null; do
+		((n-- > 0)) || t_fail "$* still running after $secs s (blocked in a request the daemon never answers?)"
+		sleep 0.1
+	done
+	wait "$pid"
+}
+
 # t_cleanup - unmount everything, kill our daemons, detach our loop devices,
 # remove work dirs.  Runs on EXIT; keeps the test's exit status.
 t_cleanup() {

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* Failed checks so far; T_CHECK may be used from several threads at once. */
 static int t_failures;
 
 #define T_CHECK(cond, ...)                                                         \
@@ -14,7 +15,7 @@ static int t_failures;
 			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
 			fprintf(stderr, __VA_ARGS__);                              \
 			fputc('\n', stderr);                                       \
-			t_failures++;                                              \
+			__atomic_add_fetch(&t_failures, 1, __ATOMIC_RELAXED);      \
 		}                                                                  \
 	} while (0)
 
@@ -22,8 +23,10 @@ static int t_failures;
 
 static inline int t_done(const char *name)
 {
-	if (t_failures) {
-		fprintf(stderr, "%s: %d check(s) failed\n", name, t_failures);
+	int n = __atomic_load_n(&t_failures, __ATOMIC_RELAXED);
+
+	if (n) {
+		fprintf(stderr, "%s: %d check(s) failed\n", name, n);
 		return 1;
 	}
 	printf("%s: all checks passed\n", name);
