@@ -270,7 +270,7 @@ static int map_host(const struct place_caller *c, struct dmafs_ioc_register *rq,
 	char path[64];
 	struct stat st;
 	struct statfs sf;
-	uint64_t start, end;
+	uint64_t start, end, unit = (uint64_t)sysconf(_SC_PAGESIZE);
 	int fd;
 
 	if (rq->fd < 0)
@@ -296,8 +296,13 @@ static int map_host(const struct place_caller *c, struct dmafs_ioc_register *rq,
 		close(fd);
 		return -ERANGE;
 	}
-	start = ALIGN_DOWN(rq->offset, (uint64_t)sysconf(_SC_PAGESIZE));
-	end = rq->offset + rq->size;
+	/* hugetlbfs maps and unmaps whole huge pages (its st_blksize): an unaligned offset
+	 * fails mmap, and an unaligned length fails the munmap in reg_free, which would leave
+	 * the mapping and its pages to the daemon's end. Its file sizes are whole pages. */
+	if (sf.f_type == HUGETLBFS_MAGIC && st.st_blksize > 0)
+		unit = (uint64_t)st.st_blksize;
+	start = ALIGN_DOWN(rq->offset, unit);
+	end = ALIGN_UP(rq->offset + rq->size, unit);
 	r->map_len = end - start;
 	/* populated now: page faults at registration, not inside the first placement */
 	r->map = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, start);
