@@ -10,6 +10,8 @@
 #include <linux/magic.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -260,12 +262,37 @@ static int gen_id(uint64_t *id)
 	return 0;
 }
 
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22 /* Linux 5.14 */
+#endif
+
+/* A part of a daemon mapping to populate (map_host); runs in a thread of its own. */
+struct map_part {
+	char *p;
+	size_t len;
+	int err;
+};
+
+static void *map_populate(void *arg)
+{
+	struct map_part *m = arg;
+
+	m->err = madvise(m->p, m->len, MADV_POPULATE_READ) ? errno : 0;
+	return NULL;
+}
+
 static int map_host(const struct place_caller *c, struct dmafs_ioc_register *rq, struct reg *r)
 {
 	char path[64];
 	struct stat st;
 	struct statfs sf;
-	uint64_t start, end;
+	struct map_part part[4];
+	pthread_t tid[4];
+	int started[4] = { 0 };
+	sigset_t all, old;
+	cpu_set_t cpus;
+	uint64_t start, end, unit = (uint64_t)sysconf(_SC_PAGESIZE);
+	size_t n, step;
 	int fd;
 
 	if (rq->fd < 0)
@@ -291,16 +318,57 @@ static int map_host(const struct place_caller *c, struct dmafs_ioc_register *rq,
 		close(fd);
 		return -ERANGE;
 	}
-	start = ALIGN_DOWN(rq->offset, (uint64_t)sysconf(_SC_PAGESIZE));
-	end = rq->offset + rq->size;
+	/* hugetlbfs maps and unmaps whole huge pages (its st_blksize): an unaligned offset
+	 * fails mmap, and an unaligned length fails the munmap in reg_free, which would leave
+	 * the mapping and its pages to the daemon's end. Its file sizes are whole pages. */
+	if (sf.f_type == HUGETLBFS_MAGIC && st.st_blksize > 0)
+		unit = (uint64_t)st.st_blksize;
+	start = ALIGN_DOWN(rq->offset, unit);
+	end = ALIGN_UP(rq->offset + rq->size, unit);
 	r->map_len = end - start;
-	/* populated now: page faults at registration, not inside the first placement */
-	r->map = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, start);
-	close(fd);
+	r->map = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, start);
 	if (r->map == MAP_FAILED) {
+		close(fd);
 		r->map = NULL;
 		return -errno;
 	}
+	/*
+	 * Populated now: page faults at registration, not inside the first placement. The
+	 * client has the pages already; read faults map 16 of them each (fault-around), in
+	 * up to 4 threads with 64 MiB or more each. Measured on a 16-core VM, 2 GiB: 0.15 s
+	 * in one thread, 0.075 s in 4; 16 GiB: 1.3 s, 0.6 s; 8 and 16 threads were slower.
+	 * Failures are left to the placement's own faults, as MAP_POPULATE leaves them.
+	 */
+	n = sched_getaffinity(0, sizeof(cpus), &cpus) ? 1 : (size_t)CPU_COUNT(&cpus);
+	n = MAX(MIN(MIN(n, 4), r->map_len / (64u << 20)), 1);
+	step = ALIGN_UP((r->map_len + n - 1) / n, unit);
+	for (n = 0; n * step < r->map_len; n++)
+		part[n] = (struct map_part){ (char *)r->map + n * step,
+					     MIN(step, r->map_len - n * step), 0 };
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	for (size_t i = 1; i < n; i++)
+		started[i] = !pthread_create(&tid[i], NULL, map_populate, &part[i]);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	map_populate(&part[0]);
+	for (size_t i = 1; i < n; i++) {
+		if (started[i])
+			pthread_join(tid[i], NULL);
+		else
+			map_populate(&part[i]);
+	}
+	/* Linux < 5.14 has no MADV_POPULATE_READ: map again in place, populated. A failed
+	 * MAP_FIXED may leave the range unmapped, so that is a failed registration. */
+	if (part[0].err == EINVAL &&
+	    mmap(r->map, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE,
+		 fd, start) == MAP_FAILED) {
+		part[0].err = errno;
+		munmap(r->map, r->map_len);
+		r->map = NULL;
+		close(fd);
+		return -part[0].err;
+	}
+	close(fd);
 	r->base = (char *)r->map + (rq->offset - start);
 	return 0;
 }

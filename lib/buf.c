@@ -85,62 +85,48 @@ int dmafs_buf_alloc_host(struct dmafs_session *s, size_t size, struct dmafs_buf 
 {
 	struct dmafs_ioc_register r;
 	struct dmafs_buf *b;
-	size_t page = (size_t)sysconf(_SC_PAGESIZE), len;
-	void *p;
-	int fd, ret;
+	struct hostmem m;
+	int ret;
 
 	if (!s || !out || !size)
 		return -EINVAL;
-	if (size > SIZE_MAX - page)
-		return -ENOMEM;
-	/* Whole pages: the daemon maps the object in pages, and a page wholly past the end of
-	 * a memfd would SIGBUS on either side. */
-	len = (size + page - 1) / page * page;
-	fd = memfd_create("dmafs-host", MFD_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (ftruncate(fd, (off_t)len)) {
-		ret = errno == EFBIG || errno == EINVAL ? -ENOMEM : -errno;
-		close(fd);
+	/* Every page present before the first placement: the daemon's O_DIRECT reads would
+	 * otherwise allocate and zero them inside it (measured: 60% slower than into present
+	 * pages), and a buffer is registered once to be placed into many times. */
+	ret = hostmem_alloc(size, &m);
+	if (ret)
 		return ret;
-	}
-	/* Populate now: the daemon's O_DIRECT reads would otherwise allocate and zero every
-	 * page inside the first placement (measured: 60% slower than into present pages),
-	 * and a buffer is registered once to be placed into many times. */
-	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-	if (p == MAP_FAILED) {
-		ret = -errno;
-		close(fd);
-		return ret;
-	}
 	b = buf_new(s, DMAFS_TARGET_HOST, size);
 	if (!b) {
-		munmap(p, len);
-		close(fd);
+		munmap(m.ptr, m.len);
+		close(m.fd);
 		return -ENOMEM;
 	}
-	b->ptr = p;
-	b->map_len = len;
+	b->ptr = m.ptr;
+	b->map_len = m.len;
 	if (s->on_dmafs) {
 		/* The daemon opens /proc/<our pid>/fd/<fd> during the ioctl and maps it; after
 		 * that our descriptor is not needed, the mapping keeps the memory alive. */
 		memset(&r, 0, sizeof(r));
 		r.target = DMAFS_TARGET_HOST;
-		r.size = size;
+		/* Huge pages: register all of them, so that the daemon maps and unmaps whole
+		 * huge pages even where it does not round the length up itself (earlier
+		 * daemons did not, and their munmap of a partial huge page failed). */
+		r.size = m.huge ? m.len : size;
 		r.offset = 0;
-		r.fd = fd;
+		r.fd = m.fd;
 		r.device = -1;
 		ret = session_ioctl(s, DMAFS_IOC_REGISTER, &r);
 		if (ret) {
-			munmap(p, len);
-			close(fd);
+			munmap(m.ptr, m.len);
+			close(m.fd);
 			free(b);
 			return ret;
 		}
 		b->id = r.id;
 		b->registered = 1;
 	}
-	close(fd);
+	close(m.fd);
 	session_link(s, b);
 	*out = b;
 	return 0;

@@ -85,6 +85,21 @@ int buf_release(struct dmafs_buf *b, int force);
 int buf_enter(struct dmafs_buf *b);
 void buf_leave(struct dmafs_buf *b, uint64_t placed);
 
+/* hostmem.c - the memory of host buffers. */
+struct hostmem {
+	int fd;		/* the memfd (close it once the daemon has mapped it) */
+	void *ptr;	/* our shared mapping of all of it */
+	size_t len;	/* bytes of the object and of the mapping: whole (huge) pages */
+	int huge;	/* 2 MiB hugetlb pages, else 4 KiB shmem pages */
+};
+/*
+ * Create a memfd of at least @size bytes, map it shared and have every page allocated,
+ * zeroed and mapped: reserved 2 MiB pages when the pool has enough (and the environment
+ * does not say DMAFS_HOST_HUGETLB=0), else 4 KiB pages. Returns 0, or -ENOMEM, -EMFILE,
+ * -ENFILE, other -errno of memfd_create/ftruncate/mmap/madvise; nothing is left behind.
+ */
+int hostmem_alloc(size_t size, struct hostmem *m);
+
 /* place.c */
 /* Place the whole open file @fd (regular, @size bytes) at @boff, in LIB_PLACE_CHUNK pieces. */
 int place_whole(struct dmafs_buf *b, int fd, uint64_t size, uint64_t boff,
