@@ -132,7 +132,7 @@ static void usage(FILE *f)
 		"  -o commit=SECONDS   metadata commit interval (default 5)\n"
 		"  -o threads=N        FUSE worker threads (default 16)\n"
 		"  -o readahead_kb=N   kernel readahead on the mount (default 16384)\n"
-		"  -o staging_mb=N     pinned staging memory per GPU for placements (default 256)\n"
+		"  -o staging_mb=N     pinned staging memory per GPU for placements (default 64)\n"
 		"  -o gpu_setup=mount|first_use  set up every GPU's staging in the background\n"
 		"                      at mount (default), or at its first placement\n"
 		"  -o p2p=auto|off|force  cuFile direct path: when nvidia-fs is loaded (auto),\n"
@@ -340,7 +340,7 @@ static int fsname_given(const struct fuse_args *args)
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-	struct options o = { .commit = 5, .threads = 16, .readahead_kb = 16384, .staging_mb = 256 };
+	struct options o = { .commit = 5, .threads = 16, .readahead_kb = 16384, .staging_mb = 64 };
 	struct fuse_session *se = NULL;
 	struct fuse_loop_config *cfg;
 	struct member *ms = NULL;

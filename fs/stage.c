@@ -18,7 +18,7 @@
 
 /* [host, cuda, hip][device]; host uses device 0 only */
 static struct stage pools[3][MAX_DEVS];
-static uint64_t pool_bytes = 256ull << 20;
+static uint64_t pool_bytes = 64ull << 20;
 static pthread_t setup_thread;
 static int setup_running;
 
