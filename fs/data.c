@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "uring.h"
+#include "wback.h"
 
 #define MAX_OPS 64
 /* Checksum buffers up to this size stay with the thread for its next request. */
@@ -423,6 +424,7 @@ ssize_t fs_read(struct fs *fs, uint64_t ino_nr, uint64_t off, size_t size, const
 		return -ENOENT;
 	if (!S_ISREG(ino->a.mode))
 		return -EINVAL;
+	wback_wait(fs, ino, 0); /* reads see what was written */
 	pthread_rwlock_rdlock(&ino->iolock);
 	end = MIN(off + size, ino->a.size);
 	if (off >= end) {
@@ -734,12 +736,7 @@ static int block_mapped(struct inode *ino, uint64_t blk)
 
 ssize_t fs_write(struct fs *fs, uint64_t ino_nr, const char *data, size_t size, uint64_t off)
 {
-	struct cow w[3];
 	struct inode *ino;
-	uint64_t a, b, end, pos;
-	size_t need = 256;
-	int ret, nw = 0;
-	char *buf;
 
 	if (fs->ro)
 		return -EROFS;
@@ -754,14 +751,31 @@ ssize_t fs_write(struct fs *fs, uint64_t ino_nr, const char *data, size_t size, 
 		return -ENOENT;
 	if (!S_ISREG(ino->a.mode))
 		return -EINVAL;
+	return wback_write(fs, ino, data, size, off);
+}
+
+ssize_t fs_write_inode(struct fs *fs, struct inode *ino, const char *data, size_t size,
+		       uint64_t off, int64_t mtime)
+{
+	struct cow w[3];
+	uint64_t a, b, end, pos;
+	size_t need = 256;
+	int ret, nw = 0;
+	char *buf;
+
 	pthread_rwlock_wrlock(&ino->iolock);
 	end = off + size;
 	a = ALIGN_DOWN(off, DMAFS_BLOCK);
 	b = ALIGN_UP(end, DMAFS_BLOCK);
-	buf = thread_buf(1, b - a);
-	if (!buf) {
-		ret = -ENOMEM;
-		goto out;
+	if (a == off && b == end && (uintptr_t)data % DMAFS_BLOCK == 0) {
+		/* whole blocks from an aligned buffer (write-behind): written as they are */
+		buf = (char *)data;
+	} else {
+		buf = thread_buf(1, b - a);
+		if (!buf) {
+			ret = -ENOMEM;
+			goto out;
+		}
 	}
 	/* partial head and tail blocks: old contents (verified) or zeros around the new bytes */
 	if (off != a) {
@@ -784,7 +798,8 @@ ssize_t fs_write(struct fs *fs, uint64_t ino_nr, const char *data, size_t size, 
 			memset(t, 0, DMAFS_BLOCK);
 		}
 	}
-	memcpy(buf + (off - a), data, size);
+	if (buf != data)
+		memcpy(buf + (off - a), data, size);
 
 	/* blocks allocated since the last commit are rewritten in place, the rest by COW */
 	for (pos = a; pos < b && nw < 3;) {
@@ -830,7 +845,7 @@ ssize_t fs_write(struct fs *fs, uint64_t ino_nr, const char *data, size_t size, 
 		ret = cow_log(fs, ino, &w[k]);
 	if (!ret) {
 		struct fmt_rec r;
-		int64_t now = fs_now();
+		int64_t now = mtime ? mtime : fs_now();
 
 		meta_inode_rec(ino, &r);
 		r.a.size = MAX(ino->a.size, end);
@@ -887,6 +902,7 @@ int fs_truncate_locked_data(struct fs *fs, struct inode *ino, uint64_t size)
 
 	if (size > (1ull << 60))
 		return -EFBIG;
+	wback_wait(fs, ino, 0); /* buffered writes land before the size changes */
 	pthread_rwlock_wrlock(&ino->iolock);
 	ino->fresh_lo = ino->fresh_hi = 0; /* blocks past the new end go away */
 	if (size < ino->a.size && size % DMAFS_BLOCK && block_mapped(ino, ALIGN_DOWN(size, DMAFS_BLOCK))) {

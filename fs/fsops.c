@@ -68,6 +68,7 @@ int fs_mount(struct fs *fs, struct member *ms, unsigned n, int ro, char *err, si
 	int ret;
 
 	memset(fs, 0, sizeof(*fs));
+	wback_start(fs, 0); /* off until the daemon starts it: writes are synchronous */
 	fs->members = ms;
 	fs->n = n;
 	fs->su = ms[0].sb.stripe_unit;
@@ -129,6 +130,8 @@ int fs_unmount(struct fs *fs)
 	int ret = 0;
 
 	journal_stop(&fs->j);
+	if (wback_stop(fs))
+		log_err("unmount: some buffered writes could not be written (logged above)");
 	if (!fs->ro) {
 		ret = journal_commit(&fs->j);
 		if (ret)
@@ -164,6 +167,15 @@ void fs_stat(struct fs *fs, const struct inode *ino, struct stat *st)
 	st->st_mtim.tv_nsec = ino->a.mtime % 1000000000;
 	st->st_ctim.tv_sec = ino->a.ctime / 1000000000;
 	st->st_ctim.tv_nsec = ino->a.ctime % 1000000000;
+	if (wback_size(ino)) { /* written, still in write-behind */
+		int64_t t = wback_mtime(ino);
+
+		st->st_size = MAX(st->st_size, (off_t)wback_size(ino));
+		if (t > ino->a.mtime) {
+			st->st_mtim.tv_sec = st->st_ctim.tv_sec = t / 1000000000;
+			st->st_mtim.tv_nsec = st->st_ctim.tv_nsec = t % 1000000000;
+		}
+	}
 }
 
 int fs_getattr(struct fs *fs, uint64_t ino, struct stat *st)
@@ -572,6 +584,8 @@ out:
 	return ret;
 }
 
+static struct inode *wait_written(struct fs *fs, uint64_t ino, int take_err, int *err);
+
 int fs_setattr(struct fs *fs, uint64_t ino, const struct stat *in, int valid, struct stat *out)
 {
 	struct inode *i;
@@ -580,6 +594,8 @@ int fs_setattr(struct fs *fs, uint64_t ino, const struct stat *in, int valid, st
 
 	if (fs->ro)
 		return -EROFS;
+	/* buffered writes first: their mtime and suid clearing must not land after this */
+	wait_written(fs, ino, 0, &ret);
 	if (valid & FUSE_SET_ATTR_SIZE) {
 		pthread_mutex_lock(&fs->meta.lock);
 		i = meta_iget(&fs->meta, ino);
@@ -670,17 +686,42 @@ int fs_open(struct fs *fs, uint64_t ino, int flags)
 	return ret;
 }
 
-void fs_release(struct fs *fs, uint64_t ino)
+/* @ino (0 if gone), after waiting for what write-behind holds of it. */
+static struct inode *wait_written(struct fs *fs, uint64_t ino, int take_err, int *err)
 {
 	struct inode *i;
 
 	pthread_mutex_lock(&fs->meta.lock);
 	i = meta_iget(&fs->meta, ino);
+	pthread_mutex_unlock(&fs->meta.lock);
+	*err = i ? wback_wait(fs, i, take_err) : 0;
+	return i;
+}
+
+void fs_release(struct fs *fs, uint64_t ino)
+{
+	struct inode *i;
+	int err;
+
+	/* FLUSH reported any error; a file closed without it (mmap) still gets its data out */
+	wait_written(fs, ino, 1, &err);
+	pthread_mutex_lock(&fs->meta.lock);
+	i = meta_iget(&fs->meta, ino);
 	if (i && i->nopen) {
 		i->nopen--;
+		if (!i->nopen)
+			wback_forget(fs, i);
 		maybe_drop(fs, i);
 	}
 	pthread_mutex_unlock(&fs->meta.lock);
+}
+
+int fs_flush(struct fs *fs, uint64_t ino)
+{
+	int err;
+
+	wait_written(fs, ino, 1, &err);
+	return err;
 }
 
 int fs_opendir(struct fs *fs, uint64_t ino)
@@ -783,6 +824,10 @@ int fs_statfs(struct fs *fs, struct statvfs *sv)
 	for (unsigned i = 0; i < fs->n; i++)
 		minfree = MIN(minfree, alloc_member_free(&fs->alloc, i));
 	sv->f_bavail = minfree * fs->n / DMAFS_BLOCK;
+	/* bytes written but still in write-behind take their space already */
+	uint64_t held = wback_reserved(fs) / DMAFS_BLOCK;
+	sv->f_bfree -= MIN(sv->f_bfree, held);
+	sv->f_bavail -= MIN(sv->f_bavail, held);
 	pthread_mutex_lock(&fs->meta.lock);
 	files = fs->meta.inodes.n;
 	pthread_mutex_unlock(&fs->meta.lock);
@@ -796,6 +841,15 @@ int fs_statfs(struct fs *fs, struct statvfs *sv)
 }
 
 int fs_fsync(struct fs *fs) { return journal_commit(&fs->j); }
+
+int fs_fsync_file(struct fs *fs, uint64_t ino)
+{
+	int err, ret;
+
+	wait_written(fs, ino, 1, &err);
+	ret = journal_commit(&fs->j);
+	return err ? err : ret;
+}
 
 /* ---- xattrs ---- */
 
@@ -816,7 +870,9 @@ char *fs_layout(struct fs *fs, uint64_t ino, size_t first, int *err)
 	struct inode *i;
 	struct buf b = { 0 };
 	size_t k, n;
+	int werr;
 
+	wait_written(fs, ino, 0, &werr); /* the layout of what was written */
 	pthread_mutex_lock(&fs->meta.lock);
 	i = meta_iget(&fs->meta, ino);
 	if (!i || !S_ISREG(i->a.mode) || (first && first >= i->next)) {

@@ -17,6 +17,7 @@
 #include "member.h"
 #include "meta.h"
 #include "uring.h"
+#include "wback.h"
 
 /* The checksum block of a member written last, kept to spare a read on the next update. */
 struct fs_csum_cache {
@@ -36,6 +37,7 @@ struct fs {
 	struct journal j;
 	int verify_place; /* placements check checksums too (mount option verify_place) */
 	struct fs_csum_cache cc[FMT_MAX_MEMBERS];
+	struct wback wb;
 };
 
 /* Who asks: from the FUSE request context. */
@@ -76,7 +78,14 @@ int fs_readdir(struct fs *fs, uint64_t ino, uint64_t off,
 	       int (*fill)(void *arg, const char *name, const struct stat *st, uint64_t next),
 	       void *arg);
 int fs_statfs(struct fs *fs, struct statvfs *sv);
+/* Commit everything written so far. */
 int fs_fsync(struct fs *fs);
+/* Write @ino's buffered data, then commit everything. Returns a background write error
+ * of @ino (once) or the commit's. */
+int fs_fsync_file(struct fs *fs, uint64_t ino);
+/* close(2) of a file descriptor: its buffered data is written; returns a background
+ * write error of @ino (once) or 0. */
+int fs_flush(struct fs *fs, uint64_t ino);
 
 /* xattrs: user.* only; user.dmafs.layout is virtual and read-only. */
 int fs_getxattr(struct fs *fs, uint64_t ino, const char *name, void *buf, size_t size);
@@ -129,8 +138,13 @@ void fs_io_error(struct fs *fs, const struct inode *ino, const struct uring_op *
 /* Read blocks [a, b) of @ino into @buf (holes zeroed); caller holds ino->iolock. */
 int fs_read_blocks(struct fs *fs, struct inode *ino, char *buf, uint64_t a, uint64_t b,
 		   int verify);
-/* Write; returns bytes written (short only at ENOSPC) or -errno. */
+/* Write (buffered by write-behind when it can); returns bytes accepted (short only at
+ * ENOSPC) or -errno. */
 ssize_t fs_write(struct fs *fs, uint64_t ino, const char *data, size_t size, uint64_t off);
+/* Write to the members now; returns bytes written (short only at ENOSPC) or -errno.
+ * @mtime: when the write was accepted (ns; 0: now). Caller holds no lock of @ino. */
+ssize_t fs_write_inode(struct fs *fs, struct inode *ino, const char *data, size_t size,
+		       uint64_t off, int64_t mtime);
 /* Change the size (caller holds nothing); data beyond the new end is released. */
 int fs_truncate_locked_data(struct fs *fs, struct inode *ino, uint64_t size);
 

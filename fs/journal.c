@@ -485,6 +485,8 @@ static void *commit_thread(void *arg)
 		if (j->stop)
 			break;
 		pthread_mutex_unlock(&j->thread_lock);
+		if (j->before_commit)
+			j->before_commit(j->before_arg);
 		journal_commit(j);
 		pthread_mutex_lock(&j->thread_lock);
 	}

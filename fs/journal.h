@@ -57,6 +57,9 @@ struct journal {
 	pthread_cond_t cond;
 	pthread_mutex_t thread_lock;
 	unsigned interval;
+	/* called by the periodic commit before it commits (write-behind writes its buffers) */
+	void (*before_commit)(void *arg);
+	void *before_arg;
 };
 
 /*

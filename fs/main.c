@@ -20,7 +20,7 @@
 struct options {
 	char *members;
 	char *mountpoint;
-	unsigned commit, threads, readahead_kb, staging_mb;
+	unsigned commit, threads, readahead_kb, staging_mb, writebehind_mb;
 	int writeback, verify_place;
 	char *p2p, *gpu_setup;
 	int ro, foreground, debug, help, version;
@@ -34,6 +34,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("threads=%u", threads),
 	OPT("readahead_kb=%u", readahead_kb),
 	OPT("staging_mb=%u", staging_mb),
+	OPT("writebehind_mb=%u", writebehind_mb),
 	OPT("p2p=%s", p2p),
 	OPT("gpu_setup=%s", gpu_setup),
 	OPT("writeback_cache", writeback),
@@ -140,6 +141,8 @@ static void usage(FILE *f)
 		"  -o attr_timeout=S, entry_timeout=S   kernel cache timeouts (default 1)\n"
 		"  -o verify_place     placements check every block's checksum too, in host\n"
 		"                      memory (costs CPU; the GPU direct path is not used)\n"
+		"  -o writebehind_mb=N memory for writes accepted before they reach the members\n"
+		"                      (default 256; 0: every write waits for its members)\n"
 		"  -o writeback_cache  let the kernel batch writes in its page cache (faster\n"
 		"                      buffered writes; unsynced data dies with the daemon)\n"
 		"  -o fsname=NAME      source shown in /proc/mounts\n"
@@ -340,7 +343,8 @@ static int fsname_given(const struct fuse_args *args)
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-	struct options o = { .commit = 5, .threads = 16, .readahead_kb = 16384, .staging_mb = 64 };
+	struct options o = { .commit = 5, .threads = 16, .readahead_kb = 16384, .staging_mb = 64,
+			     .writebehind_mb = 256 };
 	struct fuse_session *se = NULL;
 	struct fuse_loop_config *cfg;
 	struct member *ms = NULL;
@@ -363,8 +367,8 @@ int main(int argc, char *argv[])
 		return 1;
 	}
 	if (o.threads < 1 || o.threads > 1024 || o.commit < 1 || o.commit > 3600 ||
-	    o.staging_mb < 4 || o.staging_mb > 65536) {
-		fprintf(stderr, "dmafs: threads must be 1..1024, commit 1..3600 seconds, staging_mb 4..65536\n");
+	    o.staging_mb < 4 || o.staging_mb > 65536 || o.writebehind_mb > 65536) {
+		fprintf(stderr, "dmafs: threads must be 1..1024, commit 1..3600 seconds, staging_mb 4..65536, writebehind_mb 0..65536\n");
 		return 1;
 	}
 	if (o.debug)
@@ -438,6 +442,13 @@ int main(int argc, char *argv[])
 		log_err("cannot start the placement service");
 		goto out_unmount;
 	}
+	if (!o.ro && (ret = wback_start(&fs, o.writebehind_mb))) {
+		log_err("cannot start write-behind: %s", strerror(-ret));
+		ret = 1;
+		goto out_unmount;
+	}
+	fs.j.before_commit = wback_before_commit;
+	fs.j.before_arg = &fs;
 	if (journal_start(&fs.j, o.commit)) {
 		log_err("cannot start the commit thread");
 		goto out_unmount;

@@ -49,6 +49,8 @@ struct dir {
 	unsigned nopen;	/* open handles; slots are compacted only when 0 */
 };
 
+struct wbi;
+
 struct inode {
 	struct hnode h; /* key: ino */
 	uint64_t ino;
@@ -69,6 +71,7 @@ struct inode {
 	 * be rewritten in place (data.c). Changed under iolock held exclusively.
 	 */
 	uint64_t fresh_lo, fresh_hi, fresh_epoch;
+	struct wbi *wb; /* write-behind state (wback.c); changed under meta.lock */
 };
 
 struct meta {

@@ -89,10 +89,10 @@ void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
-	fuse_reply_err(req, -fs_fsync(ops_fs));
+	fuse_reply_err(req, -fs_fsync_file(ops_fs, ino));
 }
 
 void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	fuse_reply_err(req, 0);
+	fuse_reply_err(req, -fs_flush(ops_fs, ino));
 }

@@ -551,6 +551,7 @@ int place_run(struct fs *fs, const struct place_caller *c, uint64_t ino_nr,
 		reg_put(r);
 		return ino ? -EINVAL : -ENOENT;
 	}
+	wback_wait(fs, ino, 0); /* what was written is on the members before we read */
 	/* the size and extent map stay fixed while we read: writers wait */
 	pthread_rwlock_rdlock(&ino->iolock);
 	ret = place_validate(p, r->size, ino->a.size);
