@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #define FUSE_MAX_IO (1u << 20)
@@ -21,7 +22,7 @@ struct options {
 	char *members;
 	char *mountpoint;
 	unsigned commit, threads, readahead_kb, staging_mb, writebehind_mb;
-	int writeback, verify_place;
+	int writeback, verify_place, wronly_cache;
 	char *p2p, *gpu_setup;
 	int ro, foreground, debug, help, version;
 };
@@ -39,6 +40,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("gpu_setup=%s", gpu_setup),
 	OPT("writeback_cache", writeback),
 	OPT("verify_place", verify_place),
+	OPT("wronly_cache", wronly_cache),
 	FUSE_OPT_KEY("ro", KEY_RO),
 	FUSE_OPT_KEY("rw", KEY_RW),
 	FUSE_OPT_KEY("-f", KEY_FG),
@@ -143,10 +145,27 @@ static void usage(FILE *f)
 		"                      memory (costs CPU; the GPU direct path is not used)\n"
 		"  -o writebehind_mb=N memory for writes accepted before they reach the members\n"
 		"                      (default 256; 0: every write waits for its members)\n"
+		"  -o wronly_cache     write-only opens go through the kernel's page cache too\n"
+		"                      (by default they bypass it: one copy fewer per write)\n"
 		"  -o writeback_cache  let the kernel batch writes in its page cache (faster\n"
 		"                      buffered writes; unsynced data dies with the daemon)\n"
 		"  -o fsname=NAME      source shown in /proc/mounts\n"
 		"See dmafs(8).\n");
+}
+
+/*
+ * Direct writes invalidate other descriptors' cached pages of the range only since Linux
+ * 6.6 ("fuse: invalidate page cache pages before direct write"): before that, write-only
+ * opens keep the page cache, or a reader could see stale data.
+ */
+static int kernel_at_least(int major, int minor)
+{
+	struct utsname u;
+	int a = 0, b = 0;
+
+	if (uname(&u) || sscanf(u.release, "%d.%d", &a, &b) != 2)
+		return 0;
+	return a > major || (a == major && b >= minor);
 }
 
 static const struct fuse_lowlevel_ops ops;
@@ -411,6 +430,7 @@ int main(int argc, char *argv[])
 	ops_fs = &fs;
 	ops_opts.attr_timeout = attr_timeout;
 	ops_opts.entry_timeout = entry_timeout;
+	ops_opts.wronly_direct = !o.wronly_cache && !o.writeback && kernel_at_least(6, 6);
 
 	/* the member list is the mount's source in /proc/mounts unless fsname= was given */
 	fuse_opt_add_arg(&args, "-osubtype=dmafs,default_permissions");

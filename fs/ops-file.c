@@ -4,6 +4,23 @@
 
 #include <errno.h>
 
+/*
+ * Write-only opens (cp, dd of=, rsync's temporary files, downloaders) skip the kernel's
+ * page cache: their writes come straight from the writer's pages, one copy fewer than
+ * through the cache, and write-behind buffers them anyway. Such a descriptor cannot be
+ * mapped for reading, and the kernel drops cached pages of the range a direct write
+ * covers, so readers through other descriptors stay coherent. Everything else keeps the
+ * page cache (mmap, safetensors, numpy need it), and cached pages stay valid across opens
+ * because every write passes through this daemon.
+ */
+void ops_open_flags(struct fuse_file_info *fi)
+{
+	fi->fh = OPS_FH(fi->flags);
+	fi->keep_cache = 1;
+	if (ops_opts.wronly_direct && (fi->flags & O_ACCMODE) == O_WRONLY && ops_fs->wb.enabled)
+		fi->direct_io = 1;
+}
+
 void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	       struct fuse_file_info *fi)
 {
@@ -23,10 +40,9 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		return;
 	}
 	e.ino = e.attr.st_ino;
-	fi->fh = OPS_FH(fi->flags);
+	ops_open_flags(fi);
 	e.attr_timeout = ops_opts.attr_timeout;
 	e.entry_timeout = ops_entry_timeout(e.attr.st_mode);
-	fi->keep_cache = 1;
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
 		fs_release(ops_fs, e.ino);
 		fs_forget(ops_fs, e.ino, 1);
@@ -49,12 +65,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, -ret);
 		return;
 	}
-	/*
-	 * All writes pass through this daemon, which the kernel's page cache sees, so cached
-	 * pages stay valid across opens.
-	 */
-	fi->keep_cache = 1;
-	fi->fh = OPS_FH(fi->flags);
+	ops_open_flags(fi);
 	if (fuse_reply_open(req, fi) == -ENOENT)
 		fs_release(ops_fs, ino);
 }

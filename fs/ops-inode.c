@@ -7,7 +7,7 @@
 #include <string.h>
 
 struct fs *ops_fs;
-struct dmafs_opts ops_opts = { 1.0, 1.0 };
+struct dmafs_opts ops_opts = { .attr_timeout = 1.0, .entry_timeout = 1.0, .wronly_direct = 0 };
 
 void ops_ctx(fuse_req_t req, struct fs_ctx *c)
 {

@@ -11,6 +11,7 @@
 
 struct dmafs_opts {
 	double attr_timeout, entry_timeout;
+	int wronly_direct; /* write-only opens bypass the kernel's page cache (ops-file.c) */
 };
 
 extern struct fs *ops_fs;
@@ -22,6 +23,8 @@ extern struct fs *ops_fs;
 #define OPS_FH(flags) ((uint64_t)((flags) & O_ACCMODE) + 1)
 #define OPS_FH_READABLE(fh) ((fh) == O_RDONLY + 1 || (fh) == O_RDWR + 1)
 extern struct dmafs_opts ops_opts;
+/* Open flags of a file handle in reply to open/create (cache and direct I/O choices). */
+void ops_open_flags(struct fuse_file_info *fi);
 
 void ops_entry(fuse_req_t req, int ret, const struct stat *st);
 /*

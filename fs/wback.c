@@ -165,6 +165,7 @@ static void *flusher(void *arg)
 		/* w->fl, fl_off and fl_len stay put while it is in flight */
 		off = w->fl_off;
 		len = w->fl_len;
+		uint64_t t0 = util_now_ns();
 		while (done < len) {
 			n = fs_write_inode(fs, w->ino, w->fl + done, len - done, off + done,
 					   w->fl_mtime);
@@ -176,7 +177,12 @@ static void *flusher(void *arg)
 			log_err("inode %llu: writing %zu buffered bytes at offset %llu failed: %s (reported to the writer by fsync or close)",
 				(unsigned long long)w->ino->ino, len - done,
 				(unsigned long long)(off + done), strerror(n < 0 ? (int)-n : ENOSPC));
-		unreserve(wb, len);
+		pthread_mutex_lock(&wb->lock);
+		wb->reserved -= len;
+		wb->st_bytes += done;
+		wb->st_chunks++;
+		wb->st_flush_ns += util_now_ns() - t0;
+		pthread_mutex_unlock(&wb->lock);
 
 		pthread_mutex_lock(&w->lock);
 		if (done < len && !w->err)
@@ -244,6 +250,11 @@ int wback_stop(struct fs *fs)
 	int ret = wback_flush_all(fs);
 
 	pthread_mutex_lock(&wb->lock);
+	if (wb->st_chunks)
+		log_info("write-behind: %.2f GiB in %llu chunks of up to %zu MiB, %.3f s writing them (summed over %u flushers); writers waited %.3f s for flushes; %llu writes taken synchronously",
+			 wb->st_bytes / 1073741824.0, (unsigned long long)wb->st_chunks,
+			 wb->chunk >> 20, wb->st_flush_ns / 1e9, wb->nthreads, wb->st_wait_ns / 1e9,
+			 (unsigned long long)wb->st_sync_writes);
 	wb->stop = 1;
 	wb->enabled = 0;
 	pthread_cond_broadcast(&wb->work);
@@ -302,9 +313,14 @@ ssize_t wback_write(struct fs *fs, struct inode *ino, const char *data, size_t s
 		if (w->fill_len && off == w->fill_off + w->fill_len && w->fill_len + size <= wb->chunk)
 			break; /* appends */
 		if (w->fill_len) { /* not contiguous, or full: that buffer goes first */
-			if (w->fl)
+			if (w->fl) {
+				uint64_t t0 = util_now_ns();
+
 				pthread_cond_wait(&w->cond, &w->lock);
-			else
+				pthread_mutex_lock(&wb->lock);
+				wb->st_wait_ns += util_now_ns() - t0;
+				pthread_mutex_unlock(&wb->lock);
+			} else
 				handoff(wb, w);
 			continue;
 		}
@@ -317,6 +333,9 @@ ssize_t wback_write(struct fs *fs, struct inode *ino, const char *data, size_t s
 		break;
 	}
 	if (!reserved) { /* synchronous, after what is buffered */
+		pthread_mutex_lock(&wb->lock);
+		wb->st_sync_writes++;
+		pthread_mutex_unlock(&wb->lock);
 		drain_locked(wb, w);
 		pthread_mutex_unlock(&w->lock);
 		return fs_write_inode(fs, ino, data, size, off, 0);

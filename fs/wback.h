@@ -65,6 +65,9 @@ struct wback {
 	size_t nfree, nbufs, maxbufs;
 	uint64_t reserved; /* bytes accepted, not yet written (space they will take) */
 	int stop;
+	/* statistics (logged at unmount): bytes and chunks written, ns spent writing them and
+	 * ns writers waited for a flush to finish */
+	uint64_t st_bytes, st_chunks, st_flush_ns, st_wait_ns, st_sync_writes;
 	/* set at start: */
 	size_t chunk; /* bytes per buffer: whole stripes */
 	unsigned nthreads;

@@ -138,7 +138,27 @@ if PHASE == "live":
         fail(f"statfs: 8 MiB accepted but free space fell by {used} bytes")
     os.close(fd)
 
-    # 8. ENOSPC is returned by write(2) itself, and what write accepted survives
+    # 8. a write-only descriptor (direct I/O to the daemon) and a reader that has the
+    # file in the page cache, through read(2) and mmap: the reader sees the new bytes
+    p = f"{MNT}/coherent"
+    with open(p, "wb") as f:
+        f.write(b"A" * 3000000)
+    r = os.open(p, os.O_RDONLY)
+    m = mmap.mmap(r, 0, prot=mmap.PROT_READ)
+    if os.pread(r, 3000000, 0) != b"A" * 3000000 or m[:3000000] != b"A" * 3000000:
+        fail("coherence: first read differs")
+    w = os.open(p, os.O_WRONLY)
+    os.pwrite(w, b"B" * 1000000, 500000)
+    os.close(w)
+    want = b"A" * 500000 + b"B" * 1000000 + b"A" * 1500000
+    if os.pread(r, 3000000, 0) != want:
+        fail("coherence: read(2) through a cached descriptor is stale after a write-only write")
+    if m[:] != want:
+        fail("coherence: an mmap of the file is stale after a write-only write")
+    m.close()
+    os.close(r)
+
+    # 9. ENOSPC is returned by write(2) itself, and what write accepted survives
     p = f"{MNT}/fill"
     total = 0
     err = None
