@@ -467,12 +467,6 @@ static uint64_t goal_for(struct fs *fs, struct inode *ino, uint64_t pos)
 	return 0;
 }
 
-/* A new extent not yet in the map: allocated, written, then logged. */
-struct newext {
-	uint64_t off, moff;
-	uint32_t len, member;
-};
-
 /*
  * Allocate new space for blocks [a, b): data is never overwritten in place (see
  * struct cow). Pieces go to @ne (at most @max). Returns the end of the allocated prefix
@@ -1054,4 +1048,21 @@ int fs_truncate_locked_data(struct fs *fs, struct inode *ino, uint64_t size)
 out:
 	pthread_rwlock_unlock(&ino->iolock);
 	return ret;
+}
+
+/* Entry points for falloc.c into the helpers above (see their comments). */
+int64_t fs_alloc_blocks(struct fs *fs, struct inode *ino, uint64_t a, uint64_t b,
+			struct newext *ne, size_t *nne, size_t max)
+{
+	return allocate(fs, ino, a, b, ne, nne, max);
+}
+
+int fs_csum_store(struct fs *fs, const struct uring_op *ops, size_t n)
+{
+	return csum_store(fs, ops, n);
+}
+
+void fs_fresh_add(struct inode *ino, uint64_t a, uint64_t b, uint64_t epoch)
+{
+	fresh_add(ino, a, b, epoch);
 }

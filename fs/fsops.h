@@ -147,6 +147,43 @@ ssize_t fs_write_inode(struct fs *fs, struct inode *ino, const char *data, size_
 		       uint64_t off, int64_t mtime);
 /* Change the size (caller holds nothing); data beyond the new end is released. */
 int fs_truncate_locked_data(struct fs *fs, struct inode *ino, uint64_t size);
+/* A new extent not yet in the map: allocated, written, then logged. */
+struct newext {
+	uint64_t off, moff;
+	uint32_t len, member;
+};
+/*
+ * Allocate new space for file blocks [a, b) of @ino with the striping and goals of an
+ * ordinary write: pieces (each inside one stripe unit) are appended to @ne from index *nne,
+ * at most @max in all. Returns the end of the allocated prefix (b when everything got
+ * space; less when space or @max ran out) or -ENOMEM. The pieces are not logged; free them
+ * with alloc_put() if they never are. Caller holds ino->iolock exclusively.
+ */
+int64_t fs_alloc_blocks(struct fs *fs, struct inode *ino, uint64_t a, uint64_t b,
+			struct newext *ne, size_t *nne, size_t max);
+/*
+ * Store the checksums of the blocks that the (completed) member writes @ops wrote, from
+ * op->buf, and mark their members dirty for the next commit. Returns 0 or -EIO/-ENOMEM.
+ */
+int fs_csum_store(struct fs *fs, const struct uring_op *ops, size_t n);
+/*
+ * Note file blocks [a, b) as allocated by records of journal epoch @epoch, so that writes
+ * rewrite them in place while that epoch lasts. Caller holds ino->iolock exclusively and
+ * meta.lock, with those records already logged.
+ */
+void fs_fresh_add(struct inode *ino, uint64_t a, uint64_t b, uint64_t epoch);
+
+/* falloc.c: fallocate(2) */
+/*
+ * fallocate(2) on regular file @ino. @mode 0 or FALLOC_FL_KEEP_SIZE reserves the blocks of
+ * [off, off + len) that have none (zeroed on the members, with their checksums), mode 0
+ * also extending the size to off + len; FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE frees
+ * the whole blocks inside the range and zeroes the bytes of the partial ones. Returns 0,
+ * -EINVAL (len 0, or an offset or length that does not fit off_t), -EFBIG (past the largest
+ * file), -EOPNOTSUPP (another mode, or PUNCH_HOLE without KEEP_SIZE), -EISDIR, -ENODEV (not
+ * a regular file), -ENOENT, -EROFS, -ENOSPC (nothing reserved then), -EIO or -ENOMEM.
+ */
+int fs_fallocate(struct fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t len);
 
 /*
  * Take meta.lock with room for @need bytes of log records (compacting if needed).

@@ -276,6 +276,7 @@ static const struct fuse_lowlevel_ops ops = {
 	.flush = op_flush,
 	.release = op_release,
 	.fsync = op_fsync,
+	.fallocate = op_fallocate,
 	.opendir = op_opendir,
 	.readdir = op_readdir,
 	.releasedir = op_releasedir,

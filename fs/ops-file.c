@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* ops-file.c - FUSE handlers for open files: create, open, read, write, fsync. */
+/* ops-file.c - FUSE handlers for open files: create, open, read, write, fsync, fallocate. */
 #include "ops.h"
 
 #include <errno.h>
@@ -106,4 +106,19 @@ void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_inf
 void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	fuse_reply_err(req, -fs_flush(ops_fs, ino));
+}
+
+void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
+		  struct fuse_file_info *fi)
+{
+	int ret;
+
+	/* the kernel checks all of this first (vfs_fallocate); the daemon does not rely on it */
+	if (offset < 0 || length <= 0)
+		ret = -EINVAL;
+	else if (fi->fh == O_RDONLY + 1)
+		ret = -EBADF;
+	else
+		ret = fs_fallocate(ops_fs, ino, mode, offset, length);
+	fuse_reply_err(req, -ret);
 }

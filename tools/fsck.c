@@ -2,10 +2,11 @@
 /*
  * fsck.c - dmafs-fsck: offline check and repair of a dmafs filesystem (not mounted).
  * Checks the superblocks and their copies, the member set, both copies of the metadata
- * log, extents (outside the data region, overlapping, doubly owned, past EOF), directory
- * entries, link counts and unreachable inodes; --repair fixes what it can and writes the
- * repaired metadata as a fresh snapshot to both log copies; --scrub reads every data
- * block and checks it against its checksum. Exit status as e2fsck: 0 clean, 1 errors corrected, 4 errors left, 8 operational.
+ * log, extents (outside the data region, overlapping, doubly owned), directory entries,
+ * link counts and unreachable inodes; --repair fixes what it can and writes the repaired
+ * metadata as a fresh snapshot to both log copies; --scrub reads every data block and
+ * checks it against its checksum, and that blocks past the end of file hold zeros.
+ * Exit status as e2fsck: 0 clean, 1 errors corrected, 4 errors left, 8 operational.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -180,23 +181,15 @@ static int check_links(struct inode *i, void *arg)
 
 static struct alloc alloc;
 
+/* Extents past the end of file are space reserved by fallocate(2) with FALLOC_FL_KEEP_SIZE
+ * (their blocks hold zeros; --scrub checks that). */
 static int check_extents(struct inode *i, void *arg)
 {
-	uint64_t keep = ALIGN_UP(i->a.size, DMAFS_BLOCK);
 	char pb[4096];
 
 	for (size_t k = 0; k < i->next;) {
 		struct extent *e = &i->ext[k];
 
-		if (e->off >= keep) {
-			problem(1, "%s: extent at file offset %llu lies past the end of the file (size %llu)%s",
-				path_of(i->ino, pb, sizeof(pb)), (unsigned long long)e->off,
-				(unsigned long long)i->a.size, repair ? "; released" : "");
-			if (repair) {
-				i->next = k;
-				break;
-			}
-		}
 		if (alloc_mark_used(&alloc, e->member, e->moff, e->len)) {
 			problem(1, "%s: extent at file offset %llu (member %u offset %llu, %u bytes) is outside the data region or also owned by another extent%s",
 				path_of(i->ino, pb, sizeof(pb)), (unsigned long long)e->off, e->member,
@@ -284,10 +277,31 @@ static void scrub_damaged(uint64_t ino, uint64_t foff, uint64_t len, uint32_t me
 
 #define SCRUB_CHUNK (4u << 20)
 
-/* Read every block of the file's extents and check it against its checksum. */
+/* Report blocks past the end of file that are not zeros, found at file offset @foff. */
+static void scrub_not_zero(uint64_t ino, uint64_t size, uint64_t foff, uint64_t len,
+			   uint32_t member, uint64_t moff)
+{
+	char pb[4096];
+
+	scrub_bad++;
+	problem(0, "%s: blocks past the end of file (size %llu) at file offset %llu (+%llu bytes) on member %u (%s) offset %llu are not zeros; extending the file would expose them",
+		path_of(ino, pb, sizeof(pb)), (unsigned long long)size, (unsigned long long)foff,
+		(unsigned long long)len, member, ms[member].path, (unsigned long long)moff);
+}
+
+static int all_zero(const char *p, size_t len)
+{
+	return len == 0 || (p[0] == 0 && !memcmp(p, p + 1, len - 1));
+}
+
+/*
+ * Read every block of the file's extents and check it against its checksum; whole blocks
+ * past the end of file (reserved by fallocate with KEEP_SIZE) must also hold zeros.
+ */
 static int scrub_inode(struct inode *i, void *arg)
 {
 	char *buf = arg, *cbuf = buf + SCRUB_CHUNK, pb[4096];
+	uint64_t keep = ALIGN_UP(i->a.size, DMAFS_BLOCK);
 
 	for (size_t k = 0; k < i->next; k++) {
 		const struct extent *e = &i->ext[k];
@@ -302,7 +316,7 @@ static int scrub_inode(struct inode *i, void *arg)
 				{ .fd = ms[e->member].fd, .buf = buf, .len = len, .off = moff, .tag = e->member },
 				{ .fd = ms[e->member].fd, .buf = cbuf, .len = cb - ca, .off = ca, .tag = e->member },
 			};
-			uint64_t bad_from = 0, bad_len = 0;
+			uint64_t bad_from = 0, bad_len = 0, nz_from = 0, nz_len = 0;
 
 			if (uring_rw(op, 2)) {
 				const struct uring_op *f = op[0].res ? &op[0] : &op[1];
@@ -327,6 +341,16 @@ static int scrub_inode(struct inode *i, void *arg)
 					scrub_damaged(i->ino, e->off + o + bad_from, bad_len, e->member,
 						      moff + bad_from);
 					bad_len = 0;
+				}
+				if (b < len && !bad && e->off + o + b >= keep &&
+				    !all_zero(buf + b, DMAFS_BLOCK)) {
+					if (!nz_len)
+						nz_from = b;
+					nz_len += DMAFS_BLOCK;
+				} else if (nz_len) {
+					scrub_not_zero(i->ino, i->a.size, e->off + o + nz_from, nz_len,
+						       e->member, moff + nz_from);
+					nz_len = 0;
 				}
 			}
 next:
