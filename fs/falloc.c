@@ -482,7 +482,15 @@ int fs_fallocate(struct fs *fs, uint64_t ino_nr, int mode, uint64_t off, uint64_
 		return -EISDIR;
 	if (!S_ISREG(ino->a.mode))
 		return -ENODEV;
-	if (mode & FALLOC_FL_PUNCH_HOLE)
-		return fallocate_punch(fs, ino, off, len);
+	/* what write-behind holds of the file lands first: the extent map is then complete */
+	wback_wait(fs, ino, 0);
+	if (mode & FALLOC_FL_PUNCH_HOLE) {
+		int ret = fallocate_punch(fs, ino, off, len);
+
+		/* the zeroed partial blocks went through write-behind: on the members on return */
+		if (!ret)
+			ret = wback_wait(fs, ino, 1);
+		return ret;
+	}
 	return fallocate_reserve(fs, ino, mode & FALLOC_FL_KEEP_SIZE, off, len);
 }

@@ -182,8 +182,18 @@ int fs_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 {
 	struct inode *i;
 
+	/*
+	 * stat(2) of a file with buffered writes waits for them, so st_blocks and the rest are
+	 * exact (fs_stat's overlay of size and mtime covers lookups and readdirplus).
+	 */
 	pthread_mutex_lock(&fs->meta.lock);
 	i = meta_iget(&fs->meta, ino);
+	if (i && wback_size(i)) {
+		pthread_mutex_unlock(&fs->meta.lock);
+		wback_wait(fs, i, 0);
+		pthread_mutex_lock(&fs->meta.lock);
+		i = meta_iget(&fs->meta, ino);
+	}
 	if (i)
 		fs_stat(fs, i, st);
 	pthread_mutex_unlock(&fs->meta.lock);
