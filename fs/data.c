@@ -836,7 +836,19 @@ static int block_mapped(struct inode *ino, uint64_t blk)
 	return i < ino->next && ino->ext[i].off <= blk;
 }
 
+static int copy_mem(void *arg, char *dst, size_t size)
+{
+	memcpy(dst, arg, size);
+	return 0;
+}
+
 ssize_t fs_write(struct fs *fs, uint64_t ino_nr, const char *data, size_t size, uint64_t off)
+{
+	return fs_write_from(fs, ino_nr, size, off, copy_mem, (void *)data);
+}
+
+ssize_t fs_write_from(struct fs *fs, uint64_t ino_nr, size_t size, uint64_t off,
+		      int (*copy)(void *arg, char *dst, size_t size), void *arg)
 {
 	struct inode *ino;
 
@@ -853,7 +865,7 @@ ssize_t fs_write(struct fs *fs, uint64_t ino_nr, const char *data, size_t size, 
 		return -ENOENT;
 	if (!S_ISREG(ino->a.mode))
 		return -EINVAL;
-	return wback_write(fs, ino, data, size, off);
+	return wback_write(fs, ino, size, off, copy, arg);
 }
 
 ssize_t fs_write_inode(struct fs *fs, struct inode *ino, const char *data, size_t size,

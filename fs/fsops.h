@@ -141,6 +141,10 @@ int fs_read_blocks(struct fs *fs, struct inode *ino, char *buf, uint64_t a, uint
 /* Write (buffered by write-behind when it can); returns bytes accepted (short only at
  * ENOSPC) or -errno. */
 ssize_t fs_write(struct fs *fs, uint64_t ino, const char *data, size_t size, uint64_t off);
+/* The same, with the data brought in by @copy(@arg, dst, size) (0 or -errno), called
+ * once, straight into write-behind's buffer when the write is buffered. */
+ssize_t fs_write_from(struct fs *fs, uint64_t ino, size_t size, uint64_t off,
+		      int (*copy)(void *arg, char *dst, size_t size), void *arg);
 /* Write to the members now; returns bytes written (short only at ENOSPC) or -errno.
  * @mtime: when the write was accepted (ns; 0: now). Caller holds no lock of @ino. */
 ssize_t fs_write_inode(struct fs *fs, struct inode *ino, const char *data, size_t size,

@@ -243,7 +243,15 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->max_readahead = FUSE_MAX_IO;
 	conn->max_background = 64;
 	conn->congestion_threshold = 48;
-	/* write-through by default: every write(2) reaches the members before it returns */
+	/*
+	 * Written data arrives through a pipe (spliced from /dev/fuse: the writer's pages are
+	 * referenced, not copied) and is read from it once, into write-behind's buffer. Without
+	 * it the kernel copies the data into libfuse's buffer and we copy it again. Needs a pipe
+	 * of 1 MiB + a page, beyond fs.pipe-max-size, which root may set.
+	 */
+	if ((conn->capable & FUSE_CAP_SPLICE_READ) && geteuid() == 0 && !getenv("DMAFS_NO_SPLICE"))
+		conn->want |= FUSE_CAP_SPLICE_READ;
+	/* the kernel's page cache is write-through unless writeback_cache is asked for */
 	if (want_writeback && (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
 		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
 	else
@@ -272,7 +280,7 @@ static const struct fuse_lowlevel_ops ops = {
 	.link = op_link,
 	.open = op_open,
 	.read = op_read,
-	.write = op_write,
+	.write_buf = op_write_buf,
 	.flush = op_flush,
 	.release = op_release,
 	.fsync = op_fsync,

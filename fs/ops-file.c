@@ -81,10 +81,25 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse
 		fuse_reply_buf(req, data, n);
 }
 
-void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
-	      struct fuse_file_info *fi)
+/* Copies a request's data (memory, or the pipe it was spliced into) to @dst. */
+static int copy_bufvec(void *arg, char *dst, size_t size)
 {
-	ssize_t n = off < 0 ? -EINVAL : fs_write(ops_fs, ino, buf, size, off);
+	struct fuse_bufvec *src = arg;
+	struct fuse_bufvec to = FUSE_BUFVEC_INIT(size);
+	ssize_t n;
+
+	to.buf[0].mem = dst;
+	n = fuse_buf_copy(&to, src, 0);
+	if (n < 0)
+		return (int)n;
+	return (size_t)n == size ? 0 : -EIO;
+}
+
+void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv, off_t off,
+		  struct fuse_file_info *fi)
+{
+	size_t size = fuse_buf_size(bufv);
+	ssize_t n = off < 0 ? -EINVAL : fs_write_from(ops_fs, ino, size, off, copy_bufvec, bufv);
 
 	if (n < 0)
 		fuse_reply_err(req, -n);

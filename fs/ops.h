@@ -72,8 +72,8 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	       struct fuse_file_info *fi);
 void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi);
-void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
-	      struct fuse_file_info *fi);
+void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv, off_t off,
+		  struct fuse_file_info *fi);
 void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
 void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);

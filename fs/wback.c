@@ -289,18 +289,39 @@ static struct wbi *wbi_get(struct fs *fs, struct inode *ino)
 	return w;
 }
 
-ssize_t wback_write(struct fs *fs, struct inode *ino, const char *data, size_t size,
-		    uint64_t off)
+/* A synchronous write: the data into this thread's buffer, then to the members. */
+static ssize_t write_now(struct fs *fs, struct inode *ino, size_t size, uint64_t off,
+			 int (*copy)(void *arg, char *dst, size_t size), void *arg)
+{
+	static __thread char *tb;
+	static __thread size_t tbl;
+	int ret;
+
+	if (tbl < size) {
+		free(tb);
+		tb = util_aligned_alloc(size);
+		tbl = tb ? size : 0;
+		if (!tb)
+			return -ENOMEM;
+	}
+	ret = copy(arg, tb, size);
+	if (ret)
+		return ret;
+	return fs_write_inode(fs, ino, tb, size, off, 0);
+}
+
+ssize_t wback_write(struct fs *fs, struct inode *ino, size_t size, uint64_t off,
+		    int (*copy)(void *arg, char *dst, size_t size), void *arg)
 {
 	struct wback *wb = &fs->wb;
 	struct wbi *w;
 	int ret, reserved;
 
 	if (!wb->enabled)
-		return fs_write_inode(fs, ino, data, size, off, 0);
+		return write_now(fs, ino, size, off, copy, arg);
 	w = wbi_get(fs, ino);
 	if (!w)
-		return fs_write_inode(fs, ino, data, size, off, 0);
+		return write_now(fs, ino, size, off, copy, arg);
 	pthread_mutex_lock(&w->lock);
 	if (w->err) {
 		ret = w->err;
@@ -338,9 +359,18 @@ ssize_t wback_write(struct fs *fs, struct inode *ino, const char *data, size_t s
 		pthread_mutex_unlock(&wb->lock);
 		drain_locked(wb, w);
 		pthread_mutex_unlock(&w->lock);
-		return fs_write_inode(fs, ino, data, size, off, 0);
+		return write_now(fs, ino, size, off, copy, arg);
 	}
-	memcpy(w->fill + w->fill_len, data, size);
+	ret = copy(arg, w->fill + w->fill_len, size);
+	if (ret) { /* nothing taken: an empty buffer goes back */
+		unreserve(wb, size);
+		if (!w->fill_len) {
+			buf_put(wb, w->fill);
+			w->fill = NULL;
+		}
+		pthread_mutex_unlock(&w->lock);
+		return ret;
+	}
 	w->fill_len += size;
 	__atomic_store_n(&w->fill_mtime, fs_now(), __ATOMIC_RELAXED);
 	if (off + size > w->size)

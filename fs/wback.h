@@ -83,12 +83,13 @@ int wback_start(struct fs *fs, unsigned mb);
 /* Write every buffer, stop the flushers, free the buffers. Returns the first flush error. */
 int wback_stop(struct fs *fs);
 /*
- * Accept a write: buffered when write-behind can take it, else written at once (after the
+ * Accept a write of @size bytes at @off, brought in by @copy(@arg, dst, size) (0 or
+ * -errno): buffered when write-behind can take it, else written at once (after the
  * file's buffers). Returns bytes accepted or -errno (a pending background error of this
  * file is returned here once).
  */
-ssize_t wback_write(struct fs *fs, struct inode *ino, const char *data, size_t size,
-		    uint64_t off);
+ssize_t wback_write(struct fs *fs, struct inode *ino, size_t size, uint64_t off,
+		    int (*copy)(void *arg, char *dst, size_t size), void *arg);
 /* Wait until nothing of @ino is buffered or being written. Returns the pending background
  * error of the file or 0; @take_err clears it (fsync and close report it once). Caller
  * holds no lock of @ino and not meta.lock. */
