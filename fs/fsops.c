@@ -130,12 +130,16 @@ int fs_unmount(struct fs *fs)
 	int ret = 0;
 
 	journal_stop(&fs->j);
-	if (wback_stop(fs))
+	if (wback_stop(fs)) {
 		log_err("unmount: some buffered writes could not be written (logged above)");
+		ret = -EIO;
+	}
 	if (!fs->ro) {
-		ret = journal_commit(&fs->j);
-		if (ret)
-			log_err("unmount: final metadata commit failed: %s", strerror(-ret));
+		int cret = journal_commit(&fs->j);
+
+		if (cret)
+			log_err("unmount: final metadata commit failed: %s", strerror(-cret));
+		ret = ret ? ret : cret;
 	}
 	meta_destroy(&fs->meta);
 	alloc_destroy(&fs->alloc);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -166,6 +167,65 @@ static int kernel_at_least(int major, int minor)
 	if (uname(&u) || sscanf(u.release, "%d.%d", &a, &b) != 2)
 		return 0;
 	return a > major || (a == major && b >= minor);
+}
+
+/*
+ * /run/dmafs/MAJ:MIN.pid names the daemon of the mount with that device number (as in
+ * /proc/self/mountinfo), so that umount.fuse can wait for it to finish: the final commit
+ * and the closing of the members happen after the kernel has let go of the mount. A
+ * failed final commit leaves MAJ:MIN.err with the reason instead.
+ */
+#define RUN_DIR "/run/dmafs"
+static char run_file[64];
+
+static void run_file_write(const char *mnt)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "r");
+	char line[8192], dev[32] = "", path[PATH_MAX + 64];
+	unsigned maj, min;
+
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) { /* the last mount on @mnt is ours */
+		char p[4096];
+
+		if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &maj, &min, p) == 3 && !strcmp(p, mnt))
+			snprintf(dev, sizeof(dev), "%u:%u", maj, min);
+	}
+	fclose(f);
+	if (!dev[0] || (mkdir(RUN_DIR, 0755) && errno != EEXIST))
+		return;
+	snprintf(run_file, sizeof(run_file), RUN_DIR "/%s", dev);
+	snprintf(path, sizeof(path), "%s.err", run_file);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s.pid", run_file);
+	f = fopen(path, "w");
+	if (!f) {
+		run_file[0] = 0;
+		return;
+	}
+	fprintf(f, "%d\n%s\n", (int)getpid(), mnt);
+	fclose(f);
+}
+
+/* At exit: the pid file goes; a failure leaves its reason for umount.fuse to print. */
+static void run_file_done(const char *why)
+{
+	char path[96];
+
+	if (!run_file[0])
+		return;
+	if (why) {
+		FILE *f;
+
+		snprintf(path, sizeof(path), "%s.err", run_file);
+		if ((f = fopen(path, "w"))) {
+			fprintf(f, "%s\n", why);
+			fclose(f);
+		}
+	}
+	snprintf(path, sizeof(path), "%s.pid", run_file);
+	unlink(path);
 }
 
 static const struct fuse_lowlevel_ops ops;
@@ -462,6 +522,7 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "dmafs: cannot mount on %s (see the message above)\n", o.mountpoint);
 		goto out_signals;
 	}
+	run_file_write(o.mountpoint);
 	want_writeback = o.writeback;
 	fs.verify_place = o.verify_place;
 	ra_mnt = o.mountpoint;
@@ -498,6 +559,7 @@ out_fs:
 	if (fs_unmount(&fs))
 		ret = 1;
 	members_close(ms, n);
+	run_file_done(ret ? "the final metadata commit or a buffered write failed (see the daemon's log)" : NULL);
 	fuse_opt_free_args(&args);
 	return ret;
 }
