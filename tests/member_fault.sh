@@ -121,6 +121,40 @@ rd "$M/f" ${EOFF[1]} ${ELEN[1]} "$W/ref" ||
 	t_fail "read of the extent on member 1 after clearing the fault: status $?"
 timeout 30 cmp "$W/ref" "$M/f" || t_fail "f differs from ref after clearing the fault"
 
+t_log "write-behind: writes that fail on member 1 in the background fail close(2) and fsync(2) with EIO"
+# everything on member 1 past f's extent (new data, and the checksums of new data) fails
+echo "$((EMOFF[1] + ELEN[1])) $(($(stat -c %s "${T_IMGS[1]}") - EMOFF[1] - ELEN[1] - 4194304))" >"$CTL"
+PYTHONDONTWRITEBYTECODE=1 timeout -k 2 60 "$T_PY" - "$M" <<'PY' || t_fail "a failed background write was not reported (see above)"
+import errno, os, sys
+m = sys.argv[1]
+data = os.urandom(8 << 20)  # 8 stripe units: some land on member 1
+for how in ("close", "fsync"):
+    fd = os.open(f"{m}/wb-{how}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)  # accepted into write-behind
+    except OSError as e:
+        print(f"write itself failed ({e}); expected it to be buffered")
+        sys.exit(1)
+    try:
+        if how == "fsync":
+            os.fsync(fd)
+        os.close(fd)
+        fd = None
+    except OSError as e:
+        if e.errno != errno.EIO:
+            print(f"{how}: {e}, expected EIO")
+            sys.exit(1)
+        print(f"{how} failed with EIO, as expected")
+        if fd is not None and how == "fsync":
+            os.close(fd)  # the error was reported once
+        continue
+    print(f"{how} succeeded although member 1 refused the data")
+    sys.exit(1)
+PY
+grep -q "buffered bytes at offset" "$T_DAEMON_ERR" ||
+	t_fail "the daemon did not log the failed background write: $(tail -5 "$T_DAEMON_ERR")"
+: >"$CTL"
+
 t_log "member 1 disappears: kill -9 faultfs, detach its mount"
 kill -9 "$FF_PID" || t_fail "kill faultfs"
 n=100
