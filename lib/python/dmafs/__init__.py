@@ -6,6 +6,8 @@
     sd = dmafs.load("/mnt/models/qwen2.5-7b", device="cuda:0")   # shards, index, snapshot
     print(dmafs.last_stats())        # bytes, seconds, GB/s, path used ("staged", "host", ...)
 
+    dmafs.enable()   # transformers' from_pretrained of models on dmafs takes the same path
+
 load_file() returns what safetensors.torch.load_file() returns (same keys, dtypes, shapes
 and values); the daemon reads the files from the member drives with O_DIRECT and puts
 them straight into the destination: shared host memory for device "cpu", the GPU
@@ -42,9 +44,10 @@ import threading as _threading
 from . import _lib
 from ._torch import LoadStats, SlowPathWarning, last_stats, load_path as _load_path
 from ._torch import place_model as _place_model, read_metadata as _read_metadata
+from ._hf import disable, enable, on_dmafs
 
 __all__ = ["load_file", "load", "safe_open", "last_stats", "LoadStats", "SlowPathWarning",
-           "library_path", "library_version"]
+           "library_path", "library_version", "enable", "disable", "on_dmafs"]
 __version__ = "0.1.0"
 
 library_path = _lib.library_path

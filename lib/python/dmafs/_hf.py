@@ -1,0 +1,226 @@
+# SPDX-License-Identifier: MIT
+"""_hf.py - route Hugging Face transformers' safetensors reads through dmafs.
+
+    import dmafs
+    dmafs.enable()                      # or: with dmafs.enable(): ...
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16,
+                                                 device_map="cuda:0")
+
+How transformers 5 reads a checkpoint (modeling_utils.PreTrainedModel.
+_load_pretrained_model): it opens every shard with safetensors' safe_open(file,
+framework="pt", device="cpu"), takes get_slice(name) of every tensor, and later
+materializes each slice (slice[...]) and moves it to the device its device_map gives.
+
+enable() replaces the safe_open that modeling_utils uses, and wraps
+_load_pretrained_model to learn the load's device_map. For shards on a dmafs mount:
+  - the first shard opened places the WHOLE model (every shard listed in the directory's
+    index, or the directory's .safetensors files) with one dmafs placement, into one
+    allocation on the load's device: the GPU when the device_map puts everything on one
+    GPU, host memory otherwise;
+  - every shard's get_slice()/get_tensor() then returns views of that placement, so the
+    slice[...] and .to(device) that transformers does cost nothing more (a different
+    dtype is converted on the device, by transformers).
+Shards not on dmafs are read by safetensors as before, with a SlowPathWarning naming
+them. Parameters are bit-identical to a plain from_pretrained: the bytes are the file's.
+
+Only the module attributes are replaced (nothing else of transformers is changed), and
+disable() (or leaving the with block) puts them back. Thread-safe: the device of a load
+is kept per thread.
+"""
+
+import contextlib
+import os
+import threading
+import warnings
+
+from . import _lib
+from ._torch import SlowPathWarning, place_model, read_metadata
+
+_lock = threading.Lock()
+_saved = {}  # what enable() replaced: {"safe_open": f, "load": staticmethod}
+_depth = 0
+_tls = threading.local()
+
+
+def _dmafs_mounts():
+    """Mount points of dmafs filesystems, longest first."""
+    out = []
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                left, _, right = line.partition(" - ")
+                fields, rfields = left.split(), right.split()
+                if len(fields) >= 5 and rfields and rfields[0] == "fuse.dmafs":
+                    out.append(fields[4].replace("\\040", " "))
+    except OSError:
+        pass
+    return sorted(out, key=len, reverse=True)
+
+
+def on_dmafs(path):
+    """True when the data of @path (symlinks followed) is on a dmafs mount."""
+    real = os.path.realpath(os.fspath(path))
+    for m in _dmafs_mounts():
+        if real == m or real.startswith(m.rstrip("/") + "/"):
+            return True
+    return False
+
+
+def _device_of(load_config):
+    """The one device a load's device_map puts everything on, else "cpu"."""
+    import torch
+
+    dm = getattr(load_config, "device_map", None)
+    if not dm:
+        return "cpu"
+    devs = set()
+    for v in dm.values():
+        try:
+            d = torch.device("cuda", v) if isinstance(v, int) else torch.device(v)
+        except (RuntimeError, TypeError):
+            return "cpu"  # "disk" and the like: host memory, transformers does the rest
+        if d.type == "cuda" and d.index is None:
+            d = torch.device("cuda", torch.cuda.current_device())
+        devs.add(d)
+    if len(devs) == 1:
+        d = devs.pop()
+        if d.type in ("cuda", "cpu"):
+            return d
+    return "cpu"
+
+
+class _Model:
+    """One placement of a whole model, shared by the shards that transformers opens."""
+
+    def __init__(self, path, files, device):
+        with _lib.Model(path) as model:
+            mine = {os.path.abspath(f) for f in model.files}
+            missing = [f for f in files if os.path.abspath(f) not in mine]
+            if missing:
+                raise LookupError(missing)
+            self.file_of = {t.name: os.path.abspath(model.files[t.file])
+                            for t in model.tensors}
+            self.infos = {t.name: t for t in model.tensors}
+            self.tensors = place_model(model, device, 0, stacklevel=4)
+
+
+class _Shard:
+    """safetensors' safe_open object for one shard, over a _Model."""
+
+    def __init__(self, model, filename):
+        self._m = model
+        self._file = os.path.abspath(filename)
+        self._keys = sorted(k for k, f in model.file_of.items() if f == self._file)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def keys(self):
+        return list(self._keys)
+
+    def offset_keys(self):
+        return sorted(self._keys, key=lambda k: self._m.infos[k].buffer_offset)
+
+    def metadata(self):
+        return read_metadata(self._file)
+
+    def _get(self, name):
+        if name not in self._keys:
+            raise KeyError(f"{self._file} does not contain tensor {name!r}")
+        return self._m.tensors[name]
+
+    def get_tensor(self, name):
+        return self._get(name)
+
+    def get_slice(self, name):
+        from . import _Slice
+
+        return _Slice(self._get(name), self._m.infos[name].dtype_name)
+
+
+def _routed_safe_open(filename, framework="pt", device="cpu", *args, **kwargs):
+    path = os.fspath(filename)
+    orig = _saved["safe_open"]
+    if framework not in ("pt", "torch", "pytorch") or not path.endswith(".safetensors"):
+        return orig(filename, framework, device, *args, **kwargs)
+    if not on_dmafs(path):
+        warnings.warn(f"dmafs: {path} is not on a dmafs mount: transformers reads it through "
+                      "safetensors as before (no placement)", SlowPathWarning, stacklevel=2)
+        return orig(filename, framework, device, *args, **kwargs)
+    load = getattr(_tls, "load", None)
+    if load is None:  # a safe_open outside from_pretrained's loading: this file alone
+        return _Shard(_Model(path, [path], device), path)
+    d = os.path.dirname(os.path.abspath(path))
+    if d not in load["models"]:
+        files = [f for f in load["files"] if os.path.dirname(os.path.abspath(f)) == d] or [path]
+        try:
+            load["models"][d] = _Model(d, files, load["device"])
+        except LookupError:  # the directory's model is not these shards: each on its own
+            load["models"][d] = None
+    m = load["models"][d]
+    if m is None or os.path.abspath(path) not in m.file_of.values():
+        m = _Model(path, [path], load["device"])
+    return _Shard(m, path)
+
+
+def _wrap_load(orig_load):
+    def _load_pretrained_model(model, state_dict, checkpoint_files, load_config, *args, **kw):
+        prev = getattr(_tls, "load", None)
+        _tls.load = {"device": _device_of(load_config), "files": list(checkpoint_files or []),
+                     "models": {}}
+        try:
+            return orig_load(model, state_dict, checkpoint_files, load_config, *args, **kw)
+        finally:
+            _tls.load = prev
+
+    _load_pretrained_model.__wrapped__ = orig_load
+    return staticmethod(_load_pretrained_model)
+
+
+class _Enabled(contextlib.AbstractContextManager):
+    def __exit__(self, *exc):
+        disable()
+        return False
+
+
+def enable():
+    """Route transformers' safetensors reads of models on dmafs through dmafs placement
+    (see the module docstring). Returns a context manager that calls disable() on exit;
+    calls nest. Raises ImportError when transformers (5.x) is not installed, and
+    RuntimeError when its loader does not have the shape this was written against."""
+    global _depth
+    import transformers.modeling_utils as mu
+
+    with _lock:
+        if _depth == 0:
+            cls = mu.PreTrainedModel
+            raw = cls.__dict__.get("_load_pretrained_model")
+            if not hasattr(mu, "safe_open") or not isinstance(raw, staticmethod):
+                raise RuntimeError(
+                    f"dmafs.enable: transformers {getattr(__import__('transformers'), '__version__', '?')}"
+                    " does not load checkpoints through modeling_utils.safe_open and a static "
+                    "PreTrainedModel._load_pretrained_model (written for transformers 5); use "
+                    "dmafs.load() and load_state_dict(assign=True) instead")
+            _saved["safe_open"] = mu.safe_open
+            _saved["load"] = raw
+            mu.safe_open = _routed_safe_open
+            cls._load_pretrained_model = _wrap_load(raw.__func__)
+        _depth += 1
+    return _Enabled()
+
+
+def disable():
+    """Undo one enable(); the last one puts transformers back as it was."""
+    global _depth
+    import transformers.modeling_utils as mu
+
+    with _lock:
+        if _depth == 0:
+            return
+        _depth -= 1
+        if _depth == 0:
+            mu.safe_open = _saved.pop("safe_open")
+            mu.PreTrainedModel._load_pretrained_model = _saved.pop("load")
