@@ -311,6 +311,12 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 */
 	if ((conn->capable & FUSE_CAP_SPLICE_READ) && geteuid() == 0 && !getenv("DMAFS_NO_SPLICE"))
 		conn->want |= FUSE_CAP_SPLICE_READ;
+	else
+		log_info("written data is copied twice on its way in (no splice from /dev/fuse: %s)",
+			 !(conn->capable & FUSE_CAP_SPLICE_READ)
+				 ? "the kernel does not offer it"
+				 : geteuid() ? "the daemon is not root, so its pipes cannot hold a whole write"
+					     : "DMAFS_NO_SPLICE is set");
 	/* the kernel's page cache is write-through unless writeback_cache is asked for */
 	if (want_writeback && (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
 		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
