@@ -382,25 +382,6 @@ ssize_t wback_write(struct fs *fs, struct inode *ino, size_t size, uint64_t off,
 	return size;
 }
 
-int wback_wait(struct fs *fs, struct inode *ino, int take_err)
-{
-	struct wbi *w;
-	int ret;
-
-	pthread_mutex_lock(&fs->meta.lock);
-	w = ino->wb;
-	pthread_mutex_unlock(&fs->meta.lock);
-	if (!w)
-		return 0;
-	pthread_mutex_lock(&w->lock);
-	drain_locked(&fs->wb, w);
-	ret = w->err;
-	if (take_err)
-		w->err = 0;
-	pthread_mutex_unlock(&w->lock);
-	return ret;
-}
-
 static void wbi_free(struct wbi *w)
 {
 	pthread_cond_destroy(&w->cond);
@@ -418,6 +399,36 @@ static void wbi_put(struct wback *wb, struct wbi *w)
 	pthread_mutex_unlock(&wb->lock);
 	if (gone)
 		wbi_free(w);
+}
+
+/*
+ * A waiter holds a reference: the file may be closed by its last writer meanwhile (stat,
+ * truncate and layout queries come without an open file), and its state is then only
+ * orphaned, freed by the last reference.
+ */
+int wback_wait(struct fs *fs, struct inode *ino, int take_err)
+{
+	struct wbi *w;
+	int ret;
+
+	pthread_mutex_lock(&fs->meta.lock);
+	w = ino->wb;
+	if (w) {
+		pthread_mutex_lock(&fs->wb.lock);
+		w->refs++;
+		pthread_mutex_unlock(&fs->wb.lock);
+	}
+	pthread_mutex_unlock(&fs->meta.lock);
+	if (!w)
+		return 0;
+	pthread_mutex_lock(&w->lock);
+	drain_locked(&fs->wb, w);
+	ret = w->err;
+	if (take_err)
+		w->err = 0;
+	pthread_mutex_unlock(&w->lock);
+	wbi_put(&fs->wb, w);
+	return ret;
 }
 
 int wback_flush_all(struct fs *fs)

@@ -17,8 +17,8 @@
  * nothing reads around them. Space for buffered bytes is reserved when the write is
  * accepted, so ENOSPC is still returned by write(2) itself.
  *
- * Lock order: ino->iolock is never held while waiting for a flush; wbi.lock (per inode),
- * then wback.lock.
+ * Lock order: ino->iolock is never held while waiting for a flush; meta.lock, then
+ * wback.lock; wbi.lock (per inode), then wback.lock.
  */
 #ifndef DMAFS_WBACK_H
 #define DMAFS_WBACK_H
@@ -50,7 +50,7 @@ struct wbi {
 	struct wbi *qnext; /* protected by wback.lock */
 	struct wbi *dnext, *dprev; /* list of files with buffered data; wback.lock */
 	int listed;
-	unsigned refs; /* wback_flush_all holds it; wback.lock */
+	unsigned refs; /* waiters and wback_flush_all hold it; wback.lock */
 	int orphan;    /* its inode let go of it: the last reference frees it; wback.lock */
 	struct inode *ino;
 };

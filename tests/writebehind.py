@@ -158,7 +158,39 @@ if PHASE == "live":
     m.close()
     os.close(r)
 
-    # 9. ENOSPC is returned by write(2) itself, and what write accepted survives
+    # 9. stat(2) and truncate(2) by path (no open file) racing with the last close of a
+    # writer: the waiters must not outlive the file's write-behind state
+    import threading
+    p = f"{MNT}/race"
+    stop = threading.Event()
+    errors = []
+
+    def statter():
+        while not stop.is_set():
+            try:
+                os.stat(p)
+                os.truncate(p, 4096) if rng.random() < 0.05 else None
+            except FileNotFoundError:
+                pass
+            except OSError as e:
+                errors.append(e)
+
+    ts = [threading.Thread(target=statter) for _ in range(3)]
+    for t in ts:
+        t.start()
+    chunk = data(3 * MiB + 5, 8)
+    for i in range(150):
+        with open(p, "wb") as f:
+            f.write(chunk)
+    stop.set()
+    for t in ts:
+        t.join()
+    if errors:
+        fail(f"stat/truncate racing with writers failed: {errors[:3]}")
+    if os.path.getsize(p) not in (len(chunk), 4096):
+        fail(f"race file has size {os.path.getsize(p)}")
+
+    # 10. ENOSPC is returned by write(2) itself, and what write accepted survives
     p = f"{MNT}/fill"
     total = 0
     err = None
@@ -183,6 +215,11 @@ if PHASE == "live":
         fail(f"filling the filesystem ended with errno {err}, not ENOSPC")
     if os.stat(p).st_size != total:
         fail(f"after ENOSPC: size {os.stat(p).st_size}, accepted {total}")
+    # room for the checksum file: free some space and commit, so that it is usable
+    os.unlink(f"{MNT}/race")
+    os.unlink(f"{MNT}/overwrite")
+    with open(f"{MNT}/stream", "rb") as f:
+        os.fsync(f.fileno())
     with open(f"{MNT}/fill.sum", "w") as f:
         f.write(f"{total} {h.hexdigest()}\n")
     os.unlink(f"{MNT}/space")

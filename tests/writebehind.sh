@@ -17,11 +17,11 @@ for opts in "" "writebehind_mb=0" "writebehind_mb=32"; do
 	t_log "mkfs; mount ${opts:-(defaults)}; checks on the live mount"
 	t_mkfs -f "${T_IMGS[@]}"
 	t_mount "$T_MEMBERS" "$M" "$opts"
-	t_py "$PY" "$M" live || t_fail "live checks failed (${opts:-defaults}); daemon: $(tail -5 "$T_DAEMON_ERR")"
+	t_timeout 600 t_py "$PY" "$M" live || t_fail "live checks failed (${opts:-defaults}); daemon: $(tail -5 "$T_DAEMON_ERR")"
 	t_umount "$M"
 	t_fsck 0 --scrub "${T_IMGS[@]}"
 	t_mount "$T_MEMBERS" "$M" "$opts"
-	t_py "$PY" "$M" after || t_fail "checks after remount failed (${opts:-defaults})"
+	t_timeout 300 t_py "$PY" "$M" after || t_fail "checks after remount failed (${opts:-defaults})"
 	t_umount "$M"
 done
 
