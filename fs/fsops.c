@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/xattr.h>
+#include <unistd.h>
 
 #define REC_ROOM 1024 /* log bytes reserved for one namespace operation */
 #define LAYOUT_XATTR "user.dmafs.layout"
@@ -125,22 +126,63 @@ int fs_mount(struct fs *fs, struct member *ms, unsigned n, int ro, char *err, si
 	return 0;
 }
 
+int fs_finish(struct fs *fs)
+{
+	int fds[FMT_MAX_MEMBERS], ret, cret, failed_before;
+
+	if (fs->finished)
+		return fs->finish_ret;
+	fs->finished = 1;
+	journal_stop(&fs->j);
+	ret = wback_stop(fs);
+	if (ret) {
+		snprintf(fs->finish_err, sizeof(fs->finish_err),
+			 "some buffered file data could not be written (%s); see the system log",
+			 strerror(-ret));
+		log_err("unmount: %s", fs->finish_err);
+	}
+	if (fs->ro)
+		return fs->finish_ret = ret;
+	failed_before = fs->j.failed;
+	cret = journal_commit(&fs->j);
+	if (cret) {
+		char why[256];
+
+		snprintf(why, sizeof(why), failed_before
+			 ? "the metadata log failed while mounted (%s); changes since its last good commit are lost"
+			 : "final metadata commit failed (%s); changes since the last commit are lost",
+			 strerror(-cret));
+		log_err("unmount: %s", why);
+		if (!ret) {
+			ret = cret;
+			snprintf(fs->finish_err, sizeof(fs->finish_err), "%s", why);
+		}
+	}
+	/* The commit flushed only members written since the one before; flush them all. */
+	for (unsigned i = 0; i < fs->n; i++)
+		fds[i] = fs->members[i].fd;
+	if (uring_fsync(fds, fs->n)) {
+		for (unsigned i = 0; i < fs->n; i++) {
+			if (fdatasync(fds[i]) == 0)
+				continue;
+			if (!ret) {
+				ret = -errno;
+				snprintf(fs->finish_err, sizeof(fs->finish_err),
+					 "flushing member %u (%s) failed: %s", i, fs->members[i].path,
+					 strerror(errno));
+			}
+			log_err("unmount: flushing member %u (%s) failed: %s", i, fs->members[i].path,
+				strerror(errno));
+		}
+	}
+	fs->finish_ret = ret;
+	return ret;
+}
+
 int fs_unmount(struct fs *fs)
 {
-	int ret = 0;
+	int ret = fs_finish(fs);
 
-	journal_stop(&fs->j);
-	if (wback_stop(fs)) {
-		log_err("unmount: some buffered writes could not be written (logged above)");
-		ret = -EIO;
-	}
-	if (!fs->ro) {
-		int cret = journal_commit(&fs->j);
-
-		if (cret)
-			log_err("unmount: final metadata commit failed: %s", strerror(-cret));
-		ret = ret ? ret : cret;
-	}
 	meta_destroy(&fs->meta);
 	alloc_destroy(&fs->alloc);
 	for (unsigned i = 0; i < fs->n; i++)

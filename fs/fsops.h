@@ -38,6 +38,9 @@ struct fs {
 	int verify_place; /* placements check checksums too (mount option verify_place) */
 	struct fs_csum_cache cc[FMT_MAX_MEMBERS];
 	struct wback wb;
+	int finished;	     /* fs_finish has run; its result: */
+	int finish_ret;
+	char finish_err[256];
 };
 
 /* Who asks: from the FUSE request context. */
@@ -47,8 +50,16 @@ struct fs_ctx {
 
 /* Mount-time setup: members already opened and verified. @err gets a one-line reason. */
 int fs_mount(struct fs *fs, struct member *ms, unsigned n, int ro, char *err, size_t errlen);
-/* Commit, stop threads, free memory (members are closed by the caller). Returns the
- * final commit's result. */
+/*
+ * End of service, once no request can arrive: stop the commit thread, write what
+ * write-behind holds, commit the metadata, then flush the write cache of every member
+ * (O_DIRECT writes may still sit in a drive's volatile cache until then). Runs once;
+ * later calls return the first result. Returns 0 or -errno; on failure finish_err says
+ * what failed (also logged).
+ */
+int fs_finish(struct fs *fs);
+/* fs_finish if not done yet, then free memory (members are closed by the caller). Returns
+ * fs_finish's result. */
 int fs_unmount(struct fs *fs);
 
 void fs_stat(struct fs *fs, const struct inode *ino, struct stat *st);

@@ -329,8 +329,20 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	mount_ready();
 }
 
+/*
+ * The session has ended: libfuse calls this once, from fuse_session_destroy (a plain FUSE
+ * mount gets no FUSE_DESTROY from the kernel) or on FUSE_DESTROY. Make everything durable
+ * here; fs_unmount then finds it done.
+ */
+static void op_destroy(void *userdata)
+{
+	if (ops_fs)
+		fs_finish(ops_fs);
+}
+
 static const struct fuse_lowlevel_ops ops = {
 	.init = op_init,
+	.destroy = op_destroy,
 	.lookup = op_lookup,
 	.forget = op_forget,
 	.forget_multi = op_forget_multi,

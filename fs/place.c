@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/magic.h>
-#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -52,7 +51,11 @@ static pthread_mutex_t regs_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct reg *regs; /* protected by regs_lock */
 static unsigned nregs;
 static pthread_t reaper;
-static int reaper_running, reaper_stop;
+static int reaper_running;
+/* The unmount wakes the reaper instead of waiting out its sleep. */
+static pthread_mutex_t reaper_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t reaper_wake = PTHREAD_COND_INITIALIZER;
+static int reaper_stop; /* protected by reaper_lock */
 static struct fs *place_fs;
 
 static uint64_t now_ns(void)
@@ -136,10 +139,22 @@ static void reap(void)
 
 static void *reaper_main(void *arg)
 {
-	while (!__atomic_load_n(&reaper_stop, __ATOMIC_ACQUIRE)) {
-		poll(NULL, 0, REAP_INTERVAL_MS);
+	pthread_mutex_lock(&reaper_lock);
+	while (!reaper_stop) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += REAP_INTERVAL_MS * 1000000L;
+		ts.tv_sec += ts.tv_nsec / 1000000000L;
+		ts.tv_nsec %= 1000000000L;
+		pthread_cond_timedwait(&reaper_wake, &reaper_lock, &ts);
+		if (reaper_stop)
+			break;
+		pthread_mutex_unlock(&reaper_lock);
 		reap();
+		pthread_mutex_lock(&reaper_lock);
 	}
+	pthread_mutex_unlock(&reaper_lock);
 	return NULL;
 }
 
@@ -163,7 +178,10 @@ int place_init(struct fs *fs, uint64_t staging, int prewarm)
 void place_shutdown(void)
 {
 	if (reaper_running) {
-		__atomic_store_n(&reaper_stop, 1, __ATOMIC_RELEASE);
+		pthread_mutex_lock(&reaper_lock);
+		reaper_stop = 1;
+		pthread_cond_signal(&reaper_wake);
+		pthread_mutex_unlock(&reaper_lock);
 		pthread_join(reaper, NULL);
 		reaper_running = 0;
 	}
