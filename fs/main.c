@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 /* main.c - the dmafs daemon: options, member verification, mount, FUSE loop. */
+#include "mountrec.h"
 #include "ops.h"
 #include "p2p.h"
 #include "place.h"
+#include "utab.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -167,65 +168,6 @@ static int kernel_at_least(int major, int minor)
 	if (uname(&u) || sscanf(u.release, "%d.%d", &a, &b) != 2)
 		return 0;
 	return a > major || (a == major && b >= minor);
-}
-
-/*
- * /run/dmafs/MAJ:MIN.pid names the daemon of the mount with that device number (as in
- * /proc/self/mountinfo), so that umount.fuse can wait for it to finish: the final commit
- * and the closing of the members happen after the kernel has let go of the mount. A
- * failed final commit leaves MAJ:MIN.err with the reason instead.
- */
-#define RUN_DIR "/run/dmafs"
-static char run_file[64];
-
-static void run_file_write(const char *mnt)
-{
-	FILE *f = fopen("/proc/self/mountinfo", "r");
-	char line[8192], dev[32] = "", path[PATH_MAX + 64];
-	unsigned maj, min;
-
-	if (!f)
-		return;
-	while (fgets(line, sizeof(line), f)) { /* the last mount on @mnt is ours */
-		char p[4096];
-
-		if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &maj, &min, p) == 3 && !strcmp(p, mnt))
-			snprintf(dev, sizeof(dev), "%u:%u", maj, min);
-	}
-	fclose(f);
-	if (!dev[0] || (mkdir(RUN_DIR, 0755) && errno != EEXIST))
-		return;
-	snprintf(run_file, sizeof(run_file), RUN_DIR "/%s", dev);
-	snprintf(path, sizeof(path), "%s.err", run_file);
-	unlink(path);
-	snprintf(path, sizeof(path), "%s.pid", run_file);
-	f = fopen(path, "w");
-	if (!f) {
-		run_file[0] = 0;
-		return;
-	}
-	fprintf(f, "%d\n%s\n", (int)getpid(), mnt);
-	fclose(f);
-}
-
-/* At exit: the pid file goes; a failure leaves its reason for umount.fuse to print. */
-static void run_file_done(const char *why)
-{
-	char path[96];
-
-	if (!run_file[0])
-		return;
-	if (why) {
-		FILE *f;
-
-		snprintf(path, sizeof(path), "%s.err", run_file);
-		if ((f = fopen(path, "w"))) {
-			fprintf(f, "%s\n", why);
-			fclose(f);
-		}
-	}
-	snprintf(path, sizeof(path), "%s.pid", run_file);
-	unlink(path);
 }
 
 static const struct fuse_lowlevel_ops ops;
@@ -405,6 +347,56 @@ static void set_readahead(const char *mnt, unsigned kb)
 	}
 }
 
+/*
+ * What umount.dmafs finds this daemon by (mountrec.h), and the utab marker that makes
+ * umount(8) run umount.dmafs (utab.c). Without them the mount works, but umount returns
+ * before the daemon has finished: say so, do not fail. Runs before the loop answers INIT,
+ * so nothing here may touch the mount itself (a stat of it would wait forever): only
+ * mountinfo and files under /run (libmount 2.38 does not look at the mount point).
+ */
+static struct mountrec rec;
+static char rec_dir[PATH_MAX];
+
+static void publish(const char *mnt)
+{
+	struct mountrec_mnt m;
+	int ret;
+
+	if (mountrec_find_mount(mnt, &m) || strcmp(m.fstype, "fuse.dmafs")) {
+		log_warn("%s: this mount is not in /proc/self/mountinfo; umount will not wait for the daemon",
+			 mnt);
+		return;
+	}
+	rec.pid = getpid();
+	rec.major = m.major;
+	rec.minor = m.minor;
+	snprintf(rec.mountpoint, sizeof(rec.mountpoint), "%s", mnt);
+	snprintf(rec.state, sizeof(rec.state), "serving");
+	mountrec_dir(geteuid(), rec_dir, sizeof(rec_dir));
+	mountrec_prune(rec_dir, 60);
+	ret = mountrec_proc(rec.pid, &rec.start, NULL, 0) == 1 ? mountrec_write(rec_dir, &rec) : -EIO;
+	if (ret) {
+		log_warn("cannot write %s/%d (%s); umount will not wait for the daemon", rec_dir,
+			 (int)rec.pid, strerror(-ret));
+		rec.pid = 0;
+		return;
+	}
+	if (utab_add(m.source, mnt))
+		log_warn("cannot add %s to /run/mount/utab; a plain umount will not run umount.dmafs (umount -c will)",
+			 mnt);
+}
+
+/* The last act: the final state, for umount.dmafs to report. */
+static void unpublish(int ret, const char *why)
+{
+	if (!rec.pid)
+		return;
+	utab_prune();
+	snprintf(rec.state, sizeof(rec.state), "%s", ret ? "failed" : "done");
+	snprintf(rec.error, sizeof(rec.error), "%s", ret ? why : "");
+	mountrec_write(rec_dir, &rec);
+}
+
 static char *escape_commas(const char *s)
 {
 	char *out = malloc(2 * strlen(s) + 1), *p = out;
@@ -540,7 +532,7 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "dmafs: cannot mount on %s (see the message above)\n", o.mountpoint);
 		goto out_signals;
 	}
-	run_file_write(o.mountpoint);
+	publish(o.mountpoint);
 	want_writeback = o.writeback;
 	fs.verify_place = o.verify_place;
 	ra_mnt = o.mountpoint;
@@ -577,7 +569,7 @@ out_fs:
 	if (fs_unmount(&fs))
 		ret = 1;
 	members_close(ms, n);
-	run_file_done(ret ? "the final metadata commit or a buffered write failed (see the daemon's log)" : NULL);
+	unpublish(fs.finish_ret, fs.finish_err);
 	fuse_opt_free_args(&args);
 	return ret;
 }

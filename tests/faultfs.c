@@ -10,7 +10,8 @@
  * ranges of disk, one "START LENGTH" pair (decimal or 0x hex) per line; '#' starts a
  * comment.  A read or write overlapping any listed range fails with EIO.  The control
  * file is re-read on every request, so a test changes the faults by rewriting it; a
- * missing or empty control file means no faults.
+ * missing or empty control file means no faults.  A line "fsync_delay_ms N" makes every
+ * fsync of disk take N ms longer (a drive whose cache flush is slow).
  */
 #ifndef FUSE_USE_VERSION
 #define FUSE_USE_VERSION 31
@@ -149,8 +150,27 @@ static int ff_write(const char *path, const char *buf, size_t size, off_t off,
 	return done;
 }
 
+/* The fsync_delay_ms line of the control file, 0 without one. */
+static unsigned fsync_delay_ms(void)
+{
+	char line[256];
+	unsigned ms = 0;
+	FILE *f = fopen(control_path, "r");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		sscanf(line, "fsync_delay_ms %u", &ms);
+	fclose(f);
+	return ms;
+}
+
 static int ff_fsync(const char *path, int datasync, struct fuse_file_info *fi)
 {
+	unsigned ms = fsync_delay_ms();
+
+	if (ms)
+		usleep(ms * 1000u);
 	return fdatasync(image_fd) ? -errno : 0;
 }
 

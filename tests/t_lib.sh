@@ -39,8 +39,12 @@ t_skip() {
 	exit 77
 }
 
-# t_register KIND VALUE - remember something for t_cleanup (dir, loop, mnt, pid).
+# t_register KIND VALUE - remember something for t_cleanup (dir, loop, mnt, pid, file).
 t_register() { echo "$1 $2" >>"$T_STATE"; }
+
+# t_running PID - true while PID runs.  A zombie does not count: it has exited and closed
+# its files, and its parent may reap it much later (an init that reaps slowly).
+t_running() { kill -0 "$1" 2>/dev/null && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
 
 # t_require_root_fuse - skip unless we can mount FUSE filesystems as root
 # and the dmafs binaries are built.
@@ -189,7 +193,9 @@ t_mount_fg() {
 	done
 }
 
-# t_umount MNT - unmount and wait (up to 60 s) for the daemon to exit.
+# t_umount MNT - unmount and wait (up to 60 s) for the daemon to exit: fusermount3 -u
+# returns before the daemon has finished, so this waits for its pid (umount_sync.sh tests
+# umount(8) through umount.dmafs, which waits by itself).
 t_umount() {
 	local mnt=$1 pids p n
 	pids=$(t_daemon_pids "$mnt")
@@ -202,7 +208,7 @@ t_umount() {
 	t_is_mounted "$mnt" && t_fail "cannot unmount $mnt (busy?)"
 	for p in $pids; do
 		n=600
-		while kill -0 "$p" 2>/dev/null; do
+		while t_running "$p"; do
 			((n-- > 0)) || t_fail "daemon $p still running 60 s after unmounting $mnt"
 			sleep 0.1
 		done
@@ -217,7 +223,7 @@ t_crash() {
 	[ -n "$pids" ] || t_fail "no daemon found for $mnt"
 	for p in $pids; do kill -9 "$p"; done
 	for p in $pids; do
-		while kill -0 "$p" 2>/dev/null; do sleep 0.05; done
+		while t_running "$p"; do sleep 0.05; done
 	done
 	fusermount3 -u -z "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null
 	t_is_mounted "$mnt" && t_fail "cannot detach $mnt after killing the daemon"
@@ -294,17 +300,20 @@ t_cleanup() {
 		# Give daemons time to commit and exit after the unmount, then force.
 		while [ $alive = 1 ] && ((n-- > 0)); do
 			alive=0
-			for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+			for p in "${pids[@]}"; do t_running "$p" && alive=1; done
 			[ $alive = 1 ] && sleep 0.1
 		done
 		for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
 		for p in "${pids[@]}"; do
 			n=50
-			while kill -0 "$p" 2>/dev/null && ((n-- > 0)); do sleep 0.1; done
+			while t_running "$p" && ((n-- > 0)); do sleep 0.1; done
 		done
 	fi
 	while read -r kind val; do
 		[ "$kind" = loop ] && losetup -d "$val" 2>/dev/null
+	done <"$T_STATE"
+	while read -r kind val; do
+		[ "$kind" = file ] && rm -f "$val"
 	done <"$T_STATE"
 	while read -r kind val; do
 		[ "$kind" = dir ] || continue

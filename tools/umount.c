@@ -1,0 +1,471 @@
+// SPDX-License-Identifier: MIT
+/*
+ * umount.c - umount.dmafs, the umount(8) helper: unmount a dmafs mount and return only once
+ * its daemon has committed, flushed every member's cache and closed the members.
+ *
+ * umount(8) runs it as
+ *
+ *	umount.dmafs MOUNTPOINT [-flnrv] [-t TYPE] [-N NAMESPACE]
+ *
+ * because the daemon marks its mount helper=dmafs in /run/mount/utab (fs/utab.c), or, under
+ * the name umount.fuse.dmafs (a link), when umount(8) reads the mount table without such a
+ * marker (umount -c, -l, -f). For a plain FUSE mount the kernel unmounts at once and the
+ * daemon learns of it only when its reads of /dev/fuse fail; it then commits, flushes and
+ * exits. This helper finds the daemon through the record it keeps under /run/dmafs
+ * (fs/mountrec.h), holds a pidfd on it, unmounts, waits for it to exit, and reports the
+ * final state it wrote. After fusermount3 -u, which runs no helper,
+ *
+ *	umount.dmafs --wait MOUNTPOINT
+ *
+ * waits the same way.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <dirent.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mountrec.h"
+#include "utab.h"
+
+/* Exit codes: umount(8) passes them on. 1 and 32 mean what they mean for mount(8). */
+#define EX_USAGE 1	 /* bad invocation or not permitted */
+#define EX_UNFINISHED 2 /* unmounted, but the daemon did not finish cleanly */
+#define EX_FAIL 32	 /* not unmounted: not mounted, not dmafs, busy */
+
+#ifndef UMOUNT_NOFOLLOW
+#define UMOUNT_NOFOLLOW 8
+#endif
+
+static const char *prog = "umount.dmafs";
+static int verbose;
+
+static void msg(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: %s MOUNTPOINT [-flnrv] [-t TYPE]\n"
+		"       %s --wait MOUNTPOINT\n"
+		"\n"
+		"Unmount a dmafs filesystem and wait until its daemon has written everything to\n"
+		"the members, flushed their caches and closed them.\n"
+		"  -l          detach now, do not wait (the daemon finishes when the last open\n"
+		"              file on the filesystem is closed)\n"
+		"  -f          abort the daemon's requests first (a daemon that no longer\n"
+		"              answers); then wait for it as usual\n"
+		"  -v          say what is done\n"
+		"  -n, -r, -t TYPE   accepted from umount(8); no effect\n"
+		"  --wait      do not unmount: wait for the daemon of a filesystem already\n"
+		"              unmounted (fusermount3 -u), and report how it finished\n"
+		"See umount.dmafs(8).\n",
+		prog, prog);
+}
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/*
+ * The mount point as the mount table spells it. The mount root itself is never looked at
+ * (a daemon that no longer answers would hang us there): only its parent is resolved.
+ */
+static int canonical(const char *arg, char *out, size_t len)
+{
+	char buf[PATH_MAX], *slash, *dir;
+	const char *base;
+
+	snprintf(buf, sizeof(buf), "%s", arg);
+	for (size_t n = strlen(buf); n > 1 && buf[n - 1] == '/'; n--)
+		buf[n - 1] = '\0';
+	slash = strrchr(buf, '/');
+	if (!slash) {
+		base = buf;
+		dir = realpath(".", NULL);
+	} else if (slash == buf) {
+		if (!buf[1]) {
+			snprintf(out, len, "/");
+			return 0;
+		}
+		base = slash + 1;
+		dir = strdup("/");
+	} else {
+		*slash = '\0';
+		base = slash + 1;
+		dir = realpath(buf, NULL);
+	}
+	if (!dir)
+		return -errno;
+	if (!strcmp(base, ".") || !strcmp(base, "..")) {
+		free(dir);
+		return -EINVAL;
+	}
+	snprintf(out, len, "%s%s%s", dir, strcmp(dir, "/") ? "/" : "", base);
+	free(dir);
+	return 0;
+}
+
+/* A daemon's record, and where it lies. */
+struct found {
+	struct mountrec r;
+	char path[PATH_MAX];
+	int alive;
+};
+
+/*
+ * Records in @dir written by root or @uid. For the unmount, @m names the mount (its device
+ * and mount point must match); for --wait, @mnt names the mount point. A live daemon is
+ * preferred; among dead ones, the last started.
+ */
+static void scan(const char *dir, uid_t uid, const struct mountrec_mnt *m, const char *mnt,
+		 struct found *best, int *nfound)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		struct found f;
+		struct stat st;
+
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		snprintf(f.path, sizeof(f.path), "%s/%s", dir, e->d_name);
+		if (stat(f.path, &st) < 0 || (st.st_uid != 0 && st.st_uid != uid) ||
+		    (st.st_mode & 022) || mountrec_read(f.path, &f.r))
+			continue;
+		if (m && (f.r.major != m->major || f.r.minor != m->minor ||
+			  strcmp(f.r.mountpoint, m->target)))
+			continue;
+		if (mnt && strcmp(f.r.mountpoint, mnt))
+			continue;
+		f.alive = mountrec_alive(&f.r);
+		(*nfound)++;
+		if (*nfound == 1 || (f.alive && !best->alive) ||
+		    (f.alive == best->alive && f.r.start > best->r.start))
+			*best = f;
+	}
+	closedir(d);
+}
+
+static int find_daemon(const struct mountrec_mnt *m, const char *mnt, uid_t uid, struct found *f)
+{
+	char dir[PATH_MAX];
+	int n = 0;
+
+	memset(f, 0, sizeof(*f));
+	mountrec_dir(0, dir, sizeof(dir));
+	scan(dir, uid, m, mnt, f, &n);
+	if (uid != 0) {
+		mountrec_dir(uid, dir, sizeof(dir));
+		scan(dir, uid, m, mnt, f, &n);
+	}
+	return n;
+}
+
+/* A pidfd on the daemon, opened before the unmount so a reused pid cannot fool the wait. */
+static int open_pidfd(struct found *f)
+{
+#ifdef SYS_pidfd_open
+	int fd = (int)syscall(SYS_pidfd_open, f->r.pid, 0);
+
+	if (fd < 0)
+		return -1;
+	/* the pid may have been reused between the check and the open: check again */
+	if (!mountrec_alive(&f->r)) {
+		close(fd);
+		f->alive = 0;
+		return -1;
+	}
+	return fd;
+#else
+	return -1;
+#endif
+}
+
+/* Wait, without a time limit, until the daemon has exited; say so when it takes a while. */
+static void wait_exit(const struct found *f, int pidfd, const char *mnt)
+{
+	double t0 = now(), next = t0 + 1.0;
+	int said = 0;
+
+	for (;;) {
+		double t = now();
+		int ms = (int)((next - t) * 1000) + 1;
+
+		if (pidfd >= 0) {
+			struct pollfd p = { .fd = pidfd, .events = POLLIN };
+
+			if (poll(&p, 1, ms > 0 ? ms : 0) > 0)
+				break;
+		} else {
+			/* no pidfd (Linux before 5.3): a zombie has closed its files too */
+			unsigned long long start;
+
+			if (mountrec_proc(f->r.pid, &start, NULL, 0) != 1 || start != f->r.start)
+				break;
+			usleep(10000);
+		}
+		t = now();
+		if (t >= next) {
+			if (!said)
+				msg("waiting for dmafs daemon %d to finish writing %s...", (int)f->r.pid, mnt);
+			else
+				msg("still waiting for dmafs daemon %d (%.0f s)", (int)f->r.pid, t - t0);
+			said = 1;
+			next = t + 30.0;
+		}
+	}
+	if (said || verbose)
+		msg("dmafs daemon %d finished after %.1f s", (int)f->r.pid, now() - t0);
+}
+
+/* How the daemon ended, from the state it wrote last. Removes the record. */
+static int report(const struct found *f, const char *mnt)
+{
+	struct mountrec r;
+	int ret = mountrec_read(f->path, &r);
+
+	if (ret == 0 && r.pid == f->r.pid)
+		unlink(f->path);
+	if (ret || r.pid != f->r.pid) {
+		msg("%s: dmafs daemon %d left no final state in %s: whether everything reached the members is unknown",
+		    mnt, (int)f->r.pid, f->path);
+		return EX_UNFINISHED;
+	}
+	if (!strcmp(r.state, "done"))
+		return 0;
+	if (!strcmp(r.state, "failed")) {
+		msg("%s: unmounted, but dmafs daemon %d failed to finish: %s (see its messages in the system log; dmafs-fsck checks the members)",
+		    mnt, (int)r.pid, r.error[0] ? r.error : "no reason given");
+		return EX_UNFINISHED;
+	}
+	msg("%s: unmounted, but dmafs daemon %d had exited without finishing (killed or crashed?): the filesystem comes back as of its last commit at the next mount",
+	    mnt, (int)r.pid);
+	return EX_UNFINISHED;
+}
+
+static int do_unmount(const char *arg, int lazy, int force)
+{
+	char mnt[PATH_MAX];
+	struct mountrec_mnt m;
+	struct found f;
+	int ret, pidfd = -1, n, flags = UMOUNT_NOFOLLOW;
+
+	if (mountrec_find_mount(arg, &m) == 0) {
+		snprintf(mnt, sizeof(mnt), "%s", arg);
+	} else {
+		ret = canonical(arg, mnt, sizeof(mnt));
+		if (ret) {
+			msg("%s: %s", arg, strerror(-ret));
+			return EX_FAIL;
+		}
+		ret = mountrec_find_mount(mnt, &m);
+		if (ret) {
+			msg("%s: %s", arg, ret == -ENOENT ? "not mounted" : strerror(-ret));
+			return EX_FAIL;
+		}
+	}
+	if (strcmp(m.fstype, "fuse.dmafs")) {
+		msg("%s: not a dmafs mount (type %s); unmount it with umount -i", mnt, m.fstype);
+		return EX_FAIL;
+	}
+
+	n = find_daemon(&m, NULL, m.user_id > 0 ? (uid_t)m.user_id : 0, &f);
+	if (f.alive)
+		pidfd = open_pidfd(&f);
+	if (verbose) {
+		if (f.alive)
+			msg("%s: served by dmafs daemon %d (record %s)", mnt, (int)f.r.pid, f.path);
+		else
+			msg("%s: no running dmafs daemon recorded for it", mnt);
+	}
+
+	/*
+	 * Ask for a commit while the mount still answers: the work left after the unmount is
+	 * then small, and an error shows up while the filesystem is still there. Not with -f
+	 * (the daemon may not answer) or -l (which must not block).
+	 */
+	if (f.alive && !lazy && !force) {
+		int fd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+		if (fd >= 0) {
+			if (fsync(fd) < 0 && verbose)
+				msg("%s: commit before unmounting failed: %s", mnt, strerror(errno));
+			close(fd);
+		}
+	}
+
+	if (lazy)
+		flags |= MNT_DETACH;
+	if (force)
+		flags |= MNT_FORCE;
+	if (umount2(mnt, flags) < 0) {
+		int e = errno;
+
+		if (pidfd >= 0)
+			close(pidfd);
+		if (e == EBUSY) {
+			msg("%s: target is busy%s", mnt,
+			    force ? " (the daemon's connection was aborted: it finishes now; umount -l detaches the dead mount)"
+				  : " (lsof or fuser -m show who uses it; umount -l detaches it now)");
+			return EX_FAIL;
+		}
+		if (e == EPERM) {
+			msg("%s: must be superuser to unmount (fusermount3 -u unmounts your own FUSE mounts)", mnt);
+			return EX_USAGE;
+		}
+		msg("%s: %s", mnt, e == EINVAL ? "not mounted" : strerror(e));
+		return EX_FAIL;
+	}
+	if (verbose)
+		msg("%s: unmounted%s", mnt, lazy ? " (detached)" : "");
+
+	if (!n) {
+		msg("%s: unmounted, but no record of its dmafs daemon under /run/dmafs (a dmafs from before umount.dmafs, or one that could not write there): not waiting for it",
+		    mnt);
+		return 0;
+	}
+	if (!f.alive) {
+		/* umount(8) keeps the utab entry when a helper fails: drop it, it is unmounted */
+		ret = report(&f, mnt);
+		if (ret)
+			utab_prune();
+		return ret;
+	}
+	if (lazy) {
+		if (verbose)
+			msg("%s: dmafs daemon %d finishes once the last file open on the filesystem is closed; %s --wait %s waits for it",
+			    mnt, (int)f.r.pid, prog, mnt);
+		if (pidfd >= 0)
+			close(pidfd);
+		return 0;
+	}
+	wait_exit(&f, pidfd, mnt);
+	if (pidfd >= 0)
+		close(pidfd);
+	ret = report(&f, mnt);
+	if (ret)
+		utab_prune();
+	return ret;
+}
+
+/* Is anything still mounted from device @major:@minor? */
+struct devq {
+	unsigned major, minor;
+};
+
+static int dev_mounted(const struct mountrec_mnt *m, void *arg)
+{
+	const struct devq *q = arg;
+
+	return m->major == q->major && m->minor == q->minor;
+}
+
+static int do_wait(const char *arg)
+{
+	char mnt[PATH_MAX];
+	struct found f;
+	int ret, pidfd;
+
+	ret = canonical(arg, mnt, sizeof(mnt));
+	if (ret) {
+		msg("%s: %s", arg, strerror(-ret));
+		return EX_FAIL;
+	}
+	if (!find_daemon(NULL, mnt, getuid(), &f)) {
+		if (verbose)
+			msg("%s: no dmafs daemon recorded for it: nothing to wait for", mnt);
+		return 0;
+	}
+	if (f.alive && mountrec_mounts(dev_mounted, &(struct devq){ f.r.major, f.r.minor }) > 0) {
+		msg("%s: still mounted (dmafs daemon %d serves it): unmount it first (umount %s waits by itself)",
+		    mnt, (int)f.r.pid, mnt);
+		return EX_FAIL;
+	}
+	if (f.alive) {
+		pidfd = open_pidfd(&f);
+		wait_exit(&f, pidfd, mnt);
+		if (pidfd >= 0)
+			close(pidfd);
+	}
+	return report(&f, mnt);
+}
+
+int main(int argc, char *argv[])
+{
+	static const struct option longopts[] = {
+		{ "wait", no_argument, NULL, 'w' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c, lazy = 0, force = 0, wait_only = 0;
+
+	/* messages carry the name umount(8) ran us by: umount.dmafs or umount.fuse.dmafs */
+	if (argv[0] && *argv[0])
+		prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+	while ((c = getopt_long(argc, argv, "flnrvt:N:hV", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'l':
+			lazy = 1;
+			break;
+		case 'f':
+			force = 1;
+			break;
+		case 'v':
+			verbose = 1;
+			break;
+		case 'n': /* no mtab: there is none to write */
+		case 'r': /* remount read-only if busy: not offered; a busy mount stays */
+		case 't': /* the type: the mount table says it */
+			break;
+		case 'N':
+			msg("-N (another mount namespace) is not supported");
+			return EX_USAGE;
+		case 'w':
+			wait_only = 1;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 'V':
+			printf("%s (dmafs) %s\n", prog, PACKAGE_VERSION);
+			return 0;
+		default:
+			usage(stderr);
+			return EX_USAGE;
+		}
+	}
+	if (optind != argc - 1) {
+		usage(stderr);
+		return EX_USAGE;
+	}
+	if (wait_only)
+		return do_wait(argv[optind]);
+	return do_unmount(argv[optind], lazy, force);
+}
