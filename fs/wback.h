@@ -45,7 +45,6 @@ struct wbi {
 	size_t fl_len;
 	int64_t fl_mtime;
 	int err;       /* a background write failed: reported once, by write, fsync or close */
-	int queued;    /* on wback's queue */
 	uint64_t size; /* end of the buffered bytes (0: nothing buffered) */
 	struct wbi *qnext; /* protected by wback.lock */
 	struct wbi *dnext, *dprev; /* list of files with buffered data; wback.lock */
