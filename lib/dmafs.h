@@ -427,6 +427,19 @@ uint64_t dmafs_model_bytes(const struct dmafs_model *m);
 int dmafs_model_place(struct dmafs_model *m, struct dmafs_buf *b, uint64_t buffer_offset,
 		      unsigned threads, struct dmafs_result *res);
 /*
+ * Place only bytes [@begin, @end) of the model's buffer layout (the offsets
+ * dmafs_model_bytes() counts, before @buffer_offset is added) into @b at @buffer_offset +
+ * their layout offset: the parts of the files that fall in the range, in parallel as
+ * dmafs_model_place() does; padding between files is not written. Several processes
+ * (ranks of a distributed job) that each place a disjoint range of the same layout read
+ * the model once between them. The tensors' ptr fields are not changed. The range must
+ * lie inside the layout and @b must hold the whole layout at @buffer_offset. Returns 0,
+ * or dmafs_model_place()'s errors, and -EINVAL for begin > end.
+ */
+int dmafs_model_place_part(struct dmafs_model *m, struct dmafs_buf *b, uint64_t buffer_offset,
+			   uint64_t begin, uint64_t end, unsigned threads,
+			   struct dmafs_result *res);
+/*
  * "BF16", "F32", ... (the header's spelling); NULL for a code outside enum dmafs_dtype.
  * Element size in bytes: 1, 2, 4 or 8; 0 for F4 (two elements per byte) and unknown codes.
  */

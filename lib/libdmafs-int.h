@@ -101,9 +101,16 @@ struct hostmem {
 int hostmem_alloc(size_t size, struct hostmem *m);
 
 /* place.c */
-/* Place the whole open file @fd (regular, @size bytes) at @boff, in LIB_PLACE_CHUNK pieces. */
-int place_whole(struct dmafs_buf *b, int fd, uint64_t size, uint64_t boff,
+/* Place bytes [@foff, +@len) of the open regular file @fd at @boff, in LIB_PLACE_CHUNK pieces. */
+int place_range(struct dmafs_buf *b, int fd, uint64_t foff, uint64_t len, uint64_t boff,
 		struct dmafs_result *res);
+/*
+ * dmafs_place_files() over parts of files: item i places [file_offsets[i], +lengths[i]) of
+ * paths[i] at buffer_offsets[i]; both arrays NULL places whole files.
+ */
+int place_ranges(struct dmafs_buf *b, const char *const *paths, const uint64_t *file_offsets,
+		 const uint64_t *lengths, const uint64_t *buffer_offsets, size_t n,
+		 unsigned threads, struct dmafs_result *res, struct dmafs_result *total);
 uint64_t place_now_ns(void);
 
 /* mountinfo.c - the mount of a device number, from /proc/self/mountinfo. */

@@ -301,22 +301,22 @@ int dmafs_place(struct dmafs_buf *b, int fd, struct dmafs_extent *ext, size_t n,
 	return ret;
 }
 
-int place_whole(struct dmafs_buf *b, int fd, uint64_t size, uint64_t boff,
+int place_range(struct dmafs_buf *b, int fd, uint64_t foff, uint64_t len, uint64_t boff,
 		struct dmafs_result *res)
 {
 	uint64_t t0 = place_now_ns(), off = 0;
 	struct dmafs_result r, sum = { .path = DMAFS_PATH_NONE };
 	int ret = 0;
 
-	if (boff > b->size || size > b->size - boff)
+	if (boff > b->size || len > b->size - boff)
 		return -ERANGE;
-	/* An empty file places nothing but still reports the path a placement takes. */
-	if (size == 0)
+	/* An empty range places nothing but still reports the path a placement takes. */
+	if (len == 0)
 		sum.path = b->path_hint;
-	while (off < size) {
+	while (off < len) {
 		struct dmafs_extent e = {
-			.file_offset = off,
-			.length = size - off < LIB_PLACE_CHUNK ? size - off : LIB_PLACE_CHUNK,
+			.file_offset = foff + off,
+			.length = len - off < LIB_PLACE_CHUNK ? len - off : LIB_PLACE_CHUNK,
 			.buffer_offset = boff + off,
 		};
 		uint64_t want = e.length;
@@ -355,7 +355,7 @@ int dmafs_place_file(struct dmafs_buf *b, const char *path, uint64_t buffer_offs
 	else if (!S_ISREG(st.st_mode))
 		ret = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
 	else
-		ret = place_whole(b, fd, (uint64_t)st.st_size, buffer_offset, res);
+		ret = place_range(b, fd, 0, (uint64_t)st.st_size, buffer_offset, res);
 	close(fd);
 	return ret;
 }
@@ -366,11 +366,33 @@ struct files_job {
 	struct dmafs_buf *b;
 	const char *const *paths;
 	const uint64_t *offs;
+	const uint64_t *foffs, *lens; /* NULL: whole files */
 	size_t n;
 	size_t next; /* atomic: next file to take */
 	struct dmafs_result *res;
 	int *err;
 };
+
+/* Place [foff, +len) of @path at @boff: dmafs_place_file() for a part of a file. */
+static int place_part_of(struct dmafs_buf *b, const char *path, uint64_t foff, uint64_t len,
+			 uint64_t boff, struct dmafs_result *res)
+{
+	struct stat st;
+	int fd, ret;
+
+	memset(res, 0, sizeof(*res));
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st))
+		ret = -errno;
+	else if (!S_ISREG(st.st_mode))
+		ret = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+	else
+		ret = place_range(b, fd, foff, len, boff, res);
+	close(fd);
+	return ret;
+}
 
 static void *files_worker(void *arg)
 {
@@ -380,6 +402,9 @@ static void *files_worker(void *arg)
 	while ((i = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) < j->n) {
 		if (!j->paths[i])
 			j->err[i] = -EINVAL;
+		else if (j->foffs)
+			j->err[i] = place_part_of(j->b, j->paths[i], j->foffs[i], j->lens[i],
+						  j->offs[i], &j->res[i]);
 		else
 			j->err[i] = dmafs_place_file(j->b, j->paths[i], j->offs[i], &j->res[i]);
 		if (j->err[i])
@@ -388,19 +413,20 @@ static void *files_worker(void *arg)
 	return NULL;
 }
 
-int dmafs_place_files(struct dmafs_buf *b, const char *const *paths,
-		      const uint64_t *buffer_offsets, size_t n, unsigned threads,
-		      struct dmafs_result *res, struct dmafs_result *total)
+int place_ranges(struct dmafs_buf *b, const char *const *paths, const uint64_t *file_offsets,
+		 const uint64_t *lengths, const uint64_t *buffer_offsets, size_t n,
+		 unsigned threads, struct dmafs_result *res, struct dmafs_result *total)
 {
 	uint64_t t0 = place_now_ns();
-	struct files_job j = { .b = b, .paths = paths, .offs = buffer_offsets, .n = n };
+	struct files_job j = { .b = b, .paths = paths, .offs = buffer_offsets,
+			       .foffs = file_offsets, .lens = lengths, .n = n };
 	pthread_t *tid = NULL;
 	unsigned started = 0;
 	int ret = 0;
 
 	if (total)
 		memset(total, 0, sizeof(*total));
-	if (!b || (n && (!paths || !buffer_offsets)))
+	if (!b || (n && (!paths || !buffer_offsets)) || !file_offsets != !lengths)
 		return -EINVAL;
 	if (n == 0)
 		return 0;
@@ -446,4 +472,11 @@ out:
 	free(j.err);
 	free(tid);
 	return ret;
+}
+
+int dmafs_place_files(struct dmafs_buf *b, const char *const *paths,
+		      const uint64_t *buffer_offsets, size_t n, unsigned threads,
+		      struct dmafs_result *res, struct dmafs_result *total)
+{
+	return place_ranges(b, paths, NULL, NULL, buffer_offsets, n, threads, res, total);
 }

@@ -807,3 +807,70 @@ out:
 	free(per);
 	return ret;
 }
+
+int dmafs_model_place_part(struct dmafs_model *m, struct dmafs_buf *b, uint64_t buffer_offset,
+			   uint64_t begin, uint64_t end, unsigned threads,
+			   struct dmafs_result *res)
+{
+	struct dmafs_result *per = NULL;
+	const char **paths = NULL;
+	uint64_t *offs = NULL, *foffs = NULL, *lens = NULL;
+	size_t n = 0;
+	int ret;
+
+	if (res)
+		memset(res, 0, sizeof(*res));
+	if (!m || !b || begin > end)
+		return -EINVAL;
+	if (end > m->bytes)
+		return -ERANGE;
+	if (buffer_offset > dmafs_buf_size(b) || m->bytes > dmafs_buf_size(b) - buffer_offset)
+		return -ERANGE;
+	paths = calloc(m->nfiles + 1, sizeof(*paths));
+	offs = calloc(m->nfiles + 1, sizeof(*offs));
+	foffs = calloc(m->nfiles + 1, sizeof(*foffs));
+	lens = calloc(m->nfiles + 1, sizeof(*lens));
+	per = calloc(m->nfiles + 1, sizeof(*per));
+	if (!paths || !offs || !foffs || !lens || !per) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	/* The files' bytes inside [begin, end); the padding between files is not written. */
+	for (unsigned i = 0; i < m->nfiles; i++) {
+		const struct mfile *f = &m->f[i];
+		uint64_t lo = begin > f->base ? begin : f->base;
+		uint64_t hi = end < f->base + f->size ? end : f->base + f->size;
+
+		if (lo >= hi)
+			continue;
+		ret = unchanged(f);
+		if (ret)
+			goto out;
+		paths[n] = f->path;
+		foffs[n] = lo - f->base;
+		lens[n] = hi - lo;
+		offs[n] = buffer_offset + lo;
+		n++;
+	}
+	if (n == 0) {
+		/* Nothing of the model in the range: the path a placement would take. */
+		if (res)
+			res->path = b->path_hint;
+		ret = 0;
+		goto out;
+	}
+	ret = place_ranges(b, paths, foffs, lens, offs, n, threads, per, res);
+	/* A file that changed between the check and its open is placed short. */
+	for (size_t i = 0; i < n && !ret; i++)
+		if (per[i].bytes != lens[i])
+			ret = -ESTALE;
+	if (ret && res)
+		res->path = DMAFS_PATH_NONE;
+out:
+	free(paths);
+	free(offs);
+	free(foffs);
+	free(lens);
+	free(per);
+	return ret;
+}

@@ -8,6 +8,9 @@
 
     dmafs.enable()   # transformers' from_pretrained of models on dmafs takes the same path
 
+    # in each rank of a torch.distributed job: the drives read the model once in total
+    sd = dmafs.load_distributed("/mnt/models/qwen2.5-7b")     # cuda:$LOCAL_RANK under NCCL
+
 load_file() returns what safetensors.torch.load_file() returns (same keys, dtypes, shapes
 and values); the daemon reads the files from the member drives with O_DIRECT and puts
 them straight into the destination: shared host memory for device "cpu", the GPU
@@ -45,9 +48,11 @@ from . import _lib
 from ._torch import LoadStats, SlowPathWarning, last_stats, load_path as _load_path
 from ._torch import place_model as _place_model, read_metadata as _read_metadata
 from ._hf import disable, enable, on_dmafs
+from ._dist import load_distributed
 
 __all__ = ["load_file", "load", "safe_open", "last_stats", "LoadStats", "SlowPathWarning",
-           "library_path", "library_version", "enable", "disable", "on_dmafs"]
+           "library_path", "library_version", "enable", "disable", "on_dmafs",
+           "load_distributed"]
 __version__ = "0.1.0"
 
 library_path = _lib.library_path

@@ -75,10 +75,12 @@ def _torch():
 
 class LoadStats:
     """What one load did. seconds is the wall time of the whole call (allocation,
-    registration, placement, views); place_seconds only dmafs_model_place()."""
+    registration, placement, views); place_seconds only dmafs_model_place(). For
+    load_distributed(): bytes and place_seconds are this rank's part, exchange_seconds the
+    broadcasts of all parts, rank and world_size the process group's; None otherwise."""
 
     __slots__ = ("model", "files", "tensors", "bytes", "seconds", "place_seconds", "path",
-                 "target", "fallback")
+                 "target", "fallback", "rank", "world_size", "exchange_seconds")
 
     def __init__(self, **kw):
         for k in self.__slots__:
@@ -102,6 +104,8 @@ class LoadStats:
                 f"{self.bytes} bytes in {self.seconds:.3f} s = {self.gbps:.2f} GB/s "
                 f"(placement {self.place_seconds:.4f} s), path {self.path}, "
                 f"target {self.target}" + (f", fallback: {self.fallback}" if self.fallback else "")
+                + (f", rank {self.rank} of {self.world_size}, exchange "
+                   f"{self.exchange_seconds:.4f} s" if self.world_size else "")
                 + ")")
 
 
@@ -198,19 +202,26 @@ def _host_tensor(session, buf, torch):
     return torch.frombuffer(arr, dtype=torch.uint8)
 
 
-def _place_host(model, session, threads):
+def _place(model, buf, threads, part):
+    """Place the whole model into buf, or only layout bytes part = (begin, end)."""
+    if part is None:
+        return model.place(buf, 0, threads)
+    return model.place_part(buf, part[0], part[1], 0, threads)
+
+
+def _place_host(model, session, threads, part=None):
     """Returns (base tensor owning session, result). Closes the session on error."""
     torch = _torch()
     try:
         buf = _lib.Buffer.alloc_host(session, model.nbytes, model.path)
-        res = model.place(buf, 0, threads)
+        res = _place(model, buf, threads, part)
         return _host_tensor(session, buf, torch), res
     except BaseException:
         session.close()
         raise
 
 
-def _place_gpu(model, session, dev, target, index, threads):
+def _place_gpu(model, session, dev, target, index, threads, part=None):
     """Returns (base tensor, result, fallback reason or None). Always closes the session."""
     torch = _torch()
     try:
@@ -222,7 +233,7 @@ def _place_gpu(model, session, dev, target, index, threads):
         ret = _lib.Buffer.register_gpu(session, target, base.data_ptr(), model.nbytes, index)
         if isinstance(ret, _lib.Buffer):
             try:
-                return base, model.place(ret, 0, threads), None
+                return base, _place(model, ret, threads, part), None
             finally:
                 ret.unregister()
         if -ret not in _GPU_FALLBACK_ERRNOS:
@@ -234,9 +245,10 @@ def _place_gpu(model, session, dev, target, index, threads):
             why += "; PYTORCH_CUDA_ALLOC_CONF has expandable_segments:True, whose memory has no IPC handle"
         buf = _lib.Buffer.alloc_host(session, model.nbytes, model.path)
         try:
-            res = model.place(buf, 0, threads)
+            res = _place(model, buf, threads, part)
             t0 = time.perf_counter_ns()
-            base.copy_(_host_tensor_view(buf, torch))
+            lo, hi = part if part is not None else (0, model.nbytes)
+            base[lo:hi].copy_(_host_tensor_view(buf, torch)[lo:hi])
             torch.cuda.synchronize(dev)
             res.elapsed_ns += time.perf_counter_ns() - t0
         finally:
@@ -252,20 +264,10 @@ def _host_tensor_view(buf, torch):
     return torch.frombuffer(arr, dtype=torch.uint8)
 
 
-def place_model(model, device, threads, stacklevel):
-    """Place an open _lib.Model onto device; returns {name: tensor} and sets last_stats()."""
-    torch = _torch()
-    t0 = time.perf_counter()
-    dev, target, index = _device(device)
-    plan = _plan(model, torch)
-    stats = LoadStats(model=os.fspath(model.path), files=len(model.files),
-                      tensors=len(model.tensors), bytes=0, seconds=0.0, place_seconds=0.0,
-                      path=_lib.path_name(_lib.PATH_NONE), target=str(dev), fallback=None)
-    if target == _lib.TARGET_HIP:
-        stats.target = f"{dev} (HIP)"
-    if not model.files or not model.nbytes:
-        _state.stats = stats
-        return {}
+def place_base(model, dev, target, index, threads, part=None):
+    """Allocate the model's buffer on dev and place it (or only layout bytes part).
+    Returns (base uint8 tensor, result, GPU fallback reason or None, why the placement
+    channel is not used or None)."""
     session = _lib.Session(model.files[0])
     try:
         why_posix = None
@@ -277,10 +279,45 @@ def place_model(model, device, threads, stacklevel):
         session.close()
         raise
     if target == _lib.TARGET_HOST:
-        base, res = _place_host(model, session, threads)
+        base, res = _place_host(model, session, threads, part)
         fallback = None
     else:
-        base, res, fallback = _place_gpu(model, session, dev, target, index, threads)
+        base, res, fallback = _place_gpu(model, session, dev, target, index, threads, part)
+    return base, res, fallback, why_posix
+
+
+def new_stats(model, dev, target):
+    stats = LoadStats(model=os.fspath(model.path), files=len(model.files),
+                      tensors=len(model.tensors), bytes=0, seconds=0.0, place_seconds=0.0,
+                      path=_lib.path_name(_lib.PATH_NONE), target=str(dev), fallback=None)
+    if target == _lib.TARGET_HIP:
+        stats.target = f"{dev} (HIP)"
+    return stats
+
+
+def warn_slow(model, res, fallback, why_posix, stacklevel):
+    """SlowPathWarning when the placement did not use the channel or went through host memory."""
+    if res.path == _lib.PATH_POSIX:
+        warnings.warn(f"dmafs: {model.path} was loaded through the posix path (pread + copy in "
+                      f"this process, not the dmafs placement channel): {why_posix}"
+                      + (f"; and {fallback}" if fallback else ""),
+                      SlowPathWarning, stacklevel=stacklevel + 1)
+    elif fallback:
+        warnings.warn(f"dmafs: {model.path}: {fallback} (path {_lib.path_name(res.path)})",
+                      SlowPathWarning, stacklevel=stacklevel + 1)
+
+
+def place_model(model, device, threads, stacklevel):
+    """Place an open _lib.Model onto device; returns {name: tensor} and sets last_stats()."""
+    torch = _torch()
+    t0 = time.perf_counter()
+    dev, target, index = _device(device)
+    plan = _plan(model, torch)
+    stats = new_stats(model, dev, target)
+    if not model.files or not model.nbytes:
+        _state.stats = stats
+        return {}
+    base, res, fallback, why_posix = place_base(model, dev, target, index, threads)
     tensors = _views(base, plan, torch)
     stats.bytes = res.bytes
     stats.place_seconds = res.elapsed_ns / 1e9
@@ -288,14 +325,7 @@ def place_model(model, device, threads, stacklevel):
     stats.fallback = fallback
     stats.seconds = time.perf_counter() - t0
     _state.stats = stats
-    if res.path == _lib.PATH_POSIX:
-        warnings.warn(f"dmafs: {model.path} was loaded through the posix path (pread + copy in "
-                      f"this process, not the dmafs placement channel): {why_posix}"
-                      + (f"; and {fallback}" if fallback else ""),
-                      SlowPathWarning, stacklevel=stacklevel + 1)
-    elif fallback:
-        warnings.warn(f"dmafs: {model.path}: {fallback} (path {stats.path})", SlowPathWarning,
-                      stacklevel=stacklevel + 1)
+    warn_slow(model, res, fallback, why_posix, stacklevel + 1)
     return tensors
 
 

@@ -1,0 +1,39 @@
+#!/bin/bash
+# Description: dmafs.load_distributed() with 2 ranks on the gloo backend (host memory):
+# every rank gets the whole model equal to the reference reader's, the ranks' parts add up
+# to the model and the member loop devices are read about once (against twice for a plain
+# dmafs.load in each rank, counted in the same run); a tensor-parallel plan gives each rank
+# its slices; uneven plans, ranks with different models and a rank whose placement fails
+# are reported on every rank; a model off dmafs loads with a SlowPathWarning; a model
+# smaller than one part per rank. The NCCL case runs in tests/dist_gpu.sh. Skips without
+# torch.
+[ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
+. "$(dirname "$0")/t_lib.sh"
+PY=${DMAFS_TEST_PYTHON:-/usr/bin/python3}
+BACKEND=${DIST_BACKEND:-gloo}
+[ -x "$PY" ] || t_skip "$PY not found (set DMAFS_TEST_PYTHON to a python with torch)"
+out=$("$PY" -c 'import torch, torch.distributed as d; assert d.is_available(), "no torch.distributed"' 2>&1) ||
+	t_skip "torch with torch.distributed is not importable in $PY (Debian package python3-torch): $(echo "$out" | tail -n 1)"
+t_require_root_fuse
+: "${DMAFS_LIBRARY:=$top_builddir/lib/.libs/libdmafs.so.0}"
+[ -e "$DMAFS_LIBRARY" ] || t_skip "libdmafs not built: $DMAFS_LIBRARY"
+export DMAFS_LIBRARY PYTHONPATH="$top_srcdir/lib/python${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONDONTWRITEBYTECODE=1
+SYNTH=$top_srcdir/tools/dmafs-synth-model
+
+t_workdir
+t_loops 4 384M
+t_mkfs "${T_LOOPDEVS[@]}"
+M=$T_WORK/mnt
+t_mount "$T_MEMBERS" "$M"
+"$PY" "$SYNTH" -q --model qwen2.5-7b --scale 16 --shards 3 --seed 1 "$M/q7" || t_fail "synth q7"
+"$PY" "$SYNTH" -q --model qwen3-0.6b --scale 16 --seed 2 "$M/q06" || t_fail "synth q06"
+"$PY" "$SYNTH" -q --model qwen3-0.6b --scale 128 --seed 3 "$M/tiny" || t_fail "synth tiny"
+mkdir -p "$T_WORK/off" "$T_WORK/run"
+cp -r "$M/q7" "$T_WORK/off/q7" || t_fail "copy off dmafs"
+sync -f "$M/q7" 2>/dev/null
+"$PY" "$top_srcdir/tests/dist_load.py" --backend "$BACKEND" --world 2 --work "$T_WORK/run" \
+	--loops "$T_MEMBERS" "$M/q7" "$M/q06" "$T_WORK/off/q7" "$M/tiny" ||
+	t_fail "dist_load.py failed"
+t_umount "$M"
+t_log "PASS"
