@@ -1,0 +1,88 @@
+# SPDX-License-Identifier: MIT
+"""hf_gpu.py DMAFS_MODEL... -- OFF_DMAFS_MODEL - dmafs.enable() with the real transformers:
+AutoModelForCausalLM.from_pretrained of each model on dmafs, with device_map "cuda:0" and
+"cpu", gives parameters and buffers bit-identical to the plain from_pretrained, placed by
+dmafs (stats: every file, path not posix, on the device asked for); a model off dmafs
+loads as before with a SlowPathWarning. Prints the times (information, not checked)."""
+import gc
+import sys
+import time
+import warnings
+
+import torch
+from transformers import AutoModelForCausalLM
+
+import dmafs
+
+args = sys.argv[1:]
+cut = args.index("--")
+on, off = args[:cut], args[cut + 1:]
+
+
+def fail(msg):
+    print(f"[hf_gpu.py] FAIL: {msg}", flush=True)
+    sys.exit(1)
+
+
+def bits(t):
+    t = t.detach().contiguous()
+    return t.reshape(-1).view(torch.uint8) if t.dim() else t.reshape(1).view(torch.uint8)
+
+
+def state(m):
+    return {k: v for k, v in m.state_dict().items()}
+
+
+def same(a, b, what):
+    if a.keys() != b.keys():
+        fail(f"{what}: names differ: only routed {sorted(set(a) - set(b))[:3]}, only plain {sorted(set(b) - set(a))[:3]}")
+    for k in a:
+        x, y = a[k], b[k]
+        if x.dtype != y.dtype or x.shape != y.shape or x.device != y.device:
+            fail(f"{what}: {k}: {x.dtype} {tuple(x.shape)} on {x.device} vs {y.dtype} {tuple(y.shape)} on {y.device}")
+        if not torch.equal(bits(x), bits(y)):
+            fail(f"{what}: {k}: bytes differ")
+
+
+def timed(fn):
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    r = fn()
+    torch.cuda.synchronize()
+    return r, time.perf_counter() - t0
+
+
+def from_pretrained(path, dm):
+    return AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16, device_map=dm)
+
+
+torch.empty(1, device="cuda:0")
+for path in on:
+    for dm in ("cuda:0", "cpu"):
+        plain, tp = timed(lambda: from_pretrained(path, dm))
+        ref = state(plain)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", dmafs.SlowPathWarning)
+            with dmafs.enable():
+                routed, tr = timed(lambda: from_pretrained(path, dm))
+        st = dmafs.last_stats()
+        if st is None or st.path == "posix" or not st.target.startswith(dm.split(":")[0]):
+            fail(f"{path} ({dm}): not placed by dmafs onto {dm}: {st!r}")
+        same(state(routed), ref, f"{path} ({dm})")
+        print(f"[hf_gpu.py] {path} device_map={dm}: {len(ref)} tensors bit-identical to the plain "
+              f"from_pretrained; plain {tp:.3f} s, routed {tr:.3f} s; {st!r}", flush=True)
+        del plain, routed, ref
+        gc.collect()
+        torch.cuda.empty_cache()
+
+for path in off:
+    ref = state(from_pretrained(path, "cuda:0"))
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        with dmafs.enable():
+            got = state(from_pretrained(path, "cuda:0"))
+    if not any(issubclass(x.category, dmafs.SlowPathWarning) for x in w):
+        fail(f"{path} (off dmafs): no SlowPathWarning")
+    same(got, ref, f"{path} (off dmafs)")
+    print(f"[hf_gpu.py] {path}: off dmafs, loaded as before with a SlowPathWarning", flush=True)
+print("[hf_gpu.py] PASS")
