@@ -9,16 +9,8 @@
 # torch.
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/t_lib.sh"
-PY=${DMAFS_TEST_PYTHON:-/usr/bin/python3}
 BACKEND=${DIST_BACKEND:-gloo}
-[ -x "$PY" ] || t_skip "$PY not found (set DMAFS_TEST_PYTHON to a python with torch)"
-out=$("$PY" -c 'import torch, torch.distributed as d; assert d.is_available(), "no torch.distributed"' 2>&1) ||
-	t_skip "torch with torch.distributed is not importable in $PY (Debian package python3-torch): $(echo "$out" | tail -n 1)"
-t_require_root_fuse
-: "${DMAFS_LIBRARY:=$top_builddir/lib/.libs/libdmafs.so.0}"
-[ -e "$DMAFS_LIBRARY" ] || t_skip "libdmafs not built: $DMAFS_LIBRARY"
-export DMAFS_LIBRARY PYTHONPATH="$top_srcdir/lib/python${PYTHONPATH:+:$PYTHONPATH}"
-export PYTHONDONTWRITEBYTECODE=1
+t_require_torch 'import torch, torch.distributed as d; assert d.is_available(), "no torch.distributed"' "torch with torch.distributed is not importable"
 SYNTH=$top_srcdir/tools/dmafs-synth-model
 
 t_workdir

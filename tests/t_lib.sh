@@ -61,6 +61,23 @@ t_require_python() {
 	[ -n "$T_PY" ] || t_skip "python3 not found"
 }
 
+# t_require_torch [CODE [WHAT]] - sets PY to the python with torch (DMAFS_TEST_PYTHON,
+# default Debian's /usr/bin/python3) and skips unless it runs CODE (default: import torch;
+# WHAT says what failed), root and /dev/fuse are there and libdmafs is built; exports
+# DMAFS_LIBRARY and PYTHONPATH so that the tree's dmafs module and library are used.
+t_require_torch() {
+	local code=${1:-import torch} what=${2:-"'import torch' fails"} out
+	PY=${DMAFS_TEST_PYTHON:-/usr/bin/python3}
+	[ -x "$PY" ] || t_skip "$PY not found (set DMAFS_TEST_PYTHON to a python with torch)"
+	out=$("$PY" -c "$code" 2>&1) ||
+		t_skip "$what in $PY (Debian package python3-torch): $(echo "$out" | tail -n 1)"
+	t_require_root_fuse
+	: "${DMAFS_LIBRARY:=$top_builddir/lib/.libs/libdmafs.so.0}"
+	[ -e "$DMAFS_LIBRARY" ] || t_skip "libdmafs not built: $DMAFS_LIBRARY"
+	export DMAFS_LIBRARY PYTHONPATH="$top_srcdir/lib/python${PYTHONPATH:+:$PYTHONPATH}"
+	export PYTHONDONTWRITEBYTECODE=1
+}
+
 # t_py ARGS... - run python3.
 t_py() { PYTHONDONTWRITEBYTECODE=1 "$T_PY" "$@"; }
 
