@@ -18,6 +18,7 @@
 
 #include "uring.h"
 #include "wback.h"
+#include "workpool.h"
 
 #define MAX_OPS 64
 /* Checksum buffers up to this size stay with the thread for its next request. */
@@ -161,7 +162,6 @@ static int verify_pairs(struct fs *fs, const struct inode *ino, const struct uri
  * so that hashing, which one core does at a few GB/s, keeps pace with the members.
  */
 #define VERIFY_POOL_MIN (8u << 20) /* smaller reads are checked by the reading thread */
-#define VERIFY_THREADS 16
 
 struct vbatch {
 	pthread_mutex_t lock;
@@ -171,65 +171,26 @@ struct vbatch {
 };
 
 struct vjob {
+	struct work w;
 	struct fs *fs;
 	const struct inode *ino;
 	const struct uring_op *op; /* a pair: data read, checksum read */
 	const uint64_t *foff;
 	struct vbatch *b;
-	struct vjob *next;
 };
 
-static pthread_mutex_t vq_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t vq_cond = PTHREAD_COND_INITIALIZER;
-static struct vjob *vq_head, *vq_tail;
-static int vq_threads = -1; /* -1: not started yet */
-
-static void *vq_worker(void *arg)
+/* On a pool thread: check one pair, count it done in its batch. */
+static void vjob_run(struct work *w)
 {
-	(void)arg;
-	for (;;) {
-		struct vjob *j;
-		int r;
+	struct vjob *j = container_of(w, struct vjob, w);
+	int r = verify_pairs(j->fs, j->ino, j->op, j->foff, 1);
 
-		pthread_mutex_lock(&vq_lock);
-		while (!vq_head)
-			pthread_cond_wait(&vq_cond, &vq_lock);
-		j = vq_head;
-		vq_head = j->next;
-		if (!vq_head)
-			vq_tail = NULL;
-		pthread_mutex_unlock(&vq_lock);
-		r = verify_pairs(j->fs, j->ino, j->op, j->foff, 1);
-		pthread_mutex_lock(&j->b->lock);
-		if (r)
-			j->b->ret = r;
-		if (--j->b->left == 0)
-			pthread_cond_signal(&j->b->cond);
-		pthread_mutex_unlock(&j->b->lock);
-	}
-	return NULL;
-}
-
-/* Start the pool on first use; returns its size (0: none, verify inline). */
-static int vq_start(void)
-{
-	pthread_mutex_lock(&vq_lock);
-	if (vq_threads < 0) {
-		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-		int want = (int)MIN(VERIFY_THREADS, MAX(1, cpus));
-		pthread_attr_t at;
-		pthread_t t;
-
-		vq_threads = 0;
-		pthread_attr_init(&at);
-		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-		for (int i = 0; i < want; i++)
-			if (pthread_create(&t, &at, vq_worker, NULL) == 0)
-				vq_threads++;
-		pthread_attr_destroy(&at);
-	}
-	pthread_mutex_unlock(&vq_lock);
-	return vq_threads;
+	pthread_mutex_lock(&j->b->lock);
+	if (r)
+		j->b->ret = r;
+	if (--j->b->left == 0)
+		pthread_cond_signal(&j->b->cond);
+	pthread_mutex_unlock(&j->b->lock);
 }
 
 /* A verified read in flight: which pairs still wait for one of their two reads. */
@@ -251,18 +212,12 @@ static void vread_done(void *arg, size_t i)
 
 	if (--r->left[p])
 		return;
-	*j = (struct vjob){ r->fs, r->ino, &r->v->op[2 * p], &r->v->foff[2 * p], &r->b, NULL };
+	*j = (struct vjob){ { vjob_run, NULL }, r->fs, r->ino, &r->v->op[2 * p],
+			    &r->v->foff[2 * p], &r->b };
 	pthread_mutex_lock(&r->b.lock);
 	r->b.left++;
 	pthread_mutex_unlock(&r->b.lock);
-	pthread_mutex_lock(&vq_lock);
-	if (vq_tail)
-		vq_tail->next = j;
-	else
-		vq_head = j;
-	vq_tail = j;
-	pthread_cond_signal(&vq_cond);
-	pthread_mutex_unlock(&vq_lock);
+	workpool_queue(&j->w);
 }
 
 /* Read the pairs of @v, checking each one in the pool as soon as it has arrived. */
@@ -389,7 +344,7 @@ int fs_read_ranges(struct fs *fs, struct inode *ino, const struct fs_range *rg, 
 	}
 	if (ret)
 		goto out;
-	if (bytes >= VERIFY_POOL_MIN && vq_start() > 0) {
+	if (bytes >= VERIFY_POOL_MIN && workpool_start() > 0) {
 		ret = read_verify_pooled(fs, ino, &pv);
 	} else {
 		ret = run_ops(fs, ino, pv.op, pv.n, pv.foff, "read");

@@ -12,13 +12,13 @@
 
 #include "gpu.h"
 #include "uring.h"
+#include "workpool.h"
 
 #define PIECE STAGE_SLOT	 /* file window a piece stays inside */
 #define QD_PER_MEMBER 32	 /* member reads in flight per member and placement */
 #define QD_MIN 64
 #define MAX_RECS 1024
 #define POLL_US 50		 /* wait slice while copies or hashing are outstanding */
-#define HASH_THREADS 16
 
 /* A piece: file bytes [off, off + len) go to buffer offset dst. */
 struct piece {
@@ -38,6 +38,7 @@ struct pop {
 
 /* A piece in flight: read, then (verified and) delivered, then released. */
 struct rec {
+	struct work w;		/* with the hash pool */
 	struct rec *next;	/* copy FIFO, hash queue, verified list */
 	struct pipe *p;
 	const struct piece *pc;
@@ -80,11 +81,6 @@ struct pipe {
 
 /* ---- the hash pool: checks pieces' checksums while the reads go on ---- */
 
-static pthread_mutex_t hq_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t hq_cond = PTHREAD_COND_INITIALIZER;
-static struct rec *hq_head, *hq_tail;
-static int hq_threads = -1;
-
 static int rec_verify(struct rec *r)
 {
 	struct pipe *p = r->p;
@@ -97,64 +93,18 @@ static int rec_verify(struct rec *r)
 	return ret;
 }
 
-static void *hash_main(void *arg)
+/* On a pool thread: check one piece, hand it back to its placement. */
+static void rec_hash(struct work *w)
 {
-	(void)arg;
-	for (;;) {
-		struct rec *r;
-		struct pipe *p;
+	struct rec *r = container_of(w, struct rec, w);
+	struct pipe *p = r->p;
 
-		pthread_mutex_lock(&hq_lock);
-		while (!hq_head)
-			pthread_cond_wait(&hq_cond, &hq_lock);
-		r = hq_head;
-		hq_head = r->next;
-		if (!hq_head)
-			hq_tail = NULL;
-		pthread_mutex_unlock(&hq_lock);
-		p = r->p;
-		r->err = rec_verify(r);
-		pthread_mutex_lock(&p->vlock);
-		r->next = p->verified;
-		p->verified = r;
-		pthread_cond_signal(&p->vcond);
-		pthread_mutex_unlock(&p->vlock);
-	}
-	return NULL;
-}
-
-static int hash_pool(void)
-{
-	pthread_mutex_lock(&hq_lock);
-	if (hq_threads < 0) {
-		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-		int want = cpus > 1 ? (int)MIN(HASH_THREADS, cpus) : 0;
-		pthread_attr_t at;
-		pthread_t t;
-
-		hq_threads = 0;
-		pthread_attr_init(&at);
-		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-		for (int i = 0; i < want; i++)
-			if (pthread_create(&t, &at, hash_main, NULL) == 0)
-				hq_threads++;
-		pthread_attr_destroy(&at);
-	}
-	pthread_mutex_unlock(&hq_lock);
-	return hq_threads;
-}
-
-static void hash_queue(struct rec *r)
-{
-	r->next = NULL;
-	pthread_mutex_lock(&hq_lock);
-	if (hq_tail)
-		hq_tail->next = r;
-	else
-		hq_head = r;
-	hq_tail = r;
-	pthread_cond_signal(&hq_cond);
-	pthread_mutex_unlock(&hq_lock);
+	r->err = rec_verify(r);
+	pthread_mutex_lock(&p->vlock);
+	r->next = p->verified;
+	p->verified = r;
+	pthread_cond_signal(&p->vcond);
+	pthread_mutex_unlock(&p->vlock);
 }
 
 /* ---- pieces ---- */
@@ -368,9 +318,10 @@ static void rec_read(struct pipe *p, struct rec *r)
 		return;
 	}
 	if (p->verify) {
-		if (hash_pool() > 0) {
+		if (workpool_start() > 0) {
 			p->hashing++;
-			hash_queue(r);
+			r->w.fn = rec_hash;
+			workpool_queue(&r->w);
 			return;
 		}
 		r->err = rec_verify(r);
