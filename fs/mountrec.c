@@ -12,6 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "octal.h"
+
 void mountrec_dir(uid_t uid, char *buf, size_t len)
 {
 	if (uid == 0)
@@ -29,22 +31,6 @@ static void escape(FILE *f, const char *s)
 		else
 			fputc(*s, f);
 	}
-}
-
-static void unescape(char *s)
-{
-	char *d = s;
-
-	while (*s) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
-		    s[3] >= '0' && s[3] <= '7') {
-			*d++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 | (s[3] - '0'));
-			s += 4;
-		} else {
-			*d++ = *s++;
-		}
-	}
-	*d = '\0';
 }
 
 int mountrec_write(const char *dir, const struct mountrec *r)
@@ -116,7 +102,7 @@ int mountrec_read(const char *path, struct mountrec *r)
 			if (sscanf(v, "%u:%u", &r->major, &r->minor) == 2)
 				have |= 4;
 		} else if (!strcmp(line, "mountpoint")) {
-			unescape(v);
+			unescape_octal(v);
 			snprintf(r->mountpoint, sizeof(r->mountpoint), "%s", v);
 			have |= 8;
 		} else if (!strcmp(line, "state")) {
@@ -228,7 +214,7 @@ int mountrec_mounts(int (*fn)(const struct mountrec_mnt *m, void *arg), void *ar
 				if (after_dash == 2)
 					snprintf(m.fstype, sizeof(m.fstype), "%s", tok);
 				else if (after_dash == 3) {
-					unescape(tok);
+					unescape_octal(tok);
 					snprintf(m.source, sizeof(m.source), "%s", tok);
 				} else if (after_dash == 4)
 					opts = tok;
@@ -237,7 +223,7 @@ int mountrec_mounts(int (*fn)(const struct mountrec_mnt *m, void *arg), void *ar
 			if (field == 3)
 				sscanf(tok, "%u:%u", &m.major, &m.minor);
 			else if (field == 5) {
-				unescape(tok);
+				unescape_octal(tok);
 				snprintf(m.target, sizeof(m.target), "%s", tok);
 			} else if (field > 6 && !strcmp(tok, "-"))
 				after_dash = 1;

@@ -10,23 +10,7 @@
 #include <sys/sysmacros.h>
 
 #include "libdmafs-int.h"
-
-/* The kernel escapes space, tab, newline and backslash in mountinfo fields as \ooo. */
-static void unescape_octal(char *s)
-{
-	char *d = s;
-
-	while (*s) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
-		    s[3] >= '0' && s[3] <= '7') {
-			*d++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 | (s[3] - '0'));
-			s += 4;
-		} else {
-			*d++ = *s++;
-		}
-	}
-	*d = '\0';
-}
+#include "octal.h"
 
 /* Length of the mount point @mnt as a path prefix of @path, or -1 if it is not one. */
 static long prefix_len(const char *mnt, const char *path)
