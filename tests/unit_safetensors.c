@@ -563,6 +563,69 @@ static void same_as_reference(const char *path, size_t tensors, unsigned files)
 	dmafs_model_close(m);
 }
 
+/*
+ * dmafs_model_place_part: three parts with cuts inside files and across file
+ * boundaries give the same bytes as the whole placement @whole (at offset 4096) and
+ * @sum bytes in all; the padding between files is not written; the tensors' ptr stay.
+ */
+static void place_parts(struct dmafs_model *m, struct dmafs_session *s, struct dmafs_buf *whole,
+			uint64_t sum)
+{
+	uint64_t n = dmafs_model_bytes(m), cut[4] = { 0, n / 3 + 1, 2 * n / 3 + 7, n }, got = 0;
+	const void *ptr0 = dmafs_model_tensor(m, 0)->ptr;
+	struct dmafs_buf *b = NULL;
+	struct dmafs_result r;
+	const char *w;
+	char *p;
+
+	T_EQ(dmafs_buf_alloc_host(s, n, &b), 0);
+	if (!b)
+		return;
+	p = dmafs_buf_ptr(b);
+	w = (const char *)dmafs_buf_ptr(whole) + 4096;
+	memset(p, 0xa5, n);
+	T_EQ(dmafs_model_place_part(m, b, 0, 5, 4, 0, &r), -EINVAL);
+	T_EQ(dmafs_model_place_part(m, b, 0, 0, n + 1, 0, &r), -ERANGE);
+	T_EQ(dmafs_model_place_part(m, b, 1, 0, n, 0, &r), -ERANGE);
+	T_EQ(dmafs_model_place_part(NULL, b, 0, 0, n, 0, &r), -EINVAL);
+	T_EQ(dmafs_model_place_part(m, b, 0, 9, 9, 0, &r), 0);
+	T_EQ(r.bytes, 0);
+	for (int k = 0; k < 3; k++) {
+		T_EQ(dmafs_model_place_part(m, b, 0, cut[k], cut[k + 1], 2, &r), 0);
+		T_CHECK(r.path != DMAFS_PATH_NONE, "part %d: a path", k);
+		got += r.bytes;
+	}
+	T_EQ(got, sum);
+	T_CHECK(dmafs_model_tensor(m, 0)->ptr == ptr0, "place_part leaves ptr alone");
+	/* file bytes equal the whole placement's; the rest (padding) untouched */
+	for (uint64_t i = 0, pos = 0; i <= dmafs_model_files(m); i++) {
+		uint64_t base = n, size = 0;
+		struct stat st;
+
+		if (i < dmafs_model_files(m)) {
+			stat(dmafs_model_file(m, i), &st);
+			size = (uint64_t)st.st_size;
+			/* a file's base: the buffer_offset - file_offset of any of its tensors */
+			for (size_t t = 0; t < dmafs_model_tensors(m); t++)
+				if (dmafs_model_tensor(m, t)->file == i) {
+					base = dmafs_model_tensor(m, t)->buffer_offset -
+					       dmafs_model_tensor(m, t)->file_offset;
+					break;
+				}
+		}
+		for (uint64_t o = pos; o < base; o++)
+			if ((unsigned char)p[o] != 0xa5) {
+				T_CHECK(0, "padding byte %llu written", (unsigned long long)o);
+				break;
+			}
+		if (i < dmafs_model_files(m))
+			T_CHECK(!memcmp(p + base, w + base, size), "file %llu placed in parts",
+				(unsigned long long)i);
+		pos = base + size;
+	}
+	dmafs_buf_unregister(b);
+}
+
 /* Place @path into a host buffer (posix fallback here) and compare every byte. */
 static void place_exact(const char *path)
 {
@@ -614,6 +677,7 @@ static void place_exact(const char *path)
 		free(ref);
 		close(fd);
 	}
+	place_parts(m, s, b, sum);
 out:
 	if (b)
 		dmafs_buf_unregister(b);
