@@ -420,7 +420,7 @@ int fs_mknod(struct fs *fs, const struct fs_ctx *c, uint64_t parent, const char 
 		 */
 		dacl = xattr_get(dir, ACL_XATTR_DEFAULT);
 		if (dacl && acl_check(dacl->val, dacl->len) < 0) {
-			log_warn("inode %llu: malformed default ACL ignored (run dmafs-fsck)",
+			log_warn("directory inode %llu: its default ACL is malformed and is ignored (setfacl -k removes it)",
 				 (unsigned long long)dir->ino);
 			dacl = NULL;
 		}
