@@ -400,7 +400,8 @@ int fs_mknod(struct fs *fs, const struct fs_ctx *c, uint64_t parent, const char 
 		return ret;
 	if (target && (strlen(target) == 0 || strlen(target) > FMT_SYMLINK_MAX))
 		return strlen(target) ? -ENAMETOOLONG : -ENOENT;
-	ret = fs_begin(fs, REC_ROOM + (target ? strlen(target) : 0) + (fs->acl ? 2 * ACL_ROOM : 0), 1);
+	ret = fs_begin(fs, REC_ROOM + (target ? strlen(target) : 0) + (fs->acl ? 2 * ACL_ROOM : 0),
+		       1);
 	if (ret)
 		return ret;
 	ret = lookup_locked(fs, parent, name, &dir, &child, &de);
