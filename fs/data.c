@@ -806,6 +806,7 @@ ssize_t fs_write_from(struct fs *fs, uint64_t ino_nr, size_t size, uint64_t off,
 		      int (*copy)(void *arg, char *dst, size_t size), void *arg)
 {
 	struct inode *ino;
+	int caps = 0;
 
 	if (fs->ro)
 		return -EROFS;
@@ -815,11 +816,23 @@ ssize_t fs_write_from(struct fs *fs, uint64_t ino_nr, size_t size, uint64_t off,
 		return -EFBIG;
 	pthread_mutex_lock(&fs->meta.lock);
 	ino = meta_iget(&fs->meta, ino_nr);
+	for (struct xattr *x = ino ? ino->xattrs : NULL; x && !caps; x = x->next)
+		caps = !strcmp(x->name, "security.capability");
 	pthread_mutex_unlock(&fs->meta.lock);
 	if (!ino)
 		return -ENOENT;
 	if (!S_ISREG(ino->a.mode))
 		return -EINVAL;
+	/*
+	 * A write takes the file's capabilities away. Writes through the kernel's page cache
+	 * have it remove them first; direct writes leave it to us (FUSE_CAP_HANDLE_KILLPRIV).
+	 */
+	if (caps) {
+		int ret = fs_kill_caps(fs, ino_nr);
+
+		if (ret)
+			return ret;
+	}
 	return wback_write(fs, ino, size, off, copy, arg);
 }
 

@@ -10,8 +10,12 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "acl.h"
+
 #define REC_ROOM 1024 /* log bytes reserved for one namespace operation */
+#define ACL_ROOM (ACL_MAX_BYTES + 128) /* log bytes for one ACL xattr record */
 #define LAYOUT_XATTR "user.dmafs.layout"
+#define CAPS_XATTR "security.capability"
 
 int64_t fs_now(void) { return (int64_t)util_now_ns(); }
 
@@ -331,6 +335,31 @@ static int log_unlink(struct fs *fs, uint64_t dir, const char *name)
 	return journal_log(&fs->j, &r);
 }
 
+static struct xattr *xattr_get(const struct inode *ino, const char *name)
+{
+	struct xattr *x;
+
+	for (x = ino->xattrs; x && strcmp(x->name, name); x = x->next)
+		;
+	return x;
+}
+
+static int log_xset(struct fs *fs, uint64_t ino, const char *name, const void *val, size_t len)
+{
+	struct fmt_rec r = { .type = REC_XSET, .ino = ino, .name = (const uint8_t *)name,
+			     .name_len = strlen(name), .val = val, .val_len = len };
+
+	return journal_log(&fs->j, &r);
+}
+
+static int log_xdel(struct fs *fs, uint64_t ino, const char *name)
+{
+	struct fmt_rec r = { .type = REC_XDEL, .ino = ino, .name = (const uint8_t *)name,
+			     .name_len = strlen(name) };
+
+	return journal_log(&fs->j, &r);
+}
+
 /* Free an inode nobody can reach or use any more. Caller holds meta.lock. */
 static void maybe_drop(struct fs *fs, struct inode *ino)
 {
@@ -361,15 +390,18 @@ int fs_mknod(struct fs *fs, const struct fs_ctx *c, uint64_t parent, const char 
 	struct inode *dir, *child, *ni;
 	struct dentry *de;
 	struct fmt_rec r;
+	struct xattr *dacl = NULL;
+	char acl[ACL_MAX_BYTES];
 	int64_t now = fs_now();
-	int ret;
+	int ret, store_acl = 0;
 
 	ret = check_name(name);
 	if (ret)
 		return ret;
 	if (target && (strlen(target) == 0 || strlen(target) > FMT_SYMLINK_MAX))
 		return strlen(target) ? -ENAMETOOLONG : -ENOENT;
-	ret = fs_begin(fs, REC_ROOM + (target ? strlen(target) : 0), 1);
+	ret = fs_begin(fs, REC_ROOM + (target ? strlen(target) : 0) + (fs->acl ? 2 * ACL_ROOM : 0),
+		       1);
 	if (ret)
 		return ret;
 	ret = lookup_locked(fs, parent, name, &dir, &child, &de);
@@ -381,6 +413,25 @@ int fs_mknod(struct fs *fs, const struct fs_ctx *c, uint64_t parent, const char 
 		ret = -EMLINK;
 	if (ret)
 		goto out;
+	if (fs->acl && !S_ISLNK(mode)) {
+		/*
+		 * The directory's default ACL, if any, takes the umask's place: the new
+		 * inode's access ACL is that ACL limited by the mode asked for, and a new
+		 * directory inherits it as its own default ACL.
+		 */
+		dacl = xattr_get(dir, ACL_XATTR_DEFAULT);
+		if (dacl && acl_check(dacl->val, dacl->len) < 0) {
+			log_warn("directory inode %llu: its default ACL is malformed and is ignored (setfacl -k removes it)",
+				 (unsigned long long)dir->ino);
+			dacl = NULL;
+		}
+		if (dacl) {
+			memcpy(acl, dacl->val, dacl->len);
+			store_acl = acl_create(acl, dacl->len, &mode);
+		} else {
+			mode &= ~(mode_t)(c->umask & 0777);
+		}
+	}
 	memset(&r, 0, sizeof(r));
 	r.type = REC_INODE;
 	r.ino = fs->meta.next_ino;
@@ -401,6 +452,12 @@ int fs_mknod(struct fs *fs, const struct fs_ctx *c, uint64_t parent, const char 
 	if (ret)
 		goto out;
 	ni = meta_iget(&fs->meta, r.ino);
+	if (store_acl)
+		ret = log_xset(fs, r.ino, ACL_XATTR_ACCESS, acl, dacl->len);
+	if (!ret && dacl && S_ISDIR(mode))
+		ret = log_xset(fs, r.ino, ACL_XATTR_DEFAULT, dacl->val, dacl->len);
+	if (ret)
+		goto out;
 	if (target) {
 		struct fmt_rec s = { .type = REC_SYMLINK, .ino = r.ino,
 				     .name = (const uint8_t *)target, .name_len = strlen(target) };
@@ -668,7 +725,7 @@ int fs_setattr(struct fs *fs, uint64_t ino, const struct stat *in, int valid, st
 		if (ret)
 			return ret;
 	}
-	ret = fs_begin(fs, REC_ROOM, 0);
+	ret = fs_begin(fs, REC_ROOM + (valid & FUSE_SET_ATTR_MODE ? ACL_ROOM : 0), 0);
 	if (ret)
 		return ret;
 	i = meta_iget(&fs->meta, ino);
@@ -676,8 +733,28 @@ int fs_setattr(struct fs *fs, uint64_t ino, const struct stat *in, int valid, st
 		ret = -ENOENT;
 		goto out;
 	}
-	if (valid & FUSE_SET_ATTR_MODE)
+	if (valid & FUSE_SET_ATTR_MODE) {
+		struct xattr *x = fs->acl ? xattr_get(i, ACL_XATTR_ACCESS) : NULL;
+
 		i->a.mode = (i->a.mode & S_IFMT) | (in->st_mode & 07777);
+		/* the ACL's owner, group class and other entries follow the mode */
+		if (x && acl_check(x->val, x->len) > 0) {
+			char acl[ACL_MAX_BYTES];
+
+			memcpy(acl, x->val, x->len);
+			acl_chmod(acl, x->len, i->a.mode);
+			ret = log_xset(fs, ino, ACL_XATTR_ACCESS, acl, x->len);
+			if (ret)
+				goto out;
+		}
+	}
+	/* as the kernel does on truncate and chown: file capabilities go */
+	if (valid & (FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID) &&
+	    xattr_get(i, CAPS_XATTR)) {
+		ret = log_xdel(fs, ino, CAPS_XATTR);
+		if (ret)
+			goto out;
+	}
 	if (((valid & FUSE_SET_ATTR_UID) && in->st_uid != i->a.uid) ||
 	    ((valid & FUSE_SET_ATTR_GID) && in->st_gid != i->a.gid))
 		if (!(valid & FUSE_SET_ATTR_MODE))
@@ -909,9 +986,22 @@ int fs_fsync_file(struct fs *fs, uint64_t ino)
 
 /* ---- xattrs ---- */
 
-static int xattr_ns_ok(const char *name)
+/* The namespaces kept. */
+enum { XNS_NONE, XNS_USER, XNS_TRUSTED, XNS_SECURITY, XNS_ACL_ACCESS, XNS_ACL_DEFAULT };
+
+static int xattr_ns(const struct fs *fs, const char *name)
 {
-	return !strncmp(name, "user.", 5) && name[5];
+	if (!strncmp(name, "user.", 5) && name[5])
+		return XNS_USER;
+	if (!strncmp(name, "trusted.", 8) && name[8])
+		return XNS_TRUSTED;
+	if (!strncmp(name, "security.", 9) && name[9])
+		return XNS_SECURITY;
+	if (fs->acl && !strcmp(name, ACL_XATTR_ACCESS))
+		return XNS_ACL_ACCESS;
+	if (fs->acl && !strcmp(name, ACL_XATTR_DEFAULT))
+		return XNS_ACL_DEFAULT;
+	return XNS_NONE;
 }
 
 /*
@@ -1005,8 +1095,8 @@ int fs_getxattr(struct fs *fs, uint64_t ino, const char *name, void *buf, size_t
 		free(t);
 		return ret;
 	}
-	if (!xattr_ns_ok(name))
-		return strncmp(name, "user.", 5) ? -EOPNOTSUPP : -ENODATA;
+	if (xattr_ns(fs, name) == XNS_NONE)
+		return strcmp(name, "user.") ? -EOPNOTSUPP : -ENODATA;
 	pthread_mutex_lock(&fs->meta.lock);
 	i = meta_iget(&fs->meta, ino);
 	if (!i)
@@ -1030,24 +1120,57 @@ int fs_getxattr(struct fs *fs, uint64_t ino, const char *name, void *buf, size_t
 
 #define XATTR_TOTAL_MAX (256u << 10) /* per inode: keeps snapshots bounded */
 
-int fs_setxattr(struct fs *fs, uint64_t ino, const char *name, const void *val, size_t size,
-		int flags)
+/*
+ * Set the access ACL of @i to valid ACL @val: the mode takes the ACL's permission bits,
+ * and an ACL the mode expresses entirely is not stored (an older one is removed). As
+ * the kernel's own filesystems do, setgid goes unless the caller is in the file's group
+ * or may keep it (CAP_FSETID); the kernel asks FUSE filesystems to do that with
+ * FUSE_SETXATTR_ACL_KILL_SGID only where libfuse speaks FUSE_SETXATTR_EXT (3.16 and
+ * later), so it is decided here. Locked.
+ */
+static int set_access_acl(struct fs *fs, const struct fs_ctx *c, struct inode *i,
+			  const void *val, size_t size)
+{
+	uint32_t perm;
+	int ret = 0;
+
+	if (acl_mode(val, size, &perm)) {
+		if (xattr_get(i, ACL_XATTR_ACCESS))
+			ret = log_xdel(fs, i->ino, ACL_XATTR_ACCESS);
+	} else {
+		ret = log_xset(fs, i->ino, ACL_XATTR_ACCESS, val, size);
+	}
+	if (ret)
+		return ret;
+	i->a.mode = (i->a.mode & ~0777u) | perm;
+	if ((i->a.mode & S_ISGID) && c && !acl_pid_in_group(c->pid, c->gid, i->a.gid) &&
+	    !acl_pid_capable(c->pid, ACL_CAP_FSETID))
+		i->a.mode &= ~S_ISGID;
+	return 0;
+}
+
+int fs_setxattr(struct fs *fs, const struct fs_ctx *c, uint64_t ino, const char *name,
+		const void *val, size_t size, int flags)
 {
 	struct inode *i;
-	struct fmt_rec r;
 	struct xattr *x = NULL;
-	int ret;
-
+	int ns = xattr_ns(fs, name), ret;
 	size_t first;
 
 	if (layout_name(name, &first))
 		return -EPERM;
-	if (!xattr_ns_ok(name))
+	if (ns == XNS_NONE)
 		return -EOPNOTSUPP;
 	if (strlen(name) > FMT_XATTR_NAME_MAX)
 		return -ERANGE;
 	if (size > FMT_XATTR_VALUE_MAX)
 		return -E2BIG;
+	if (ns == XNS_ACL_ACCESS || ns == XNS_ACL_DEFAULT) {
+		/* what the kernel sends is valid; anything else is refused before it is kept */
+		ret = acl_check(val, size);
+		if (ret < 0)
+			return ret;
+	}
 	ret = fs_begin(fs, REC_ROOM + size, 1);
 	if (ret)
 		return ret;
@@ -1056,13 +1179,15 @@ int fs_setxattr(struct fs *fs, uint64_t ino, const char *name, const void *val, 
 		ret = -ENOENT;
 		goto out;
 	}
-	/* like ext4: user xattrs only on regular files and directories */
-	if (!S_ISREG(i->a.mode) && !S_ISDIR(i->a.mode)) {
-		ret = -EPERM;
+	if (ns == XNS_USER && !S_ISREG(i->a.mode) && !S_ISDIR(i->a.mode))
+		ret = -EPERM; /* like ext4: user xattrs only on regular files and directories */
+	else if (ns == XNS_ACL_ACCESS && S_ISLNK(i->a.mode))
+		ret = -EOPNOTSUPP; /* symlinks have no ACLs */
+	else if (ns == XNS_ACL_DEFAULT && !S_ISDIR(i->a.mode))
+		ret = -EACCES; /* as the kernel answers: only directories have default ACLs */
+	if (ret)
 		goto out;
-	}
-	for (x = i->xattrs; x && strcmp(x->name, name); x = x->next)
-		;
+	x = xattr_get(i, name);
 	if ((flags & XATTR_CREATE) && x)
 		ret = -EEXIST;
 	else if ((flags & XATTR_REPLACE) && !x)
@@ -1071,14 +1196,10 @@ int fs_setxattr(struct fs *fs, uint64_t ino, const char *name, const void *val, 
 		ret = -ENOSPC;
 	if (ret)
 		goto out;
-	memset(&r, 0, sizeof(r));
-	r.type = REC_XSET;
-	r.ino = ino;
-	r.name = (const uint8_t *)name;
-	r.name_len = strlen(name);
-	r.val = val;
-	r.val_len = size;
-	ret = journal_log(&fs->j, &r);
+	if (ns == XNS_ACL_ACCESS)
+		ret = set_access_acl(fs, c, i, val, size);
+	else
+		ret = log_xset(fs, ino, name, val, size);
 	if (!ret) {
 		i->a.ctime = fs_now();
 		ret = log_attr(fs, i);
@@ -1088,11 +1209,26 @@ out:
 	return ret;
 }
 
-int fs_listxattr(struct fs *fs, uint64_t ino, char *buf, size_t size)
+int fs_listxattr(struct fs *fs, const struct fs_ctx *c, uint64_t ino, char *buf, size_t size)
 {
 	struct inode *i;
 	size_t need = 0;
-	int ret;
+	int ret, trusted = 0, show_trusted = 1;
+
+	pthread_mutex_lock(&fs->meta.lock);
+	i = meta_iget(&fs->meta, ino);
+	for (struct xattr *x = i ? i->xattrs : NULL; x && !trusted; x = x->next)
+		trusted = !strncmp(x->name, "trusted.", 8);
+	pthread_mutex_unlock(&fs->meta.lock);
+	if (!i)
+		return -ENOENT;
+	/*
+	 * The kernel checks CAP_SYS_ADMIN for reading trusted.* values, but passes the list
+	 * on as it is: other filesystems leave those names out for anyone else, so do we.
+	 * Asked only when there is such a name (it reads /proc).
+	 */
+	if (trusted && c)
+		show_trusted = acl_pid_capable(c->pid, ACL_CAP_SYS_ADMIN);
 
 	pthread_mutex_lock(&fs->meta.lock);
 	i = meta_iget(&fs->meta, ino);
@@ -1100,8 +1236,10 @@ int fs_listxattr(struct fs *fs, uint64_t ino, char *buf, size_t size)
 		pthread_mutex_unlock(&fs->meta.lock);
 		return -ENOENT;
 	}
+#define LISTED(x) (show_trusted || strncmp((x)->name, "trusted.", 8))
 	for (struct xattr *x = i->xattrs; x; x = x->next)
-		need += strlen(x->name) + 1;
+		if (LISTED(x))
+			need += strlen(x->name) + 1;
 	if (size == 0) {
 		ret = need;
 	} else if (size < need) {
@@ -1110,11 +1248,14 @@ int fs_listxattr(struct fs *fs, uint64_t ino, char *buf, size_t size)
 		char *p = buf;
 
 		for (struct xattr *x = i->xattrs; x; x = x->next) {
+			if (!LISTED(x))
+				continue;
 			strcpy(p, x->name);
 			p += strlen(x->name) + 1;
 		}
 		ret = need;
 	}
+#undef LISTED
 	pthread_mutex_unlock(&fs->meta.lock);
 	return ret;
 }
@@ -1122,15 +1263,13 @@ int fs_listxattr(struct fs *fs, uint64_t ino, char *buf, size_t size)
 int fs_removexattr(struct fs *fs, uint64_t ino, const char *name)
 {
 	struct inode *i;
-	struct fmt_rec r;
 	struct xattr *x = NULL;
 	int ret;
-
 	size_t first;
 
 	if (layout_name(name, &first))
 		return -EPERM;
-	if (!xattr_ns_ok(name))
+	if (xattr_ns(fs, name) == XNS_NONE)
 		return -EOPNOTSUPP;
 	if (strlen(name) > FMT_XATTR_NAME_MAX)
 		return -ERANGE;
@@ -1139,23 +1278,35 @@ int fs_removexattr(struct fs *fs, uint64_t ino, const char *name)
 		return ret;
 	i = meta_iget(&fs->meta, ino);
 	if (i)
-		for (x = i->xattrs; x && strcmp(x->name, name); x = x->next)
-			;
+		x = xattr_get(i, name);
 	if (!i)
 		ret = -ENOENT;
 	else if (!x)
 		ret = -ENODATA;
-	if (!ret) {
-		memset(&r, 0, sizeof(r));
-		r.type = REC_XDEL;
-		r.ino = ino;
-		r.name = (const uint8_t *)name;
-		r.name_len = strlen(name);
-		ret = journal_log(&fs->j, &r);
-	}
+	if (!ret)
+		ret = log_xdel(fs, ino, name); /* the mode stays as it is, as on ext4 */
 	if (!ret) {
 		i->a.ctime = fs_now();
 		ret = log_attr(fs, i);
+	}
+	fs_end(fs);
+	return ret;
+}
+
+int fs_kill_caps(struct fs *fs, uint64_t ino)
+{
+	struct inode *i;
+	int ret = fs_begin(fs, REC_ROOM, 0);
+
+	if (ret)
+		return ret;
+	i = meta_iget(&fs->meta, ino);
+	if (i && xattr_get(i, CAPS_XATTR)) {
+		ret = log_xdel(fs, ino, CAPS_XATTR);
+		if (!ret) {
+			i->a.ctime = fs_now();
+			ret = log_attr(fs, i);
+		}
 	}
 	fs_end(fs);
 	return ret;

@@ -36,6 +36,12 @@ struct fs {
 	struct alloc alloc;
 	struct journal j;
 	int verify_place; /* placements check checksums too (mount option verify_place) */
+	/*
+	 * POSIX ACLs are on (the kernel agreed to FUSE_POSIX_ACL and FUSE_DONT_MASK): the
+	 * system.posix_acl_* xattrs are kept, new inodes inherit default ACLs, and the umask
+	 * is applied here, not by the kernel.
+	 */
+	int acl;
 	struct fs_csum_cache cc[FMT_MAX_MEMBERS];
 	struct wback wb;
 	int finished;	     /* fs_finish has run; its result: */
@@ -45,7 +51,9 @@ struct fs {
 
 /* Who asks: from the FUSE request context. */
 struct fs_ctx {
-	uint32_t uid, gid;
+	uint32_t uid, gid; /* filesystem uid and gid */
+	uint32_t umask;	   /* of a creating process (applied only when fs->acl) */
+	int32_t pid;	   /* the requesting thread; 0: unknown (see acl_pid_capable) */
 };
 
 /* Mount-time setup: members already opened and verified. @err gets a one-line reason. */
@@ -67,7 +75,11 @@ int fs_getattr(struct fs *fs, uint64_t ino, struct stat *st);
 /* On success the kernel holds one more reference (nlookup) on the returned inode. */
 int fs_lookup(struct fs *fs, uint64_t parent, const char *name, struct stat *st);
 void fs_forget(struct fs *fs, uint64_t ino, uint64_t n);
-/* Create a file (S_IFREG), directory, symlink (@target) or special file. Counts a lookup. */
+/*
+ * Create a file (S_IFREG), directory, symlink (@target) or special file. Counts a lookup.
+ * With ACLs on, the new inode gets the access ACL (and, a directory, the default ACL)
+ * that @parent's default ACL gives it, or else @c's umask is applied to @mode.
+ */
 int fs_mknod(struct fs *fs, const struct fs_ctx *c, uint64_t parent, const char *name,
 	     mode_t mode, dev_t rdev, const char *target, struct stat *st);
 int fs_link(struct fs *fs, uint64_t ino, uint64_t parent, const char *name, struct stat *st);
@@ -98,12 +110,23 @@ int fs_fsync_file(struct fs *fs, uint64_t ino);
  * write error of @ino (once) or 0. */
 int fs_flush(struct fs *fs, uint64_t ino);
 
-/* xattrs: user.* only; user.dmafs.layout is virtual and read-only. */
+/*
+ * xattrs: user.*, trusted.* and security.*, and with ACLs on system.posix_acl_access and
+ * system.posix_acl_default; other names get -EOPNOTSUPP. user.dmafs.layout is virtual
+ * and read-only. The kernel itself allows trusted.* only to CAP_SYS_ADMIN and checks
+ * security.* writes; listxattr hides trusted.* names from a caller @c without
+ * CAP_SYS_ADMIN (@c NULL: shown). Setting the access ACL sets the mode to agree (and
+ * drops setgid unless @c is in the file's group or has CAP_FSETID); an ACL the mode
+ * expresses entirely is not stored.
+ */
 int fs_getxattr(struct fs *fs, uint64_t ino, const char *name, void *buf, size_t size);
-int fs_setxattr(struct fs *fs, uint64_t ino, const char *name, const void *val, size_t size,
-		int flags);
-int fs_listxattr(struct fs *fs, uint64_t ino, char *buf, size_t size);
+int fs_setxattr(struct fs *fs, const struct fs_ctx *c, uint64_t ino, const char *name,
+		const void *val, size_t size, int flags);
+int fs_listxattr(struct fs *fs, const struct fs_ctx *c, uint64_t ino, char *buf, size_t size);
 int fs_removexattr(struct fs *fs, uint64_t ino, const char *name);
+/* Drop @ino's file capabilities (security.capability), as a write does: the kernel leaves
+ * that to us for writes that bypass its page cache (FUSE_CAP_HANDLE_KILLPRIV). */
+int fs_kill_caps(struct fs *fs, uint64_t ino);
 /* The layout text of a regular file from extent @first (one page of at most ~60 KB;
  * malloc'd, caller frees) or NULL with *err set. */
 char *fs_layout(struct fs *fs, uint64_t ino, size_t first, int *err);

@@ -266,6 +266,17 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
 	if (conn->capable & FUSE_CAP_ASYNC_READ)
 		conn->want |= FUSE_CAP_ASYNC_READ;
+	/*
+	 * POSIX ACLs: the kernel enforces them and caches them, we keep them, keep the mode in
+	 * step and apply default ACLs to new inodes, which needs the umask unapplied
+	 * (DONT_MASK: the kernel passes it along, and we apply it where no default ACL is).
+	 */
+	if ((conn->capable & FUSE_CAP_POSIX_ACL) && (conn->capable & FUSE_CAP_DONT_MASK)) {
+		conn->want |= FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK;
+		ops_fs->acl = 1;
+	} else {
+		log_info("POSIX ACLs are off: the kernel does not offer FUSE_POSIX_ACL and FUSE_DONT_MASK");
+	}
 	if (ra_mnt && pthread_create(&t, NULL, readahead_thread, NULL) == 0)
 		pthread_detach(t);
 	mount_ready();

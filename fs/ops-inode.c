@@ -15,6 +15,8 @@ void ops_ctx(fuse_req_t req, struct fs_ctx *c)
 
 	c->uid = fc->uid;
 	c->gid = fc->gid;
+	c->umask = fc->umask;
+	c->pid = fc->pid;
 }
 
 void ops_entry(fuse_req_t req, int ret, const struct stat *st)

@@ -8,7 +8,10 @@
 void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 		 size_t size, int flags)
 {
-	fuse_reply_err(req, -fs_setxattr(ops_fs, ino, name, value, size, flags));
+	struct fs_ctx c;
+
+	ops_ctx(req, &c);
+	fuse_reply_err(req, -fs_setxattr(ops_fs, &c, ino, name, value, size, flags));
 }
 
 /* size 0 asks for the length; otherwise reply with at most @size bytes. */
@@ -39,13 +42,15 @@ void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	char *buf = size ? malloc(size) : NULL;
+	struct fs_ctx c;
 	int ret;
 
 	if (size && !buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	ret = fs_listxattr(ops_fs, ino, buf, size);
+	ops_ctx(req, &c);
+	ret = fs_listxattr(ops_fs, &c, ino, buf, size);
 	reply_sized(req, ret, buf, size);
 	free(buf);
 }

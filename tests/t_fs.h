@@ -113,7 +113,7 @@ static void t_crash(struct fs *fs)
 	(void)fs; /* memory deliberately leaked: a crashed daemon frees nothing */
 }
 
-static const struct fs_ctx t_root = { 0, 0 };
+static const struct fs_ctx t_root = { .uid = 0, .gid = 0 };
 
 static uint64_t t_create(struct fs *fs, uint64_t parent, const char *name)
 {

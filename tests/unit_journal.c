@@ -21,7 +21,7 @@ static void test_persist_and_crash(void)
 	T_EQ(fs_mknod(&fs, &t_root, FMT_ROOT_INO, "dir", S_IFDIR | 0755, 0, NULL, &st), 0);
 	d = st.st_ino;
 	T_EQ(fs_mknod(&fs, &t_root, d, "link", S_IFLNK | 0777, 0, "../a", &st), 0);
-	T_EQ(fs_setxattr(&fs, a, "user.k", "v", 1, 0), 0);
+	T_EQ(fs_setxattr(&fs, NULL, a, "user.k", "v", 1, 0), 0);
 	T_EQ(fs_fsync(&fs), 0);
 	/* after the fsync: b is committed, then c only appended (never committed) */
 	t_create(&fs, d, "b");
