@@ -31,9 +31,11 @@ int fs_begin(struct fs *fs, size_t need, int grows)
 	if (fs->ro)
 		return -EROFS;
 	pthread_mutex_lock(&fs->meta.lock);
-	if (fs->j.failed) {
+	if (fs->ro || fs->j.failed) { /* a remount read-only changes ro under meta.lock */
+		int ret = fs->ro ? -EROFS : -EIO;
+
 		pthread_mutex_unlock(&fs->meta.lock);
-		return -EIO;
+		return ret;
 	}
 	if (journal_room(&fs->j, need))
 		return 0;
@@ -78,6 +80,8 @@ int fs_mount(struct fs *fs, struct member *ms, unsigned n, int ro, char *err, si
 	fs->n = n;
 	fs->su = ms[0].sb.stripe_unit;
 	fs->ro = ro;
+	fs->members_ro = ro;
+	pthread_mutex_init(&fs->mode_lock, NULL);
 	ret = meta_init(&fs->meta, fs->su, n);
 	if (ret)
 		return ret;
@@ -191,6 +195,7 @@ int fs_unmount(struct fs *fs)
 	alloc_destroy(&fs->alloc);
 	for (unsigned i = 0; i < fs->n; i++)
 		free(fs->cc[i].blk);
+	free(fs->atime_dirty);
 	buf_free(&fs->j.pending);
 	return ret;
 }

@@ -42,12 +42,27 @@ struct fs {
 	 * is applied here, not by the kernel.
 	 */
 	int acl;
+	/* mount options that a remount may change (atime.c, ops-*.c); read without a lock */
+	int atime;	/* FS_ATIME_*: when a read updates the access time */
+	int nodiratime; /* ... except for directories, never */
+	int sync;	/* every write and metadata change is committed before it returns */
+	int dirsync;	/* directory changes are */
+	/* inodes whose atime changed since the last commit (atime.c); meta.lock */
+	uint64_t *atime_dirty;
+	size_t natime_dirty, catime_dirty;
+	/* read-write mode switches (remount, mode.c) */
+	pthread_mutex_t mode_lock;
+	int members_ro;		 /* the members were opened read-only (mounted with -o ro) */
+	unsigned commit_interval, writebehind_mb; /* to start them when going read-write */
 	struct fs_csum_cache cc[FMT_MAX_MEMBERS];
 	struct wback wb;
 	int finished;	     /* fs_finish has run; its result: */
 	int finish_ret;
 	char finish_err[256];
 };
+
+/* fs.atime */
+enum { FS_ATIME_RELATIME, FS_ATIME_STRICT, FS_ATIME_NEVER };
 
 /* Who asks: from the FUSE request context. */
 struct fs_ctx {
@@ -210,6 +225,30 @@ int fs_csum_store(struct fs *fs, const struct uring_op *ops, size_t n);
  * meta.lock, with those records already logged.
  */
 void fs_fresh_add(struct inode *ino, uint64_t a, uint64_t b, uint64_t epoch);
+
+/* atime.c: access times */
+/*
+ * A read of @ino (file data, a directory listing or a placement) reached the daemon:
+ * update its atime in memory as fs.atime says (relatime: only when the atime is not later
+ * than mtime or ctime, or is a day old). The change is logged by the next commit, never
+ * written on its own. Returns 1 if the atime changed.
+ */
+int fs_accessed(struct fs *fs, uint64_t ino);
+/* Would a read of @ino now change its atime? (An open then drops the file's cached pages,
+ * so that the read reaches the daemon.) */
+int fs_atime_due(struct fs *fs, uint64_t ino);
+/* journal.before_take: log the atime changes made since the last commit. Caller holds
+ * meta.lock. */
+void fs_atime_log(void *fs);
+
+/* mode.c: switching between read-only and read-write while mounted (remount) */
+/*
+ * Go read-only: write what write-behind holds, stop accepting changes (-EROFS), commit.
+ * Or read-write again; a filesystem mounted read-only has its members reopened for
+ * writing, its log compacted, write-behind and the periodic commit started, as a
+ * read-write mount does. Returns 0 or -errno with a one-line reason in @err.
+ */
+int fs_set_ro(struct fs *fs, int ro, char *err, size_t errlen);
 
 /* falloc.c: fallocate(2) */
 /*

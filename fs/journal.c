@@ -414,6 +414,8 @@ int journal_commit(struct journal *j)
 	}
 	pthread_rwlock_wrlock(&j->inplace);
 	pthread_mutex_lock(&j->meta->lock);
+	if (j->before_take)
+		j->before_take(j->take_arg);
 	if (j->pending.len == 0) {
 		pthread_mutex_unlock(&j->meta->lock);
 		pthread_rwlock_unlock(&j->inplace);

@@ -60,6 +60,10 @@ struct journal {
 	/* called by the periodic commit before it commits (write-behind writes its buffers) */
 	void (*before_commit)(void *arg);
 	void *before_arg;
+	/* called by every commit under meta.lock before it takes the pending records, to
+	 * append records of changes kept only in memory until then (access times) */
+	void (*before_take)(void *arg);
+	void *take_arg;
 };
 
 /*

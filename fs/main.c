@@ -4,6 +4,7 @@
 #include "ops.h"
 #include "p2p.h"
 #include "place.h"
+#include "remount.h"
 #include "utab.h"
 
 #include <errno.h>
@@ -27,9 +28,14 @@ struct options {
 	int writeback, verify_place, wronly_cache;
 	char *p2p, *gpu_setup;
 	int ro, foreground, debug, help, version;
+	int atime, nodiratime, sync, dirsync; /* fs.atime (FS_ATIME_*), ... */
 };
 
-enum { KEY_DISCARD, KEY_RO, KEY_RW, KEY_HELP, KEY_VERSION, KEY_FG, KEY_DEBUG };
+enum {
+	KEY_DISCARD, KEY_RO, KEY_RW, KEY_HELP, KEY_VERSION, KEY_FG, KEY_DEBUG,
+	KEY_NOATIME, KEY_ATIME, KEY_RELATIME, KEY_STRICTATIME, KEY_NOSTRICTATIME,
+	KEY_NODIRATIME, KEY_DIRATIME, KEY_SYNC, KEY_ASYNC, KEY_DIRSYNC
+};
 
 #define OPT(t, p) { t, offsetof(struct options, p), 1 }
 static const struct fuse_opt opt_spec[] = {
@@ -61,9 +67,21 @@ static const struct fuse_opt opt_spec[] = {
 	FUSE_OPT_KEY("users", KEY_DISCARD),
 	FUSE_OPT_KEY("nofail", KEY_DISCARD),
 	FUSE_OPT_KEY("_netdev", KEY_DISCARD),
-	FUSE_OPT_KEY("atime", KEY_DISCARD),
-	FUSE_OPT_KEY("noatime", KEY_DISCARD),
-	FUSE_OPT_KEY("relatime", KEY_DISCARD),
+	/* access times: the daemon keeps them (the kernel leaves a FUSE inode's atime alone) */
+	FUSE_OPT_KEY("atime", KEY_ATIME),
+	FUSE_OPT_KEY("noatime", KEY_NOATIME),
+	FUSE_OPT_KEY("relatime", KEY_RELATIME),
+	FUSE_OPT_KEY("norelatime", KEY_DISCARD), /* relatime stays, as in mount(2) */
+	FUSE_OPT_KEY("strictatime", KEY_STRICTATIME),
+	FUSE_OPT_KEY("nostrictatime", KEY_NOSTRICTATIME),
+	FUSE_OPT_KEY("nodiratime", KEY_NODIRATIME),
+	FUSE_OPT_KEY("diratime", KEY_DIRATIME),
+	FUSE_OPT_KEY("lazytime", KEY_DISCARD), /* atime changes always wait for a commit */
+	FUSE_OPT_KEY("nolazytime", KEY_DISCARD),
+	/* the daemon acts on these; libfuse passes them on as kernel mount flags too */
+	FUSE_OPT_KEY("sync", KEY_SYNC),
+	FUSE_OPT_KEY("async", KEY_ASYNC),
+	FUSE_OPT_KEY("dirsync", KEY_DIRSYNC),
 	FUSE_OPT_KEY("default_permissions", KEY_DISCARD), /* always on */
 	FUSE_OPT_END
 };
@@ -77,6 +95,38 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *out)
 	switch (key) {
 	case KEY_DISCARD:
 		return 0;
+	case KEY_ATIME: /* undoes noatime */
+		if (o->atime == FS_ATIME_NEVER)
+			o->atime = FS_ATIME_RELATIME;
+		return 0;
+	case KEY_NOATIME:
+		o->atime = FS_ATIME_NEVER;
+		return 0;
+	case KEY_RELATIME:
+		o->atime = FS_ATIME_RELATIME;
+		return 0;
+	case KEY_STRICTATIME:
+		o->atime = FS_ATIME_STRICT;
+		return 0;
+	case KEY_NOSTRICTATIME:
+		if (o->atime == FS_ATIME_STRICT)
+			o->atime = FS_ATIME_RELATIME;
+		return 0;
+	case KEY_NODIRATIME:
+		o->nodiratime = 1;
+		return 0;
+	case KEY_DIRATIME:
+		o->nodiratime = 0;
+		return 0;
+	case KEY_SYNC:
+		o->sync = 1;
+		return 1;
+	case KEY_ASYNC:
+		o->sync = 0;
+		return 1;
+	case KEY_DIRSYNC:
+		o->dirsync = 1;
+		return 1;
 	case KEY_RO:
 		o->ro = 1;
 		return 1; /* also a kernel mount option */
@@ -152,6 +202,15 @@ static void usage(FILE *f)
 		"  -o writeback_cache  let the kernel batch writes in its page cache (faster\n"
 		"                      buffered writes; unsynced data dies with the daemon)\n"
 		"  -o fsname=NAME      source shown in /proc/mounts\n"
+		"  -o relatime|strictatime|noatime, nodiratime  when reads update access\n"
+		"                      times (default relatime)\n"
+		"  -o sync, dirsync    every change (sync) or every directory change (dirsync)\n"
+		"                      is committed to the members before it returns\n"
+		"  -o nosuid, nodev, noexec, dev, suid, exec  kernel mount flags (FUSE mounts are\n"
+		"                      nosuid,nodev unless suid, dev are given by root)\n"
+		"\n"
+		"dmafs --remount [-v] -o OPTIONS MOUNTPOINT  (run by mount -o remount through\n"
+		"mount.dmafs) changes ro/rw and the options above of a running mount.\n"
 		"See dmafs(8).\n");
 }
 
@@ -392,6 +451,9 @@ static void publish(const char *mnt)
 		rec.pid = 0;
 		return;
 	}
+	remount_major = m.major;
+	remount_minor = m.minor;
+	remount_dev_known = 1;
 	if (utab_add(m.source, mnt))
 		log_warn("cannot add %s to /run/mount/utab; a plain umount will not run umount.dmafs (umount -c will)",
 			 mnt);
@@ -461,6 +523,8 @@ int main(int argc, char *argv[])
 	char err[1024], *opt;
 	int n, ret = 1;
 
+	if (argc > 1 && !strcmp(argv[1], "--remount"))
+		return remount_main(argc - 1, argv + 1);
 	if (fuse_opt_parse(&args, &o, opt_spec, opt_proc) == -1)
 		return 1;
 	if (o.help) {
@@ -521,6 +585,12 @@ int main(int argc, char *argv[])
 	ops_opts.attr_timeout = attr_timeout;
 	ops_opts.entry_timeout = entry_timeout;
 	ops_opts.wronly_direct = !o.wronly_cache && !o.writeback && kernel_at_least(6, 6);
+	fs.atime = o.atime;
+	fs.nodiratime = o.nodiratime;
+	fs.sync = o.sync;
+	fs.dirsync = o.dirsync;
+	fs.commit_interval = o.commit;
+	fs.writebehind_mb = o.writebehind_mb;
 
 	/* the member list is the mount's source in /proc/mounts unless fsname= was given */
 	fuse_opt_add_arg(&args, "-osubtype=dmafs,default_permissions");
@@ -544,6 +614,13 @@ int main(int argc, char *argv[])
 		goto out_signals;
 	}
 	publish(o.mountpoint);
+	/* the kernel mount's atime flags say what the daemon does (mount -o remount passes
+	 * them back); the path walk stops at the mount's root, so this asks the daemon nothing */
+	if ((o.atime != FS_ATIME_RELATIME || o.nodiratime) &&
+	    (ret = remount_set_atime(o.mountpoint, o.atime, o.nodiratime)))
+		log_info("%s: the kernel mount's flags do not show the atime options (mount_setattr: %s); the daemon applies them all the same",
+			 o.mountpoint, strerror(-ret));
+	ret = 1;
 	want_writeback = o.writeback;
 	fs.verify_place = o.verify_place;
 	ra_mnt = o.mountpoint;
@@ -560,6 +637,8 @@ int main(int argc, char *argv[])
 	}
 	fs.j.before_commit = wback_before_commit;
 	fs.j.before_arg = &fs;
+	fs.j.before_take = fs_atime_log;
+	fs.j.take_arg = &fs;
 	if (journal_start(&fs.j, o.commit)) {
 		log_err("cannot start the commit thread");
 		goto out_unmount;

@@ -21,6 +21,7 @@ int member_open(struct member *m, const char *path, int rdonly, char *err, size_
 
 	memset(m, 0, sizeof(*m));
 	m->fd = -1;
+	m->hold_fd = -1;
 	m->path = strdup(path);
 	if (!m->path)
 		return -ENOMEM;
@@ -92,6 +93,9 @@ void member_close(struct member *m)
 	if (m->fd >= 0)
 		close(m->fd);
 	m->fd = -1;
+	if (m->hold_fd >= 0)
+		close(m->hold_fd);
+	m->hold_fd = -1;
 	free(m->path);
 	m->path = NULL;
 }

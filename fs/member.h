@@ -14,6 +14,8 @@
 struct member {
 	char *path;
 	int fd;		/* O_DIRECT */
+	int hold_fd;	/* after a switch to read-write (mode.c): the read-only descriptor,
+			 * kept open for its exclusive claim or lock; -1 otherwise */
 	int is_blkdev;
 	uint64_t size;	/* bytes */
 	unsigned lbs;	/* logical block size */

@@ -72,6 +72,7 @@ struct inode {
 	 */
 	uint64_t fresh_lo, fresh_hi, fresh_epoch;
 	struct wbi *wb; /* write-behind state (wback.c); changed under meta.lock */
+	int atime_dirty; /* a.atime changed, not logged yet (atime.c); meta.lock */
 };
 
 struct meta {

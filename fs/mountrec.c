@@ -216,8 +216,10 @@ int mountrec_mounts(int (*fn)(const struct mountrec_mnt *m, void *arg), void *ar
 				else if (after_dash == 3) {
 					unescape_octal(tok);
 					snprintf(m.source, sizeof(m.source), "%s", tok);
-				} else if (after_dash == 4)
+				} else if (after_dash == 4) {
 					opts = tok;
+					snprintf(m.superopts, sizeof(m.superopts), "%s", tok);
+				}
 				continue;
 			}
 			if (field == 3)
@@ -225,7 +227,9 @@ int mountrec_mounts(int (*fn)(const struct mountrec_mnt *m, void *arg), void *ar
 			else if (field == 5) {
 				unescape_octal(tok);
 				snprintf(m.target, sizeof(m.target), "%s", tok);
-			} else if (field > 6 && !strcmp(tok, "-"))
+			} else if (field == 6)
+				snprintf(m.mntopts, sizeof(m.mntopts), "%s", tok);
+			else if (field > 6 && !strcmp(tok, "-"))
 				after_dash = 1;
 		}
 		if (after_dash < 3)

@@ -38,6 +38,8 @@ struct mountrec_mnt {
 	char fstype[64];
 	char source[8192];
 	long user_id; /* from the FUSE option user_id=, -1 if absent */
+	char mntopts[1024];   /* per-mount options: rw,nosuid,nodev,relatime... */
+	char superopts[1024]; /* superblock options: ro,sync,user_id=0... */
 };
 
 /* The record directory of daemons run by @uid: /run/dmafs for root, else /run/user/UID/dmafs. */

@@ -5,14 +5,28 @@
 #include <errno.h>
 #include <stdlib.h>
 
+/* Reply to a change that made a name for an inode, committed first under dirsync. */
+static void ops_entry_durable(fuse_req_t req, int ret, struct stat *st)
+{
+	int c;
+
+	if (!ret && (c = ops_durable(0, 1))) {
+		fs_forget(ops_fs, st->st_ino, 1); /* the kernel gets no reference */
+		ret = c;
+	}
+	ops_entry(req, ret, st);
+}
+
 static void make(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev,
 		 const char *target)
 {
 	struct fs_ctx c;
 	struct stat st;
+	int ret;
 
 	ops_ctx(req, &c);
-	ops_entry(req, fs_mknod(ops_fs, &c, parent, name, mode, rdev, target, &st), &st);
+	ret = fs_mknod(ops_fs, &c, parent, name, mode, rdev, target, &st);
+	ops_entry_durable(req, ret, &st);
 }
 
 void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
@@ -34,23 +48,23 @@ void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t parent, const char *name
 {
 	struct stat st;
 
-	ops_entry(req, fs_link(ops_fs, ino, parent, name, &st), &st);
+	ops_entry_durable(req, fs_link(ops_fs, ino, parent, name, &st), &st);
 }
 
 void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	fuse_reply_err(req, -fs_unlink(ops_fs, parent, name, 0));
+	fuse_reply_err(req, -ops_durable(fs_unlink(ops_fs, parent, name, 0), 1));
 }
 
 void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	fuse_reply_err(req, -fs_unlink(ops_fs, parent, name, 1));
+	fuse_reply_err(req, -ops_durable(fs_unlink(ops_fs, parent, name, 1), 1));
 }
 
 void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 	       const char *newname, unsigned int flags)
 {
-	fuse_reply_err(req, -fs_rename(ops_fs, parent, name, newparent, newname, flags));
+	fuse_reply_err(req, -ops_durable(fs_rename(ops_fs, parent, name, newparent, newname, flags), 1));
 }
 
 void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -92,6 +106,8 @@ void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	ret = fs_readdir(ops_fs, ino, off, fill, &d);
+	if (!ret)
+		fs_accessed(ops_fs, ino);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else

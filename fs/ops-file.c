@@ -32,6 +32,8 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	ret = fs_mknod(ops_fs, &c, parent, name, S_IFREG | (mode & 07777), 0, NULL, &e.attr);
 	if (!ret) {
 		ret = fs_open(ops_fs, e.attr.st_ino, fi->flags);
+		if (!ret && (ret = ops_durable(0, 1)))
+			fs_release(ops_fs, e.attr.st_ino);
 		if (ret)
 			fs_forget(ops_fs, e.attr.st_ino, 1);
 	}
@@ -57,7 +59,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (!ret && (fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY) {
 		struct stat in = { .st_size = 0 }, out;
 
-		ret = fs_setattr(ops_fs, ino, &in, FUSE_SET_ATTR_SIZE, &out);
+		ret = ops_durable(fs_setattr(ops_fs, ino, &in, FUSE_SET_ATTR_SIZE, &out), 0);
 		if (ret)
 			fs_release(ops_fs, ino);
 	}
@@ -66,6 +68,13 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	ops_open_flags(fi);
+	/*
+	 * The kernel serves cached pages without asking the daemon, so a read would not
+	 * update the atime: when the next read must (relatime: the first read after a
+	 * change; strictatime: every open), the open drops the file's cached pages.
+	 */
+	if ((fi->flags & O_ACCMODE) != O_WRONLY && fs_atime_due(ops_fs, ino))
+		fi->keep_cache = 0;
 	if (fuse_reply_open(req, fi) == -ENOENT)
 		fs_release(ops_fs, ino);
 }
@@ -75,6 +84,8 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse
 	const char *data = NULL;
 	ssize_t n = off < 0 ? -EINVAL : fs_read(ops_fs, ino, off, size, &data);
 
+	if (n >= 0)
+		fs_accessed(ops_fs, ino);
 	if (n < 0)
 		fuse_reply_err(req, -n);
 	else
@@ -101,6 +112,13 @@ void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv, off_
 	size_t size = fuse_buf_size(bufv);
 	ssize_t n = off < 0 ? -EINVAL : fs_write_from(ops_fs, ino, size, off, copy_bufvec, bufv);
 
+	/* mount option sync: the data and the metadata that finds it are durable first */
+	if (n >= 0 && ops_fs->sync) {
+		int c = fs_fsync_file(ops_fs, ino);
+
+		if (c)
+			n = c;
+	}
 	if (n < 0)
 		fuse_reply_err(req, -n);
 	else
@@ -134,6 +152,6 @@ void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t 
 	else if (fi->fh == O_RDONLY + 1)
 		ret = -EBADF;
 	else
-		ret = fs_fallocate(ops_fs, ino, mode, offset, length);
+		ret = ops_durable(fs_fallocate(ops_fs, ino, mode, offset, length), 0);
 	fuse_reply_err(req, -ret);
 }

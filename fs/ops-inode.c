@@ -19,6 +19,16 @@ void ops_ctx(fuse_req_t req, struct fs_ctx *c)
 	c->pid = fc->pid;
 }
 
+int ops_durable(int ret, int dirop)
+{
+	int c;
+
+	if (ret < 0 || !(ops_fs->sync || (dirop && ops_fs->dirsync)))
+		return ret;
+	c = fs_fsync(ops_fs);
+	return c ? c : ret;
+}
+
 void ops_entry(fuse_req_t req, int ret, const struct stat *st)
 {
 	struct fuse_entry_param e;
@@ -79,7 +89,7 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		struct fuse_file_info *fi)
 {
 	struct stat st;
-	int ret = fs_setattr(ops_fs, ino, attr, to_set, &st);
+	int ret = ops_durable(fs_setattr(ops_fs, ino, attr, to_set, &st), 0);
 
 	if (ret)
 		fuse_reply_err(req, -ret);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "place.h"
+#include "remount.h"
 
 void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 	      struct fuse_file_info *fi, unsigned flags, const void *in_buf, size_t in_bufsz,
@@ -18,6 +19,10 @@ void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 
 	if (flags & FUSE_IOCTL_COMPAT) {
 		fuse_reply_err(req, ENOSYS);
+		return;
+	}
+	if (cmd == DMAFS_IOC_MODE) {
+		remount_ioctl(req, ino, flags, in_buf, in_bufsz, out_bufsz);
 		return;
 	}
 	if (place_tgid(ctx->pid, &c.tgid)) {
@@ -83,6 +88,8 @@ void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 		}
 		memcpy(&p, in_buf, sizeof(p));
 		ret = place_run(ops_fs, &c, ino, &p);
+		if (!ret)
+			fs_accessed(ops_fs, ino); /* a placement reads the file */
 		if (ret)
 			fuse_reply_err(req, -ret);
 		else

@@ -11,7 +11,7 @@ void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *v
 	struct fs_ctx c;
 
 	ops_ctx(req, &c);
-	fuse_reply_err(req, -fs_setxattr(ops_fs, &c, ino, name, value, size, flags));
+	fuse_reply_err(req, -ops_durable(fs_setxattr(ops_fs, &c, ino, name, value, size, flags), 0));
 }
 
 /* size 0 asks for the length; otherwise reply with at most @size bytes. */
@@ -57,5 +57,5 @@ void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 
 void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
-	fuse_reply_err(req, -fs_removexattr(ops_fs, ino, name));
+	fuse_reply_err(req, -ops_durable(fs_removexattr(ops_fs, ino, name), 0));
 }

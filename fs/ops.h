@@ -43,6 +43,12 @@ static inline double ops_entry_timeout(mode_t mode)
 	return S_ISDIR(mode) ? ops_opts.entry_timeout : 0;
 }
 void ops_ctx(fuse_req_t req, struct fs_ctx *c);
+/*
+ * Mount options sync and dirsync: after a successful change (@ret 0 or a count), commit
+ * when every change (sync) or, for a directory change (@dirop), dirsync asks for it.
+ * Returns @ret, or the commit's error.
+ */
+int ops_durable(int ret, int dirop);
 
 /* ops-inode.c */
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
