@@ -24,6 +24,7 @@
 #include <sys/mount.h>
 #include <unistd.h>
 
+#include "acl.h"
 #include "mountrec.h"
 #include "ops.h"
 
@@ -48,25 +49,11 @@ static int has_opt(const char *opts, const char *word)
 
 /* ---- the daemon's side ---- */
 
-/* uid 0 with CAP_SYS_ADMIN in effect, as mount(2) wants: read from /proc/PID/status. */
+/* uid 0 with CAP_SYS_ADMIN in effect (in the daemon's user namespace), as mount(2) wants. */
 static int caller_is_admin(const struct fuse_ctx *c)
 {
-	unsigned long long eff = 0;
-	char path[64], line[256];
-	int found = 0;
-	FILE *f;
-
-	if (c->uid != 0 || c->pid <= 0) /* pid 0: the caller is in another pid namespace */
-		return 0;
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)c->pid);
-	f = fopen(path, "re");
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "CapEff: %llx", &eff) == 1)
-			found = 1;
-	fclose(f);
-	return found && (eff & (1ull << CAP_SYS_ADMIN));
+	/* pid 0: the caller is in another pid namespace */
+	return c->uid == 0 && c->pid > 0 && acl_pid_capable(c->pid, CAP_SYS_ADMIN);
 }
 
 struct dev_arg {
