@@ -3,7 +3,7 @@
 # by mount.dmafs: nosuid/nodev by default, suid/dev/exec/noexec/sync/dirsync/async reach
 # the kernel mount flags in mountinfo; noexec: exec fails with EACCES; nodev: a character
 # device node cannot be opened, dev (root): a null device node made with mknod opens and
-# reads nothing. sync: data written without fsync (through a write-only and a read-write
+# reads nothing; a set-user-ID program runs as its owner only with suid. sync: data written without fsync (through a write-only and a read-write
 # descriptor) and namespace changes survive a kill -9 right after, with commit=3600 (and
 # the same without sync is lost: the check is real). dirsync: create, mkdir, mknod,
 # symlink, link, rename, unlink and rmdir survive a kill -9 right after. O_TMPFILE fails
@@ -29,10 +29,17 @@ for o in atime noatime nodiratime diratime relatime norelatime strictatime nostr
 done
 
 t_log "default: nosuid,nodev,relatime"
-t_mount "$T_MEMBERS" "$M"
+t_mount "$T_MEMBERS" "$M" allow_other
 read -r mo so <<<"$(flags "$M")"
 has "$mo" nosuid && has "$mo" nodev && has "$mo" relatime || t_fail "default mount flags: $mo"
 has "$mo" noexec && t_fail "noexec without asking: $mo"
+# a set-user-ID copy of id(1), run by uid 65534: the bit is ignored on a nosuid mount
+euid_of() { setpriv --reuid=65534 --regid=65534 --clear-groups -- "$1" -u; }
+if command -v setpriv >/dev/null; then
+	chmod 711 "$T_WORK"
+	cp "$(command -v id)" "$M/sid" && chown 0:0 "$M/sid" && chmod 4755 "$M/sid" || t_fail "setuid copy of id"
+	[ "$(euid_of "$M/sid")" = 65534 ] || t_fail "nosuid: a set-user-ID program ran as $(euid_of "$M/sid")"
+fi
 t_umount "$M"
 
 t_log "noexec: in mountinfo, exec fails with EACCES"
@@ -54,12 +61,15 @@ sys.exit('a device node opened on a nodev mount')" || t_fail "nodev"
 t_umount "$M"
 
 t_log "dev,suid,exec as root: flags cleared, the node opens, programs run"
-t_mount "$T_MEMBERS" "$M" dev,suid,exec
+t_mount "$T_MEMBERS" "$M" dev,suid,exec,allow_other
 read -r mo so <<<"$(flags "$M")"
 has "$mo" nodev || has "$mo" nosuid || has "$mo" noexec && t_fail "dev,suid,exec: mountinfo says $mo"
 [ "$(head -c 10 "$M/null" | wc -c)" = 0 ] || t_fail "reading the null node"
 echo discard >"$M/null" || t_fail "writing the null node"
 "$M/true" || t_fail "exec without noexec"
+if command -v setpriv >/dev/null; then
+	[ "$(euid_of "$M/sid")" = 0 ] || t_fail "suid: the set-user-ID program ran as $(euid_of "$M/sid"), not 0"
+fi
 t_umount "$M"
 
 t_log "through mount.dmafs: noexec,nodev,nosuid,nodiratime,noatime reach the mount"
