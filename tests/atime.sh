@@ -3,7 +3,7 @@
 # atime (also when the written pages are still in the kernel's page cache), a second read
 # does not, an atime set back two days with touch -a is updated by the next read (touch
 # also moves ctime), a directory listing after a change updates the directory's atime;
-# stat right after a read shows the new atime. strictatime: every read; noatime: never;
+# stat right after a read shows the new atime; a placement (dmafs-load) counts as a read. strictatime: every read; noatime: never;
 # nodiratime: files yes, directories no. The atime survives unmount and a kill -9 after a
 # commit, and is not written by the read itself (commit=3600: a kill -9 loses it).
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
@@ -44,6 +44,12 @@ touch -a -d "2 days ago" "$M/f" || t_fail "touch -a -d"
 old=$(at "$M/f")
 rd "$M/f"
 [ "$(at "$M/f")" != "$old" ] || t_fail "read after touch -a -d '2 days ago' left atime $old"
+t_log "a placement is a read: the first one after a write updates atime"
+echo placed >"$M/p" || t_fail "write p"
+p0=$(at "$M/p")
+sleep 1.1
+"$top_builddir/tools/dmafs-load" --target host -q "$M/p" >/dev/null || t_fail "dmafs-load --target host $M/p"
+[ "$(at "$M/p")" != "$p0" ] || t_fail "a placement after the write did not update the atime of p ($p0)"
 t_log "a directory listed after a change gets a new atime"
 mkdir "$M/d" && touch "$M/d/x" || t_fail "mkdir/touch"
 d0=$(at "$M/d")
