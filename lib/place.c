@@ -337,16 +337,15 @@ int place_range(struct dmafs_buf *b, int fd, uint64_t foff, uint64_t len, uint64
 	return ret;
 }
 
-int dmafs_place_file(struct dmafs_buf *b, const char *path, uint64_t buffer_offset,
-		     struct dmafs_result *res)
+#define WHOLE_FILE UINT64_MAX
+
+/* Place [foff, +len) of @path (len WHOLE_FILE: all of it) at @boff. */
+static int place_path(struct dmafs_buf *b, const char *path, uint64_t foff, uint64_t len,
+		      uint64_t boff, struct dmafs_result *res)
 {
 	struct stat st;
 	int fd, ret;
 
-	if (res)
-		memset(res, 0, sizeof(*res));
-	if (!b || !path)
-		return -EINVAL;
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0)
 		return -errno;
@@ -355,9 +354,20 @@ int dmafs_place_file(struct dmafs_buf *b, const char *path, uint64_t buffer_offs
 	else if (!S_ISREG(st.st_mode))
 		ret = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
 	else
-		ret = place_range(b, fd, 0, (uint64_t)st.st_size, buffer_offset, res);
+		ret = place_range(b, fd, foff, len == WHOLE_FILE ? (uint64_t)st.st_size : len, boff,
+				  res);
 	close(fd);
 	return ret;
+}
+
+int dmafs_place_file(struct dmafs_buf *b, const char *path, uint64_t buffer_offset,
+		     struct dmafs_result *res)
+{
+	if (res)
+		memset(res, 0, sizeof(*res));
+	if (!b || !path)
+		return -EINVAL;
+	return place_path(b, path, 0, WHOLE_FILE, buffer_offset, res);
 }
 
 /* ---- many files over threads ---- */
@@ -373,27 +383,6 @@ struct files_job {
 	int *err;
 };
 
-/* Place [foff, +len) of @path at @boff: dmafs_place_file() for a part of a file. */
-static int place_part_of(struct dmafs_buf *b, const char *path, uint64_t foff, uint64_t len,
-			 uint64_t boff, struct dmafs_result *res)
-{
-	struct stat st;
-	int fd, ret;
-
-	memset(res, 0, sizeof(*res));
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st))
-		ret = -errno;
-	else if (!S_ISREG(st.st_mode))
-		ret = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
-	else
-		ret = place_range(b, fd, foff, len, boff, res);
-	close(fd);
-	return ret;
-}
-
 static void *files_worker(void *arg)
 {
 	struct files_job *j = arg;
@@ -402,11 +391,10 @@ static void *files_worker(void *arg)
 	while ((i = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) < j->n) {
 		if (!j->paths[i])
 			j->err[i] = -EINVAL;
-		else if (j->foffs)
-			j->err[i] = place_part_of(j->b, j->paths[i], j->foffs[i], j->lens[i],
-						  j->offs[i], &j->res[i]);
 		else
-			j->err[i] = dmafs_place_file(j->b, j->paths[i], j->offs[i], &j->res[i]);
+			j->err[i] = place_path(j->b, j->paths[i], j->foffs ? j->foffs[i] : 0,
+					       j->foffs ? j->lens[i] : WHOLE_FILE, j->offs[i],
+					       &j->res[i]);
 		if (j->err[i])
 			j->res[i].path = DMAFS_PATH_NONE;
 	}

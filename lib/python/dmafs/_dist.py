@@ -18,7 +18,8 @@ import time
 import zlib
 
 from . import _lib
-from ._torch import _device, _plan, _state, _torch, _views, new_stats, place_base, warn_slow
+from ._torch import (_device, _plan, _state, _torch, _views, finish_stats, new_stats, place_base,
+                     warn_slow)
 
 # Parts start at multiples of this: the daemon's reads stay whole stripe-sized runs.
 _PART_ALIGN = 2 << 20
@@ -174,11 +175,6 @@ def load_distributed(path, device=None, *, group=None, plan=None, threads=0):
             out = {name: (t.chunk(world, split[name])[rank] if name in split else t).clone()
                    for name, t in out.items()}
             del base
-        stats.bytes = res.bytes
-        stats.place_seconds = res.elapsed_ns / 1e9
-        stats.path = _lib.path_name(res.path)
-        stats.fallback = fallback
-        stats.seconds = time.perf_counter() - t0
-        _state.stats = stats
+        finish_stats(stats, res, fallback, t0)
         warn_slow(model, res, fallback, why_posix, 2)
         return out

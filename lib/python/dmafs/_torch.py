@@ -295,6 +295,16 @@ def new_stats(model, dev, target):
     return stats
 
 
+def finish_stats(stats, res, fallback, t0):
+    """Fill stats from a placement's result; seconds since t0; it becomes last_stats()."""
+    stats.bytes = res.bytes
+    stats.place_seconds = res.elapsed_ns / 1e9
+    stats.path = _lib.path_name(res.path)
+    stats.fallback = fallback
+    stats.seconds = time.perf_counter() - t0
+    _state.stats = stats
+
+
 def warn_slow(model, res, fallback, why_posix, stacklevel):
     """SlowPathWarning when the placement did not use the channel or went through host memory."""
     if res.path == _lib.PATH_POSIX:
@@ -319,12 +329,7 @@ def place_model(model, device, threads, stacklevel):
         return {}
     base, res, fallback, why_posix = place_base(model, dev, target, index, threads)
     tensors = _views(base, plan, torch)
-    stats.bytes = res.bytes
-    stats.place_seconds = res.elapsed_ns / 1e9
-    stats.path = _lib.path_name(res.path)
-    stats.fallback = fallback
-    stats.seconds = time.perf_counter() - t0
-    _state.stats = stats
+    finish_stats(stats, res, fallback, t0)
     warn_slow(model, res, fallback, why_posix, stacklevel + 1)
     return tensors
 
