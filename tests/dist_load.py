@@ -3,7 +3,7 @@
 """dist_load.py - checks of dmafs.load_distributed() with WORLD processes.
 
 Usage: dist_load.py --backend gloo|nccl --world N --work DIR [--loops DEV,DEV...]
-                    MODEL OTHER OFF TINY
+                    [--hf-stub DIR] MODEL OTHER OFF TINY
 
 MODEL and OTHER are two different models on dmafs, OFF a copy of MODEL off dmafs, TINY a
 model smaller than one part per rank. With --loops (the member loop devices), the
@@ -167,7 +167,37 @@ def worker(rank, args):
         say(rank, "off dmafs: equal, with SlowPathWarning")
         del sd
 
-        # 7. A model smaller than one part: the last ranks place nothing.
+        # 7. transformers' loader (the stand-in in tests/hf_stub) with
+        # dmafs.enable(distributed=True): one placement made in parts, equal tensors.
+        if args.hf_stub:
+            sys.path.insert(0, args.hf_stub)
+            import transformers.modeling_utils as mu
+            files = sorted(os.path.join(args.model, n) for n in os.listdir(args.model)
+                           if n.endswith(".safetensors"))
+            dm = None if device == "cpu" else {"": device}
+            for distributed in (True, False):
+                sd = {}
+                with warnings.catch_warnings():
+                    warnings.simplefilter("error", dmafs.SlowPathWarning)
+                    with dmafs.enable(distributed=distributed):
+                        mu.PreTrainedModel._load_pretrained_model(
+                            sd, None, files, mu.LoadStateDictConfig(device_map=dm))
+                st = dmafs.last_stats()
+                check(set(sd) == set(ref), f"hf distributed={distributed}: keys differ")
+                for k, r in ref.items():
+                    check(torch.equal(raw_bytes(sd[k]), raw_bytes(r)),
+                          f"hf distributed={distributed}: {k} differs")
+                if distributed:
+                    check(st.world_size == world and 0 < st.bytes < total,
+                          f"hf distributed: not placed in parts: {st!r}")
+                else:
+                    check(st.world_size is None and st.bytes == total,
+                          f"hf plain: not one whole placement: {st!r}")
+                del sd
+            say(rank, "transformers loader with enable(distributed=True): placed in parts, "
+                "equal; without it: whole")
+
+        # 8. A model smaller than one part: the last ranks place nothing.
         sd = dmafs.load_distributed(args.tiny, device)
         same(sd, ref_load(args.tiny), f"rank {rank}: tiny model", device=device)
         say(rank, f"tiny model: equal (this rank placed {dmafs.last_stats().bytes} bytes)")
@@ -186,6 +216,7 @@ def main():
     ap.add_argument("--world", type=int, default=2)
     ap.add_argument("--work", required=True)
     ap.add_argument("--loops", default="")
+    ap.add_argument("--hf-stub", default="", help="tests/hf_stub: check dmafs.enable(distributed=True)")
     ap.add_argument("model")
     ap.add_argument("other")
     ap.add_argument("off")

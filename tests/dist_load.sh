@@ -5,8 +5,9 @@
 # dmafs.load in each rank, counted in the same run); a tensor-parallel plan gives each rank
 # its slices; uneven plans, ranks with different models and a rank whose placement fails
 # are reported on every rank; a model off dmafs loads with a SlowPathWarning; a model
-# smaller than one part per rank. The NCCL case runs in tests/dist_gpu.sh. Skips without
-# torch.
+# smaller than one part per rank; transformers' loader (the stand-in of tests/hf_stub)
+# with dmafs.enable(distributed=True) places in parts. The NCCL case runs in
+# tests/dist_gpu.sh. Skips without torch.
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/t_lib.sh"
 BACKEND=${DIST_BACKEND:-gloo}
@@ -25,7 +26,7 @@ mkdir -p "$T_WORK/off" "$T_WORK/run"
 cp -r "$M/q7" "$T_WORK/off/q7" || t_fail "copy off dmafs"
 sync -f "$M/q7" 2>/dev/null
 "$PY" "$top_srcdir/tests/dist_load.py" --backend "$BACKEND" --world 2 --work "$T_WORK/run" \
-	--loops "$T_MEMBERS" "$M/q7" "$M/q06" "$T_WORK/off/q7" "$M/tiny" ||
+	--loops "$T_MEMBERS" --hf-stub "$top_srcdir/tests/hf_stub" "$M/q7" "$M/q06" "$T_WORK/off/q7" "$M/tiny" ||
 	t_fail "dist_load.py failed"
 t_umount "$M"
 t_log "PASS"

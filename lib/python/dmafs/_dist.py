@@ -121,6 +121,21 @@ def load_distributed(path, device=None, *, group=None, plan=None, threads=0):
     when one rank failed to place its part (that rank raises the OSError itself). Emits
     SlowPathWarning like dmafs.load() when the placement channel was not used.
     """
+    with _lib.Model(path) as model:
+        return place_distributed(model, device, group, plan, threads, 2)
+
+
+def distributed_ready(group=None):
+    """True when torch.distributed is initialised with more than one rank in group."""
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return False
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size(group) > 1
+
+
+def place_distributed(model, device, group, plan, threads, stacklevel):
+    """load_distributed() of an open _lib.Model (warnings attributed stacklevel up)."""
     torch = _torch()
     import torch.distributed as dist
     if not dist.is_available() or not dist.is_initialized():
@@ -137,44 +152,43 @@ def load_distributed(path, device=None, *, group=None, plan=None, threads=0):
     if dev.type == "cpu" and ("nccl" in backend or "rccl" in backend):
         raise ValueError(f"dmafs.load_distributed: device {device!r} is host memory, which the "
                          f"{backend} backend cannot exchange: use a gloo group for cpu")
-    with _lib.Model(path) as model:
-        tensors_plan = _plan(model, torch)
-        split = _split_plan(plan, tensors_plan, world, model.path)
-        stats = new_stats(model, dev, target)
-        stats.rank, stats.world_size, stats.exchange_seconds = rank, world, 0.0
-        same, _ = _agree(dist, group, torch, dev, [model.nbytes, _layout_digest(model)])
-        if not same:
-            raise RuntimeError(f"dmafs.load_distributed: {model.path}: the ranks opened "
-                               "different models (layout size or tensor table differ): every "
-                               "rank must load the same files")
-        if not model.files or not model.nbytes:
-            _state.stats = stats
-            return {}
-        parts = _parts(model.nbytes, world)
-        err = None
-        try:
-            base, res, fallback, why_posix = place_base(model, dev, target, index, threads,
-                                                        part=parts[rank])
-        except Exception as e:  # every rank must learn of it, or the others hang
-            err = e
-        ok, _ = _agree(dist, group, torch, dev, [0 if err is None else 1])
-        if err is not None:
-            raise err
-        if not ok:
-            raise RuntimeError(f"dmafs.load_distributed: {model.path}: another rank failed to "
-                               "place its part of the model (its own error says why)")
-        t1 = time.perf_counter()
-        for r, (lo, hi) in enumerate(parts):
-            if hi > lo:
-                dist.broadcast(base[lo:hi], src=_global_rank(dist, group, r), group=group)
-        if base.is_cuda:
-            torch.cuda.synchronize(dev)
-        stats.exchange_seconds = time.perf_counter() - t1
-        out = _views(base, tensors_plan, torch)
-        if split:
-            out = {name: (t.chunk(world, split[name])[rank] if name in split else t).clone()
-                   for name, t in out.items()}
-            del base
-        finish_stats(stats, res, fallback, t0)
-        warn_slow(model, res, fallback, why_posix, 2)
-        return out
+    tensors_plan = _plan(model, torch)
+    split = _split_plan(plan, tensors_plan, world, model.path)
+    stats = new_stats(model, dev, target)
+    stats.rank, stats.world_size, stats.exchange_seconds = rank, world, 0.0
+    same, _ = _agree(dist, group, torch, dev, [model.nbytes, _layout_digest(model)])
+    if not same:
+        raise RuntimeError(f"dmafs.load_distributed: {model.path}: the ranks opened "
+                           "different models (layout size or tensor table differ): every "
+                           "rank must load the same files")
+    if not model.files or not model.nbytes:
+        _state.stats = stats
+        return {}
+    parts = _parts(model.nbytes, world)
+    err = None
+    try:
+        base, res, fallback, why_posix = place_base(model, dev, target, index, threads,
+                                                    part=parts[rank])
+    except Exception as e:  # every rank must learn of it, or the others hang
+        err = e
+    ok, _ = _agree(dist, group, torch, dev, [0 if err is None else 1])
+    if err is not None:
+        raise err
+    if not ok:
+        raise RuntimeError(f"dmafs.load_distributed: {model.path}: another rank failed to "
+                           "place its part of the model (its own error says why)")
+    t1 = time.perf_counter()
+    for r, (lo, hi) in enumerate(parts):
+        if hi > lo:
+            dist.broadcast(base[lo:hi], src=_global_rank(dist, group, r), group=group)
+    if base.is_cuda:
+        torch.cuda.synchronize(dev)
+    stats.exchange_seconds = time.perf_counter() - t1
+    out = _views(base, tensors_plan, torch)
+    if split:
+        out = {name: (t.chunk(world, split[name])[rank] if name in split else t).clone()
+               for name, t in out.items()}
+        del base
+    finish_stats(stats, res, fallback, t0)
+    warn_slow(model, res, fallback, why_posix, stacklevel + 1)
+    return out

@@ -23,6 +23,11 @@ _load_pretrained_model to learn the load's device_map. For shards on a dmafs mou
 Shards not on dmafs are read by safetensors as before, with a SlowPathWarning naming
 them. Parameters are bit-identical to a plain from_pretrained: the bytes are the file's.
 
+In a torch.distributed job, enable(distributed=True) makes that whole-model placement
+the way dmafs.load_distributed() does it: each rank places a part, the parts are
+broadcast, and the drives read the model once for all ranks (every rank must then load
+the same model at the same time).
+
 Only the module attributes are replaced (nothing else of transformers is changed), and
 disable() (or leaving the with block) puts them back. Thread-safe: the device of a load
 is kept per thread.
@@ -34,11 +39,13 @@ import threading
 import warnings
 
 from . import _lib
+from ._dist import distributed_ready, place_distributed
 from ._torch import SlowPathWarning, place_model, read_metadata
 
 _lock = threading.Lock()
 _saved = {}  # what enable() replaced: {"safe_open": f, "load": staticmethod}
 _depth = 0
+_dist = None  # enable(distributed=True): {"group": process group or None}
 _tls = threading.local()
 
 
@@ -92,7 +99,7 @@ def _device_of(load_config):
 class _Model:
     """One placement of a whole model, shared by the shards that transformers opens."""
 
-    def __init__(self, path, files, device):
+    def __init__(self, path, files, device, dist=None):
         with _lib.Model(path) as model:
             mine = {os.path.abspath(f) for f in model.files}
             missing = [f for f in files if os.path.abspath(f) not in mine]
@@ -101,7 +108,10 @@ class _Model:
             self.file_of = {t.name: os.path.abspath(model.files[t.file])
                             for t in model.tensors}
             self.infos = {t.name: t for t in model.tensors}
-            self.tensors = place_model(model, device, 0, stacklevel=4)
+            if dist is not None and distributed_ready(dist["group"]):
+                self.tensors = place_distributed(model, device, dist["group"], None, 0, 4)
+            else:
+                self.tensors = place_model(model, device, 0, stacklevel=4)
 
 
 class _Shard:
@@ -157,7 +167,7 @@ def _routed_safe_open(filename, framework="pt", device="cpu", *args, **kwargs):
     if d not in load["models"]:
         files = [f for f in load["files"] if os.path.dirname(os.path.abspath(f)) == d] or [path]
         try:
-            load["models"][d] = _Model(d, files, load["device"])
+            load["models"][d] = _Model(d, files, load["device"], load["dist"])
         except LookupError:  # the directory's model is not these shards: each on its own
             load["models"][d] = None
     m = load["models"][d]
@@ -170,7 +180,7 @@ def _wrap_load(orig_load):
     def _load_pretrained_model(model, state_dict, checkpoint_files, load_config, *args, **kw):
         prev = getattr(_tls, "load", None)
         _tls.load = {"device": _device_of(load_config), "files": list(checkpoint_files or []),
-                     "models": {}}
+                     "models": {}, "dist": _dist}
         try:
             return orig_load(model, state_dict, checkpoint_files, load_config, *args, **kw)
         finally:
@@ -186,15 +196,24 @@ class _Enabled(contextlib.AbstractContextManager):
         return False
 
 
-def enable():
+def enable(distributed=False, group=None):
     """Route transformers' safetensors reads of models on dmafs through dmafs placement
     (see the module docstring). Returns a context manager that calls disable() on exit;
     calls nest. Raises ImportError when transformers (5.x) is not installed, and
-    RuntimeError when its loader does not have the shape this was written against."""
-    global _depth
+    RuntimeError when its loader does not have the shape this was written against.
+
+    distributed=True, in a torch.distributed job of more than one rank (group: the
+    process group, default the world): the whole-model placement of each from_pretrained
+    is made as dmafs.load_distributed() makes it, each rank placing a part and the parts
+    broadcast, so the drives read the model once for all ranks. Every rank of the group
+    must then call from_pretrained of the same model at the same time (it is a collective,
+    as loading under torchrun usually is); each rank's device_map still decides its
+    device. Later enable() calls while enabled set the distributed choice anew."""
+    global _depth, _dist
     import transformers.modeling_utils as mu
 
     with _lock:
+        _dist = {"group": group} if distributed else None
         if _depth == 0:
             cls = mu.PreTrainedModel
             raw = cls.__dict__.get("_load_pretrained_model")
@@ -214,7 +233,7 @@ def enable():
 
 def disable():
     """Undo one enable(); the last one puts transformers back as it was."""
-    global _depth
+    global _depth, _dist
     import transformers.modeling_utils as mu
 
     with _lock:
@@ -222,5 +241,6 @@ def disable():
             return
         _depth -= 1
         if _depth == 0:
+            _dist = None
             mu.safe_open = _saved.pop("safe_open")
             mu.PreTrainedModel._load_pretrained_model = _saved.pop("load")
