@@ -89,4 +89,7 @@ for path in off:
 
 if dmafs.on_dmafs("/") or not all(dmafs.on_dmafs(p) for p in on):
     fail("on_dmafs() answers wrongly")
+from dmafs._hf import _unescape  # noqa: E402
+if _unescape(r"/m/a\040b\011c\012d\134e") != "/m/a b\tc\nd\\e":
+    fail("mountinfo escapes (space, tab, newline, backslash) are not undone")
 print("[hf_route.py] PASS")

@@ -35,6 +35,7 @@ is kept per thread.
 
 import contextlib
 import os
+import re
 import threading
 import warnings
 
@@ -49,6 +50,11 @@ _dist = None  # enable(distributed=True): {"group": process group or None}
 _tls = threading.local()
 
 
+def _unescape(field):
+    """A mountinfo field with its \\ooo escapes (space, tab, newline, backslash) undone."""
+    return re.sub(r"\\([0-3][0-7]{2})", lambda m: chr(int(m.group(1), 8)), field)
+
+
 def _dmafs_mounts():
     """Mount points of dmafs filesystems, longest first."""
     out = []
@@ -58,7 +64,7 @@ def _dmafs_mounts():
                 left, _, right = line.partition(" - ")
                 fields, rfields = left.split(), right.split()
                 if len(fields) >= 5 and rfields and rfields[0] == "fuse.dmafs":
-                    out.append(fields[4].replace("\\040", " "))
+                    out.append(_unescape(fields[4]))
     except OSError:
         pass
     return sorted(out, key=len, reverse=True)
