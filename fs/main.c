@@ -296,8 +296,40 @@ static void *readahead_thread(void *arg)
 	return NULL;
 }
 
+/*
+ * NULL when this process can make a pipe of @bytes, else why not (static text, or
+ * a message in a static buffer).
+ */
+static const char *pipe_fits(size_t bytes)
+{
+	static char why[200];
+	long max = -1;
+	int fd[2], ok;
+	FILE *f;
+
+	if (pipe2(fd, O_CLOEXEC))
+		return "no pipe could be made";
+	ok = fcntl(fd[0], F_SETPIPE_SZ, (int)bytes) >= (int)bytes;
+	close(fd[0]);
+	close(fd[1]);
+	if (ok)
+		return NULL;
+	f = fopen("/proc/sys/fs/pipe-max-size", "r");
+	if (f) {
+		if (fscanf(f, "%ld", &max) != 1)
+			max = -1;
+		fclose(f);
+	}
+	snprintf(why, sizeof(why),
+		 "a pipe of %zu bytes is needed, fs.pipe-max-size is %ld and the daemon lacks "
+		 "CAP_SYS_RESOURCE; sysctl fs.pipe-max-size=2097152 enables it",
+		 bytes, max);
+	return why;
+}
+
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
+	const char *splice_why;
 	pthread_t t;
 
 	conn->max_write = FUSE_MAX_IO;
@@ -308,16 +340,18 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 * Written data arrives through a pipe (spliced from /dev/fuse: the writer's pages are
 	 * referenced, not copied) and is read from it once, into write-behind's buffer. Without
 	 * it the kernel copies the data into libfuse's buffer and we copy it again. Needs a pipe
-	 * of 1 MiB + a page, beyond fs.pipe-max-size, which root may set.
+	 * of 1 MiB + a page, beyond the default fs.pipe-max-size: CAP_SYS_RESOURCE may grow
+	 * one that far, or the administrator raises the limit. libfuse would fall back to
+	 * plain reads without a word when it cannot, so we find out first.
 	 */
-	if ((conn->capable & FUSE_CAP_SPLICE_READ) && geteuid() == 0 && !getenv("DMAFS_NO_SPLICE"))
+	splice_why = !(conn->capable & FUSE_CAP_SPLICE_READ) ? "the kernel does not offer it"
+		     : getenv("DMAFS_NO_SPLICE")		 ? "DMAFS_NO_SPLICE is set"
+								 : pipe_fits(FUSE_MAX_IO + 4096);
+	if (!splice_why)
 		conn->want |= FUSE_CAP_SPLICE_READ;
 	else
 		log_info("written data is copied twice on its way in (no splice from /dev/fuse: %s)",
-			 !(conn->capable & FUSE_CAP_SPLICE_READ)
-				 ? "the kernel does not offer it"
-				 : geteuid() ? "the daemon is not root, so its pipes cannot hold a whole write"
-					     : "DMAFS_NO_SPLICE is set");
+			 splice_why);
 	/* the kernel's page cache is write-through unless writeback_cache is asked for */
 	if (want_writeback && (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
 		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
