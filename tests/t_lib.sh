@@ -78,6 +78,20 @@ t_require_torch() {
 	export PYTHONDONTWRITEBYTECODE=1
 }
 
+# t_torchrun N SCRIPT ARGS... - run SCRIPT in N processes with torchrun (torch.distributed.run
+# of $PY) on this machine, on a free port; fails when any process does. Each process's
+# stdout is teed with a [defaultN] prefix: --redirects/--tee 1 also keep Debian's torch 1.13
+# torchrun working on Python 3.11 (its default, Std.NONE, is lost there: "NoneType has no
+# attribute get").
+t_torchrun() {
+	local n=$1 port
+	shift
+	port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])') ||
+		t_fail "no free TCP port for torchrun"
+	OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} "$PY" -m torch.distributed.run --nnodes 1 --nproc_per_node "$n" \
+		--master_addr 127.0.0.1 --master_port "$port" --redirects 1 --tee 1 "$@"
+}
+
 # t_py ARGS... - run python3.
 t_py() { PYTHONDONTWRITEBYTECODE=1 "$T_PY" "$@"; }
 
