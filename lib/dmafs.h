@@ -440,6 +440,15 @@ int dmafs_model_place_part(struct dmafs_model *m, struct dmafs_buf *b, uint64_t 
 			   uint64_t begin, uint64_t end, unsigned threads,
 			   struct dmafs_result *res);
 /*
+ * Like dmafs_model_place_part(), but compact: layout byte @begin lands at @buffer_offset
+ * (byte x at @buffer_offset + x - @begin), so @b needs only @end - @begin bytes there.
+ * Serves placing the tensors of one device into a buffer of that device's size when a
+ * model is spread over several devices. Returns 0 or dmafs_model_place_part()'s errors.
+ */
+int dmafs_model_place_range(struct dmafs_model *m, struct dmafs_buf *b, uint64_t buffer_offset,
+			    uint64_t begin, uint64_t end, unsigned threads,
+			    struct dmafs_result *res);
+/*
  * "BF16", "F32", ... (the header's spelling); NULL for a code outside enum dmafs_dtype.
  * Element size in bytes: 1, 2, 4 or 8; 0 for F4 (two elements per byte) and unknown codes.
  */

@@ -808,9 +808,12 @@ out:
 	return ret;
 }
 
-int dmafs_model_place_part(struct dmafs_model *m, struct dmafs_buf *b, uint64_t buffer_offset,
-			   uint64_t begin, uint64_t end, unsigned threads,
-			   struct dmafs_result *res)
+/*
+ * Place the files' bytes in layout range [begin, end); layout byte x lands at buffer
+ * offset @at + (x - begin). Arguments already checked.
+ */
+static int place_layout(struct dmafs_model *m, struct dmafs_buf *b, uint64_t at, uint64_t begin,
+			uint64_t end, unsigned threads, struct dmafs_result *res)
 {
 	struct dmafs_result *per = NULL;
 	const char **paths = NULL;
@@ -818,14 +821,6 @@ int dmafs_model_place_part(struct dmafs_model *m, struct dmafs_buf *b, uint64_t 
 	size_t n = 0;
 	int ret;
 
-	if (res)
-		memset(res, 0, sizeof(*res));
-	if (!m || !b || begin > end)
-		return -EINVAL;
-	if (end > m->bytes)
-		return -ERANGE;
-	if (buffer_offset > dmafs_buf_size(b) || m->bytes > dmafs_buf_size(b) - buffer_offset)
-		return -ERANGE;
 	paths = calloc(m->nfiles + 1, sizeof(*paths));
 	offs = calloc(m->nfiles + 1, sizeof(*offs));
 	foffs = calloc(m->nfiles + 1, sizeof(*foffs));
@@ -849,7 +844,7 @@ int dmafs_model_place_part(struct dmafs_model *m, struct dmafs_buf *b, uint64_t 
 		paths[n] = f->path;
 		foffs[n] = lo - f->base;
 		lens[n] = hi - lo;
-		offs[n] = buffer_offset + lo;
+		offs[n] = at + (lo - begin);
 		n++;
 	}
 	if (n == 0) {
@@ -873,4 +868,34 @@ out:
 	free(lens);
 	free(per);
 	return ret;
+}
+
+int dmafs_model_place_part(struct dmafs_model *m, struct dmafs_buf *b, uint64_t buffer_offset,
+			   uint64_t begin, uint64_t end, unsigned threads,
+			   struct dmafs_result *res)
+{
+	if (res)
+		memset(res, 0, sizeof(*res));
+	if (!m || !b || begin > end)
+		return -EINVAL;
+	if (end > m->bytes)
+		return -ERANGE;
+	if (buffer_offset > dmafs_buf_size(b) || m->bytes > dmafs_buf_size(b) - buffer_offset)
+		return -ERANGE;
+	return place_layout(m, b, buffer_offset + begin, begin, end, threads, res);
+}
+
+int dmafs_model_place_range(struct dmafs_model *m, struct dmafs_buf *b, uint64_t buffer_offset,
+			    uint64_t begin, uint64_t end, unsigned threads,
+			    struct dmafs_result *res)
+{
+	if (res)
+		memset(res, 0, sizeof(*res));
+	if (!m || !b || begin > end)
+		return -EINVAL;
+	if (end > m->bytes)
+		return -ERANGE;
+	if (buffer_offset > dmafs_buf_size(b) || end - begin > dmafs_buf_size(b) - buffer_offset)
+		return -ERANGE;
+	return place_layout(m, b, buffer_offset, begin, end, threads, res);
 }

@@ -75,6 +75,33 @@ for path in on:
         gc.collect()
         torch.cuda.empty_cache()
 
+# A device_map over two GPUs: each tensor placed straight onto its module's GPU.
+if torch.cuda.device_count() >= 2:
+    import json
+    import os
+    path = on[0]
+    n = json.load(open(os.path.join(path, "config.json")))["num_hidden_layers"]
+    dm = {"model.embed_tokens": 0, "model.rotary_emb": 0, "model.norm": 1, "lm_head": 1}
+    dm.update({f"model.layers.{i}": 0 if i < n // 2 else 1 for i in range(n)})
+    plain, tp = timed(lambda: from_pretrained(path, dm))
+    ref = state(plain)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", dmafs.SlowPathWarning)
+        with dmafs.enable():
+            routed, tr = timed(lambda: from_pretrained(path, dm))
+    st = dmafs.last_stats()
+    if st is None or st.path == "posix" or "cuda:0" not in st.target or "cuda:1" not in st.target:
+        fail(f"{path} (device_map over 2 GPUs): not placed by dmafs onto both GPUs: {st!r}")
+    same(state(routed), ref, f"{path} (device_map over 2 GPUs)")
+    on1 = sum(1 for v in ref.values() if v.device == torch.device("cuda", 1))
+    print(f"[hf_gpu.py] {path} device_map over cuda:0 and cuda:1 ({on1} of {len(ref)} tensors on "
+          f"cuda:1): bit-identical; plain {tp:.3f} s, routed {tr:.3f} s; {st!r}", flush=True)
+    del plain, routed, ref
+    gc.collect()
+    torch.cuda.empty_cache()
+else:
+    print("[hf_gpu.py] one GPU: the device_map over 2 GPUs is not checked here", flush=True)
+
 for path in off:
     ref = state(from_pretrained(path, "cuda:0"))
     with warnings.catch_warnings(record=True) as w:

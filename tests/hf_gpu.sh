@@ -2,7 +2,8 @@
 # Description: dmafs.enable() with the real transformers on a GPU (tests/hf_gpu.py):
 # from_pretrained of a sharded model with an index, a single-file model and a Hugging Face
 # cache snapshot on dmafs, device_map "cuda:0" and "cpu", bit-identical to the plain
-# from_pretrained; off dmafs with a SlowPathWarning. Skips (77) without torch, a CUDA GPU
+# from_pretrained; with 2 GPUs, a device_map that splits the layers between them; off
+# dmafs with a SlowPathWarning. Skips (77) without torch, a CUDA GPU
 # or transformers (not in Debian: the CPU route is tested by hf_route.sh).
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/t_lib.sh"

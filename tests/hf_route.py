@@ -87,6 +87,41 @@ for path in off:
     same(got, ref, path)
     print(f"[hf_route.py] {path}: off dmafs, read as before with a SlowPathWarning")
 
+# A device_map over several devices: the grouping by module prefix, and the per-device
+# placement in layout runs (here every device is host memory: only the GPU machine has
+# several; tests/hf_gpu.py loads with a map over 2 GPUs).
+from dmafs import _hf, _torch as dt  # noqa: E402
+from dmafs import _lib  # noqa: E402
+cpu = torch.device("cpu")
+if _hf._device_of(mu.LoadStateDictConfig(device_map={"model.layers.0": "cpu", "": "disk"})) != cpu:
+    fail("a device_map of cpu and disk is not one host placement")
+got, stray = _hf._tensor_devices(["model.layers.1.a", "model.layers.10.b", "lm_head.weight"],
+                                 {"model.layers.10": "B", "model.layers.1": "A"})
+if got != {"model.layers.1.a": "A", "model.layers.10.b": "B", "lm_head.weight": cpu} or stray != ["lm_head.weight"]:
+    fail(f"device_map prefixes matched wrongly: {got}, stray {stray}")
+path = on[0]
+ref = load(path)
+with _lib.Model(path) as model:
+    infos = sorted(model.tensors, key=lambda t: t.buffer_offset)
+    # every other tensor: one device's share of a model split by layers
+    sub = infos[::2]
+    runs, size, at = dt._runs(sub)
+    if any(at[t.name] % 4096 != t.buffer_offset % 4096 for t in sub):
+        fail("a tensor's offset in its device buffer is not congruent to its layout offset mod 4096")
+    if not 1 < len(runs) < len(sub) or size >= model.nbytes:
+        fail(f"{len(runs)} runs and {size} bytes for {len(sub)} of {len(infos)} tensors (layout "
+             f"{model.nbytes} bytes)")
+    base, res, _, _ = dt.place_base(model, cpu, _lib.TARGET_HOST, None, 0, part=runs, size=size)
+    plan = [p for p in dt._plan(model, torch) if p[0].name in at]
+    same(dt._views(base, plan, torch, at), {t.name: ref[t.name] for t in sub}, f"{path}: runs")
+    got = dt.place_spread(model, {t.name: "cpu" for t in infos}, 0, 1)
+    st = dmafs.last_stats()
+same(got, ref, f"{path}: place_spread")
+if st.path != "host" or not sum(t.nbytes for t in infos) <= st.bytes <= sum(os.path.getsize(f) for f in shards(path)):
+    fail(f"{path}: place_spread: {st!r}")
+print(f"[hf_route.py] {path}: device_map prefixes; {len(sub)} tensors placed compactly in "
+      f"{len(runs)} runs ({size} of {model.nbytes} bytes); place_spread equal")
+
 if dmafs.on_dmafs("/") or not all(dmafs.on_dmafs(p) for p in on):
     fail("on_dmafs() answers wrongly")
 from dmafs._hf import _unescape  # noqa: E402

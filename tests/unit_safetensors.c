@@ -626,6 +626,52 @@ static void place_parts(struct dmafs_model *m, struct dmafs_session *s, struct d
 	dmafs_buf_unregister(b);
 }
 
+/*
+ * dmafs_model_place_range: every tensor placed alone into a buffer of its own size (at
+ * offset 64) equals the whole placement @whole (at offset 4096); one range across all
+ * files lands compactly; a buffer one byte short is refused.
+ */
+static void place_ranges_compact(struct dmafs_model *m, struct dmafs_session *s,
+				 struct dmafs_buf *whole)
+{
+	uint64_t n = dmafs_model_bytes(m);
+	const char *w = (const char *)dmafs_buf_ptr(whole) + 4096;
+	struct dmafs_buf *b = NULL;
+	struct dmafs_result r;
+	char *p;
+
+	T_EQ(dmafs_buf_alloc_host(s, n + 64, &b), 0);
+	if (!b)
+		return;
+	p = dmafs_buf_ptr(b);
+	T_EQ(dmafs_model_place_range(m, b, 0, 5, 4, 0, &r), -EINVAL);
+	T_EQ(dmafs_model_place_range(m, b, 0, 0, n + 1, 0, &r), -ERANGE);
+	T_EQ(dmafs_model_place_range(m, b, 65, 0, n, 0, &r), -ERANGE); /* one byte short */
+	T_EQ(dmafs_model_place_range(NULL, b, 0, 0, n, 0, &r), -EINVAL);
+	for (size_t i = 0; i < dmafs_model_tensors(m); i++) {
+		const struct dmafs_tensor *t = dmafs_model_tensor(m, i);
+
+		memset(p, 0xa5, 64 + t->nbytes + 1);
+		T_EQ(dmafs_model_place_range(m, b, 64, t->buffer_offset, t->buffer_offset + t->nbytes,
+					     1, &r), 0);
+		T_EQ(r.bytes, t->nbytes);
+		T_CHECK(!memcmp(p + 64, w + t->buffer_offset, t->nbytes), "tensor %s placed alone",
+			t->name);
+		T_CHECK((unsigned char)p[63] == 0xa5 && (unsigned char)p[64 + t->nbytes] == 0xa5,
+			"tensor %s: bytes outside its range written", t->name);
+	}
+	/* the whole layout from offset 64: the files' bytes where the whole placement has them */
+	memset(p, 0, n + 64);
+	T_EQ(dmafs_model_place_range(m, b, 64, 0, n, 2, &r), 0);
+	for (size_t i = 0; i < dmafs_model_tensors(m); i++) {
+		const struct dmafs_tensor *t = dmafs_model_tensor(m, i);
+
+		T_CHECK(!memcmp(p + 64 + t->buffer_offset, w + t->buffer_offset, t->nbytes),
+			"tensor %s in the whole range", t->name);
+	}
+	dmafs_buf_unregister(b);
+}
+
 /* Place @path into a host buffer (posix fallback here) and compare every byte. */
 static void place_exact(const char *path)
 {
@@ -678,6 +724,7 @@ static void place_exact(const char *path)
 		close(fd);
 	}
 	place_parts(m, s, b, sum);
+	place_ranges_compact(m, s, b);
 out:
 	if (b)
 		dmafs_buf_unregister(b);

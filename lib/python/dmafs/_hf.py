@@ -16,7 +16,11 @@ _load_pretrained_model to learn the load's device_map. For shards on a dmafs mou
   - the first shard opened places the WHOLE model (every shard listed in the directory's
     index, or the directory's .safetensors files) with one dmafs placement, into one
     allocation on the load's device: the GPU when the device_map puts everything on one
-    GPU, host memory otherwise;
+    GPU, host memory for "cpu";
+  - a device_map that spreads the model over several devices (device_map="auto" on a
+    machine with several GPUs, or a dict) places each tensor straight onto the device of
+    its module: one allocation per device, the devices at once (tensors of modules the
+    map does not name go to host memory, with a SlowPathWarning; "disk" is host memory);
   - every shard's get_slice()/get_tensor() then returns views of that placement, so the
     slice[...] and .to(device) that transformers does cost nothing more (a different
     dtype is converted on the device, by transformers).
@@ -41,7 +45,7 @@ import warnings
 
 from . import _lib
 from ._dist import distributed_ready, place_distributed
-from ._torch import SlowPathWarning, place_model, read_metadata
+from ._torch import SlowPathWarning, place_model, place_spread, read_metadata
 
 _lock = threading.Lock()
 _saved = {}  # what enable() replaced: {"safe_open": f, "load": staticmethod}
@@ -79,27 +83,52 @@ def on_dmafs(path):
     return False
 
 
+def _as_device(v):
+    """A device_map value as a torch.device: cuda devices and cpu; anything else ("disk",
+    "meta", ...) is host memory here (transformers does the rest)."""
+    import torch
+
+    try:
+        d = torch.device("cuda", v) if isinstance(v, int) else torch.device(v)
+    except (RuntimeError, TypeError):
+        return torch.device("cpu")
+    if d.type == "cuda" and d.index is None:
+        d = torch.device("cuda", torch.cuda.current_device())
+    return d if d.type in ("cuda", "cpu") else torch.device("cpu")
+
+
 def _device_of(load_config):
-    """The one device a load's device_map puts everything on, else "cpu"."""
+    """Where a load's device_map puts the model: one torch.device, or, when it spreads the
+    model over several devices, {module prefix: torch.device} (longest prefix first)."""
     import torch
 
     dm = getattr(load_config, "device_map", None)
     if not dm:
-        return "cpu"
-    devs = set()
-    for v in dm.values():
-        try:
-            d = torch.device("cuda", v) if isinstance(v, int) else torch.device(v)
-        except (RuntimeError, TypeError):
-            return "cpu"  # "disk" and the like: host memory, transformers does the rest
-        if d.type == "cuda" and d.index is None:
-            d = torch.device("cuda", torch.cuda.current_device())
-        devs.add(d)
-    if len(devs) == 1:
-        d = devs.pop()
-        if d.type in ("cuda", "cpu"):
-            return d
-    return "cpu"
+        return torch.device("cpu")
+    if not isinstance(dm, dict):
+        dm = {"": dm}
+    devs = {k: _as_device(v) for k, v in dm.items()}
+    if len(set(devs.values())) == 1:
+        return next(iter(devs.values()))
+    return dict(sorted(devs.items(), key=lambda kv: len(kv[0]), reverse=True))
+
+
+def _tensor_devices(names, prefixes):
+    """{tensor name: device} by the longest device_map prefix that names its module;
+    tensors under none go to host memory (transformers moves them). Returns (map, list of
+    the unmatched)."""
+    import torch
+
+    out, stray = {}, []
+    for n in names:
+        for k, d in prefixes.items():
+            if k == "" or n == k or n.startswith(k + "."):
+                out[n] = d
+                break
+        else:
+            out[n] = torch.device("cpu")
+            stray.append(n)
+    return out, stray
 
 
 class _Model:
@@ -114,7 +143,14 @@ class _Model:
             self.file_of = {t.name: os.path.abspath(model.files[t.file])
                             for t in model.tensors}
             self.infos = {t.name: t for t in model.tensors}
-            if dist is not None and distributed_ready(dist["group"]):
+            if isinstance(device, dict):
+                where, stray = _tensor_devices(self.infos, device)
+                if stray and any(d.type != "cpu" for d in device.values()):
+                    warnings.warn(f"dmafs: {path}: {len(stray)} tensors (e.g. {stray[0]!r}) are "
+                                  "under no module of the device_map: placed into host memory, "
+                                  "transformers copies them", SlowPathWarning, stacklevel=4)
+                self.tensors = place_spread(model, where, 0, stacklevel=4)
+            elif dist is not None and distributed_ready(dist["group"]):
                 self.tensors = place_distributed(model, device, dist["group"], None, 0, 4)
             else:
                 self.tensors = place_model(model, device, 0, stacklevel=4)

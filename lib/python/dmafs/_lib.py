@@ -127,6 +127,7 @@ _SIGNATURES = {
     "dmafs_model_bytes": (_U64, [_P]),
     "dmafs_model_place": (_I, [_P, _P, _U64, _U, ctypes.POINTER(Result)]),
     "dmafs_model_place_part": (_I, [_P, _P, _U64, _U64, _U64, _U, ctypes.POINTER(Result)]),
+    "dmafs_model_place_range": (_I, [_P, _P, _U64, _U64, _U64, _U, ctypes.POINTER(Result)]),
     "dmafs_dtype_name": (ctypes.c_char_p, [_I]),
     "dmafs_dtype_size": (_U, [_I]),
 }
@@ -295,6 +296,15 @@ class Model:
     def place_part(self, buf, begin, end, buffer_offset=0, threads=0):
         """Place only bytes [begin, end) of the model's layout (dmafs_model_place_part)."""
         fn = require("model_place_part")
+        res = Result()
+        check(fn(self.handle, buf.handle, buffer_offset, begin, end, threads, ctypes.byref(res)),
+              self.path)
+        return res
+
+    def place_range(self, buf, begin, end, buffer_offset=0, threads=0):
+        """Place bytes [begin, end) of the layout with begin at buffer_offset
+        (dmafs_model_place_range): a compact buffer of one device's tensors."""
+        fn = require("model_place_range")
         res = Result()
         check(fn(self.handle, buf.handle, buffer_offset, begin, end, threads, ctypes.byref(res)),
               self.path)

@@ -160,14 +160,17 @@ def _plan(model, torch):
     return plan
 
 
-def _views(base, plan, torch):
+def _views(base, plan, torch, at=None):
+    """{name: tensor}: views of base; a tensor starts at at[name] when given, else at its
+    layout offset."""
     out = {}
     esize = {}
     for t, dt, shape in plan:
         if dt not in esize:
             esize[dt] = torch.empty(0, dtype=dt).element_size()
-        raw = base[t.buffer_offset:t.buffer_offset + t.nbytes]
-        if t.buffer_offset % esize[dt]:
+        off = t.buffer_offset if at is None else at[t.name]
+        raw = base[off:off + t.nbytes]
+        if off % esize[dt]:
             # The file puts this tensor at an offset its element size does not divide, and
             # torch views only aligned data: this one tensor is a copy (aligned) instead.
             raw = raw.clone()
@@ -203,17 +206,28 @@ def _host_tensor(session, buf, torch):
 
 
 def _place(model, buf, threads, part):
-    """Place the whole model into buf, or only layout bytes part = (begin, end)."""
+    """Place the whole model into buf; or only layout bytes part = (begin, end), where the
+    whole placement puts them; or part = [(begin, end, offset), ...]: each layout range
+    compactly at its buffer offset (one result for all: bytes summed, the slowest path)."""
     if part is None:
         return model.place(buf, 0, threads)
-    return model.place_part(buf, part[0], part[1], 0, threads)
+    if isinstance(part, tuple):
+        return model.place_part(buf, part[0], part[1], 0, threads)
+    total = _lib.Result()
+    for begin, end, off in part:
+        r = model.place_range(buf, begin, end, off, threads)
+        total.bytes += r.bytes
+        total.elapsed_ns += r.elapsed_ns
+        if r.path != _lib.PATH_NONE:
+            total.path = max(total.path, r.path)
+    return total
 
 
-def _place_host(model, session, threads, part=None):
+def _place_host(model, session, threads, part=None, size=None):
     """Returns (base tensor owning session, result). Closes the session on error."""
     torch = _torch()
     try:
-        buf = _lib.Buffer.alloc_host(session, model.nbytes, model.path)
+        buf = _lib.Buffer.alloc_host(session, size or model.nbytes, model.path)
         res = _place(model, buf, threads, part)
         return _host_tensor(session, buf, torch), res
     except BaseException:
@@ -221,16 +235,17 @@ def _place_host(model, session, threads, part=None):
         raise
 
 
-def _place_gpu(model, session, dev, target, index, threads, part=None):
+def _place_gpu(model, session, dev, target, index, threads, part=None, size=None):
     """Returns (base tensor, result, fallback reason or None). Always closes the session."""
     torch = _torch()
+    size = size or model.nbytes
     try:
         with torch.cuda.device(index):
-            base = torch.empty(model.nbytes, dtype=torch.uint8, device=dev)
+            base = torch.empty(size, dtype=torch.uint8, device=dev)
         # The caching allocator may hand back a block that queued kernels still use; the
         # daemon writes outside torch's stream order, so let them finish first.
         torch.cuda.synchronize(dev)
-        ret = _lib.Buffer.register_gpu(session, target, base.data_ptr(), model.nbytes, index)
+        ret = _lib.Buffer.register_gpu(session, target, base.data_ptr(), size, index)
         if isinstance(ret, _lib.Buffer):
             try:
                 return base, _place(model, ret, threads, part), None
@@ -243,11 +258,11 @@ def _place_gpu(model, session, dev, target, index, threads, part=None):
                f"({_lib.strerror(ret)})")
         if "expandable_segments:True" in os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "").replace(" ", ""):
             why += "; PYTORCH_CUDA_ALLOC_CONF has expandable_segments:True, whose memory has no IPC handle"
-        buf = _lib.Buffer.alloc_host(session, model.nbytes, model.path)
+        buf = _lib.Buffer.alloc_host(session, size, model.path)
         try:
             res = _place(model, buf, threads, part)
             t0 = time.perf_counter_ns()
-            lo, hi = part if part is not None else (0, model.nbytes)
+            lo, hi = part if isinstance(part, tuple) else (0, size)
             base[lo:hi].copy_(_host_tensor_view(buf, torch)[lo:hi])
             torch.cuda.synchronize(dev)
             res.elapsed_ns += time.perf_counter_ns() - t0
@@ -264,10 +279,10 @@ def _host_tensor_view(buf, torch):
     return torch.frombuffer(arr, dtype=torch.uint8)
 
 
-def place_base(model, dev, target, index, threads, part=None):
-    """Allocate the model's buffer on dev and place it (or only layout bytes part).
-    Returns (base uint8 tensor, result, GPU fallback reason or None, why the placement
-    channel is not used or None)."""
+def place_base(model, dev, target, index, threads, part=None, size=None):
+    """Allocate the model's buffer on dev (or one of size bytes) and place it (or only
+    part: see _place). Returns (base uint8 tensor, result, GPU fallback reason or None,
+    why the placement channel is not used or None)."""
     session = _lib.Session(model.files[0])
     try:
         why_posix = None
@@ -279,10 +294,11 @@ def place_base(model, dev, target, index, threads, part=None):
         session.close()
         raise
     if target == _lib.TARGET_HOST:
-        base, res = _place_host(model, session, threads, part)
+        base, res = _place_host(model, session, threads, part, size)
         fallback = None
     else:
-        base, res, fallback = _place_gpu(model, session, dev, target, index, threads, part)
+        base, res, fallback = _place_gpu(model, session, dev, target, index, threads, part,
+                                         size)
     return base, res, fallback, why_posix
 
 
@@ -332,6 +348,82 @@ def place_model(model, device, threads, stacklevel):
     finish_stats(stats, res, fallback, t0)
     warn_slow(model, res, fallback, why_posix, stacklevel + 1)
     return tensors
+
+
+# Tensors of one device less than this apart in the layout are placed in one run (the gap
+# is read and kept too): fewer, longer placements against a little memory.
+_RUN_GAP = 64 << 10
+
+
+def _runs(infos):
+    """Layout runs of tensors (sorted by offset): ([(begin, end, offset)], size, {name:
+    offset in the device's buffer}). A run starts at the same offset modulo 4096 as in
+    the layout, so reads stay aligned as they would in a whole placement."""
+    runs, at, size = [], {}, 0
+    for t in infos:
+        lo, hi = t.buffer_offset, t.buffer_offset + t.nbytes
+        if runs and lo <= runs[-1][1] + _RUN_GAP:
+            b, e, off = runs[-1]
+            runs[-1] = (b, max(e, hi), off)
+        else:
+            off = (size + 4095) // 4096 * 4096 + lo % 4096
+            runs.append((lo, hi, off))
+        b, e, off = runs[-1]
+        at[t.name] = off + (lo - b)
+        size = off + (runs[-1][1] - b)
+    return runs, max(size, 1), at
+
+
+def place_spread(model, device_of, threads, stacklevel):
+    """Place each tensor onto its own device (device_of: {name: device}): one buffer per
+    device holding that device's tensors, placed in layout runs with
+    dmafs_model_place_range, the devices at once. Returns {name: tensor} and sets
+    last_stats() (bytes: all devices; place_seconds: the slowest device)."""
+    torch = _torch()
+    t0 = time.perf_counter()
+    plan = _plan(model, torch)
+    groups = {}
+    for p in plan:
+        d = _device(device_of[p[0].name])
+        groups.setdefault(d[0], (d, []))[1].append(p)
+    stats = new_stats(model, ", ".join(str(d) for d in groups) or "cpu", None)
+    if not model.files or not model.nbytes:
+        _state.stats = stats
+        return {}
+    results, errors = {}, []
+
+    def one(key):
+        (dev, target, index), items = groups[key]
+        try:
+            runs, size, at = _runs(sorted((p[0] for p in items), key=lambda t: t.buffer_offset))
+            base, res, fallback, why_posix = place_base(model, dev, target, index, threads,
+                                                        part=runs, size=size)
+            results[key] = (_views(base, items, torch, at), res, fallback, why_posix)
+        except BaseException as e:  # raised in the caller's thread below
+            errors.append(e)
+
+    workers = [threading.Thread(target=one, args=(k,), name=f"dmafs-place-{k}")
+               for k in list(groups)[1:]]
+    for w in workers:
+        w.start()
+    if groups:
+        one(next(iter(groups)))
+    for w in workers:
+        w.join()
+    if errors:
+        raise errors[0]
+    out, total = {}, _lib.Result()
+    fallbacks = []
+    for key, (views, res, fallback, why_posix) in results.items():
+        out.update(views)
+        total.bytes += res.bytes
+        total.elapsed_ns = max(total.elapsed_ns, res.elapsed_ns)
+        total.path = max(total.path, res.path)
+        if fallback:
+            fallbacks.append(f"{key}: {fallback}")
+        warn_slow(model, res, fallback, why_posix, stacklevel + 1)
+    finish_stats(stats, total, "; ".join(fallbacks) or None, t0)
+    return out
 
 
 def load_path(path, device, threads, stacklevel):
