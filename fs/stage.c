@@ -60,7 +60,7 @@ static void teardown(struct stage *s)
 	if (s->mem) {
 		if (s->gpu)
 			gpu_host_unregister(s->gpu, s->dev, s->mem);
-		munmap(s->mem, s->bytes);
+		free(s->mem);
 		s->mem = NULL;
 	}
 	free(s->free);
@@ -68,7 +68,7 @@ static void teardown(struct stage *s)
 }
 
 /*
- * Allocate, pin and equip one pool. Memory comes from anonymous mmap with transparent
+ * Allocate, pin and equip one pool. Memory is 2 MiB aligned and advised for transparent
  * huge pages where the system allows them: populating and pinning 2 MiB pages is what
  * makes a 256 MiB pool take tens of milliseconds rather than hundreds.
  */
@@ -82,19 +82,16 @@ static int setup(struct stage *s)
 	s->free = malloc(s->nslots * sizeof(*s->free));
 	if (!s->free)
 		return -ENOMEM;
-	s->mem = mmap(NULL, s->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (s->mem == MAP_FAILED) {
-		s->mem = NULL;
+	s->mem = util_huge_alloc(s->bytes);
+	if (!s->mem)
 		return -ENOMEM;
-	}
-	madvise(s->mem, s->bytes, MADV_HUGEPAGE); /* advice only: fine if refused */
 	/* touch every page now so that neither pinning nor the first reads fault them in */
 	for (size_t off = 0; off < s->bytes; off += 4096)
 		s->mem[off] = 0;
 	if (s->gpu) {
 		ret = gpu_host_register(s->gpu, s->dev, s->mem, s->bytes);
 		if (ret) {
-			munmap(s->mem, s->bytes);
+			free(s->mem);
 			s->mem = NULL;
 			return ret;
 		}

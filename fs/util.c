@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <syslog.h>
 #include <time.h>
@@ -46,6 +47,17 @@ void *util_aligned_alloc(size_t size)
 
 	if (posix_memalign(&p, DMAFS_BLOCK, size ? ALIGN_UP(size, DMAFS_BLOCK) : DMAFS_BLOCK))
 		return NULL;
+	return p;
+}
+
+void *util_huge_alloc(size_t size)
+{
+	size_t len = ALIGN_UP(size ? size : 1, (size_t)2 << 20);
+	void *p;
+
+	if (posix_memalign(&p, (size_t)2 << 20, len))
+		return NULL;
+	madvise(p, len, MADV_HUGEPAGE); /* advice only: fine if refused */
 	return p;
 }
 

@@ -26,6 +26,12 @@ void util_log_set_level(int level);
 
 /* 4096-aligned allocation suitable for O_DIRECT; NULL on failure. Free with free(). */
 void *util_aligned_alloc(size_t size);
+/*
+ * 2 MiB aligned allocation of @size rounded up to 2 MiB, advised for transparent huge
+ * pages: faulted in, pinned and DMA-mapped 2 MiB at a time where the system allows (a
+ * plain mmap need not be 2 MiB aligned, and then gets 4 KiB pages). Free with free().
+ */
+void *util_huge_alloc(size_t size);
 
 /* Parse "123", "4K", "1M", "2G", "1T" (powers of 1024). Returns 0 or -EINVAL. */
 int util_parse_size(const char *s, uint64_t *out);

@@ -21,13 +21,7 @@
  */
 static char *buf_alloc(size_t size)
 {
-	size_t len = ALIGN_UP(size, WB_HUGE);
-	void *p;
-
-	if (posix_memalign(&p, WB_HUGE, len))
-		return NULL;
-	madvise(p, len, MADV_HUGEPAGE); /* advice only: fine if refused */
-	return p;
+	return util_huge_alloc(size);
 }
 
 static char *buf_get(struct wback *wb)
