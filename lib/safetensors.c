@@ -870,9 +870,12 @@ out:
 	return ret;
 }
 
-int dmafs_model_place_part(struct dmafs_model *m, struct dmafs_buf *b, uint64_t buffer_offset,
-			   uint64_t begin, uint64_t end, unsigned threads,
-			   struct dmafs_result *res)
+/*
+ * The checks of a layout range [@begin, @end) placed into @b at @buffer_offset: the
+ * whole layout must fit there (@compact 0), or only the range (@compact 1).
+ */
+static int range_args(struct dmafs_model *m, struct dmafs_buf *b, uint64_t buffer_offset,
+		      uint64_t begin, uint64_t end, int compact, struct dmafs_result *res)
 {
 	if (res)
 		memset(res, 0, sizeof(*res));
@@ -880,22 +883,26 @@ int dmafs_model_place_part(struct dmafs_model *m, struct dmafs_buf *b, uint64_t 
 		return -EINVAL;
 	if (end > m->bytes)
 		return -ERANGE;
-	if (buffer_offset > dmafs_buf_size(b) || m->bytes > dmafs_buf_size(b) - buffer_offset)
+	if (buffer_offset > dmafs_buf_size(b) ||
+	    (compact ? end - begin : m->bytes) > dmafs_buf_size(b) - buffer_offset)
 		return -ERANGE;
-	return place_layout(m, b, buffer_offset + begin, begin, end, threads, res);
+	return 0;
+}
+
+int dmafs_model_place_part(struct dmafs_model *m, struct dmafs_buf *b, uint64_t buffer_offset,
+			   uint64_t begin, uint64_t end, unsigned threads,
+			   struct dmafs_result *res)
+{
+	int ret = range_args(m, b, buffer_offset, begin, end, 0, res);
+
+	return ret ? ret : place_layout(m, b, buffer_offset + begin, begin, end, threads, res);
 }
 
 int dmafs_model_place_range(struct dmafs_model *m, struct dmafs_buf *b, uint64_t buffer_offset,
 			    uint64_t begin, uint64_t end, unsigned threads,
 			    struct dmafs_result *res)
 {
-	if (res)
-		memset(res, 0, sizeof(*res));
-	if (!m || !b || begin > end)
-		return -EINVAL;
-	if (end > m->bytes)
-		return -ERANGE;
-	if (buffer_offset > dmafs_buf_size(b) || end - begin > dmafs_buf_size(b) - buffer_offset)
-		return -ERANGE;
-	return place_layout(m, b, buffer_offset, begin, end, threads, res);
+	int ret = range_args(m, b, buffer_offset, begin, end, 1, res);
+
+	return ret ? ret : place_layout(m, b, buffer_offset, begin, end, threads, res);
 }

@@ -20,17 +20,9 @@ import traceback
 import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from python_check import check, expect_warning, raw_bytes, ref_load, same  # noqa: E402
+from python_check import check, sectors_read, expect_warning, raw_bytes, ref_load, same  # noqa: E402
 
 PLAN = {"*.q_proj.weight": 0, "*.o_proj.weight": 1, "*.nope.weight": 0}
-
-
-def sectors_read(devs):
-    total = 0
-    for d in devs:
-        with open(f"/sys/block/{os.path.basename(d)}/stat") as f:
-            total += int(f.read().split()[2])
-    return total * 512
 
 
 def file_bytes(path):

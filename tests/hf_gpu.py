@@ -56,22 +56,29 @@ def from_pretrained(path, dm):
     return AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16, device_map=dm)
 
 
+def both(path, dm):
+    """(plain state, routed state, plain s, routed s, stats): the plain from_pretrained,
+    then under dmafs.enable() with any SlowPathWarning an error; the models are freed."""
+    plain, tp = timed(lambda: from_pretrained(path, dm))
+    ref = state(plain)
+    del plain
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", dmafs.SlowPathWarning)
+        with dmafs.enable():
+            routed, tr = timed(lambda: from_pretrained(path, dm))
+    return ref, state(routed), tp, tr, dmafs.last_stats()
+
+
 torch.empty(1, device="cuda:0")
 for path in on:
     for dm in ("cuda:0", "cpu"):
-        plain, tp = timed(lambda: from_pretrained(path, dm))
-        ref = state(plain)
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", dmafs.SlowPathWarning)
-            with dmafs.enable():
-                routed, tr = timed(lambda: from_pretrained(path, dm))
-        st = dmafs.last_stats()
+        ref, got, tp, tr, st = both(path, dm)
         if st is None or st.path == "posix" or not st.target.startswith(dm.split(":")[0]):
             fail(f"{path} ({dm}): not placed by dmafs onto {dm}: {st!r}")
-        same(state(routed), ref, f"{path} ({dm})")
+        same(got, ref, f"{path} ({dm})")
         print(f"[hf_gpu.py] {path} device_map={dm}: {len(ref)} tensors bit-identical to the plain "
               f"from_pretrained; plain {tp:.3f} s, routed {tr:.3f} s; {st!r}", flush=True)
-        del plain, routed, ref
+        del got, ref
         gc.collect()
         torch.cuda.empty_cache()
 
@@ -83,20 +90,14 @@ if torch.cuda.device_count() >= 2:
     n = json.load(open(os.path.join(path, "config.json")))["num_hidden_layers"]
     dm = {"model.embed_tokens": 0, "model.rotary_emb": 0, "model.norm": 1, "lm_head": 1}
     dm.update({f"model.layers.{i}": 0 if i < n // 2 else 1 for i in range(n)})
-    plain, tp = timed(lambda: from_pretrained(path, dm))
-    ref = state(plain)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", dmafs.SlowPathWarning)
-        with dmafs.enable():
-            routed, tr = timed(lambda: from_pretrained(path, dm))
-    st = dmafs.last_stats()
+    ref, got, tp, tr, st = both(path, dm)
     if st is None or st.path == "posix" or "cuda:0" not in st.target or "cuda:1" not in st.target:
         fail(f"{path} (device_map over 2 GPUs): not placed by dmafs onto both GPUs: {st!r}")
-    same(state(routed), ref, f"{path} (device_map over 2 GPUs)")
+    same(got, ref, f"{path} (device_map over 2 GPUs)")
     on1 = sum(1 for v in ref.values() if v.device == torch.device("cuda", 1))
     print(f"[hf_gpu.py] {path} device_map over cuda:0 and cuda:1 ({on1} of {len(ref)} tensors on "
           f"cuda:1): bit-identical; plain {tp:.3f} s, routed {tr:.3f} s; {st!r}", flush=True)
-    del plain, routed, ref
+    del got, ref
     gc.collect()
     torch.cuda.empty_cache()
 else:

@@ -235,6 +235,15 @@ def ref_metadata(fn):
         return json.loads(f.read(n)).get("__metadata__")
 
 
+def sectors_read(devs):
+    """Bytes read so far from block devices @devs (/sys/block/NAME/stat, 512-byte sectors)."""
+    total = 0
+    for d in devs:
+        with open(f"/sys/block/{os.path.basename(d)}/stat") as f:
+            total += int(f.read().split()[2])
+    return total * 512
+
+
 def raw_bytes(t):
     """The bytes of a tensor as a cpu uint8 tensor (viewed on its device first: torch has no
     copy kernels for some dtypes, float4_e2m1fn_x2 among them)."""
