@@ -302,17 +302,18 @@ static void *readahead_thread(void *arg)
  */
 static const char *pipe_fits(size_t bytes)
 {
-	static char why[200];
+	static char why[240];
 	long max = -1;
-	int fd[2], ok;
+	int fd[2], got, err;
 	FILE *f;
 
 	if (pipe2(fd, O_CLOEXEC))
 		return "no pipe could be made";
-	ok = fcntl(fd[0], F_SETPIPE_SZ, (int)bytes) >= (int)bytes;
+	got = fcntl(fd[0], F_SETPIPE_SZ, (int)bytes);
+	err = errno;
 	close(fd[0]);
 	close(fd[1]);
-	if (ok)
+	if (got >= (int)bytes)
 		return NULL;
 	f = fopen("/proc/sys/fs/pipe-max-size", "r");
 	if (f) {
@@ -320,10 +321,14 @@ static const char *pipe_fits(size_t bytes)
 			max = -1;
 		fclose(f);
 	}
-	snprintf(why, sizeof(why),
-		 "a pipe of %zu bytes is needed, fs.pipe-max-size is %ld and the daemon lacks "
-		 "CAP_SYS_RESOURCE; sysctl fs.pipe-max-size=2097152 enables it",
-		 bytes, max);
+	if (got < 0 && err == EPERM && max >= 0 && max < (long)bytes)
+		snprintf(why, sizeof(why),
+			 "a pipe of %zu bytes is needed, fs.pipe-max-size is %ld and the daemon "
+			 "lacks CAP_SYS_RESOURCE; sysctl fs.pipe-max-size=2097152 enables it",
+			 bytes, max);
+	else
+		snprintf(why, sizeof(why), "a pipe of %zu bytes is needed and could not be made: %s",
+			 bytes, got < 0 ? strerror(err) : "the kernel gave a smaller one");
 	return why;
 }
 

@@ -5,33 +5,22 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "fsops.h"
 #include "util.h"
 
 /* Buffers of one file in flight at most: one filling, one being written. */
 
-#define WB_HUGE (2u << 20)
-
-/*
- * A chunk buffer: 2 MiB aligned and advised for transparent huge pages, so that the first
- * writes after a mount fault the buffers in 2 MiB at a time instead of 4 KiB (on a VM a
- * page fault costs as much as zeroing the page it brings).
- */
-static char *buf_alloc(size_t size)
-{
-	return util_huge_alloc(size);
-}
-
 static char *buf_get(struct wback *wb)
 {
 	char *b = NULL;
 
 	pthread_mutex_lock(&wb->lock);
+	/* huge pages: the first writes after a mount fault the buffers in 2 MiB at a time
+	 * instead of 4 KiB (on a VM a fault costs as much as zeroing the page) */
 	if (wb->nfree)
 		b = wb->freebufs[--wb->nfree];
-	else if (wb->nbufs < wb->maxbufs && (b = buf_alloc(wb->chunk)))
+	else if (wb->nbufs < wb->maxbufs && (b = util_huge_alloc(wb->chunk)))
 		wb->nbufs++;
 	pthread_mutex_unlock(&wb->lock);
 	return b;

@@ -3,7 +3,9 @@
 # read back with O_DIRECT, stat sizes, odd-sized appends, random overwrites against a
 # model, truncate of buffered data, times set before close, unlinked open files, statfs,
 # ENOSPC from write(2) itself; everything after a remount and a clean fsck; the same
-# checks with write-behind off; the daemon killed right after fsync loses nothing synced.
+# checks with write-behind off; the daemon killed right after fsync loses nothing synced;
+# written data is spliced from /dev/fuse exactly when a big enough pipe can be made here,
+# and the daemon says why not otherwise (and with DMAFS_NO_SPLICE=1).
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/t_lib.sh"
 t_require_root_fuse
@@ -36,4 +38,29 @@ t_mount "$T_MEMBERS" "$M"
 cmp "$T_WORK/src" "$M/synced" || t_fail "fsynced file differs after kill -9 of the daemon"
 t_umount "$M"
 t_fsck 0 --scrub "${T_IMGS[@]}"
+# The splice of written data: the daemon asks for it exactly when a pipe of 1 MiB + 4 KiB
+# can be made here (as this test, root with the same capabilities, finds out itself), and
+# says at mount why not otherwise; DMAFS_NO_SPLICE=1 turns it off with its reason.
+fits=$(python3 -c 'import fcntl, os
+r, w = os.pipe()
+try:
+    print(1 if fcntl.fcntl(r, 1031, (1 << 20) + 4096) >= (1 << 20) + 4096 else 0)
+except OSError:
+    print(0)') || t_fail "pipe probe failed"
+for nosplice in "" 1; do
+	if [ -n "$nosplice" ]; then DMAFS_NO_SPLICE=1 t_mount "$T_MEMBERS" "$M"; else t_mount "$T_MEMBERS" "$M"; fi
+	stat "$M" >/dev/null # INIT has been answered once a request is
+	msg=$(grep "written data is copied twice" "$T_DAEMON_ERR")
+	if [ -n "$nosplice" ]; then
+		echo "$msg" | grep -q "DMAFS_NO_SPLICE is set" ||
+			t_fail "DMAFS_NO_SPLICE=1: no message saying so (daemon: $(cat "$T_DAEMON_ERR"))"
+	elif [ "$fits" = 1 ]; then
+		[ -z "$msg" ] || t_fail "a big enough pipe can be made here, yet the daemon says: $msg"
+	else
+		echo "$msg" | grep -q "a pipe of 1052672 bytes is needed" ||
+			t_fail "no pipe of 1 MiB + 4 KiB can be made here, and the daemon does not say so (daemon: $(cat "$T_DAEMON_ERR"))"
+	fi
+	t_log "splice of written data (pipe of 1 MiB + 4 KiB possible: $fits${nosplice:+, DMAFS_NO_SPLICE=1}): ${msg:-used}"
+	t_umount "$M"
+done
 t_log "PASS"
