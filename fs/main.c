@@ -25,7 +25,7 @@ struct options {
 	char *members;
 	char *mountpoint;
 	unsigned commit, threads, readahead_kb, staging_mb, writebehind_mb;
-	int writeback, verify_place, wronly_cache;
+	int writeback, verify_place, wronly_cache, verbose;
 	char *p2p, *gpu_setup;
 	int ro, foreground, debug, help, version;
 	int atime, nodiratime, sync, dirsync; /* fs.atime (FS_ATIME_*), ... */
@@ -49,6 +49,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("writeback_cache", writeback),
 	OPT("verify_place", verify_place),
 	OPT("wronly_cache", wronly_cache),
+	OPT("verbose", verbose),
 	FUSE_OPT_KEY("ro", KEY_RO),
 	FUSE_OPT_KEY("rw", KEY_RW),
 	FUSE_OPT_KEY("-f", KEY_FG),
@@ -197,6 +198,8 @@ static void usage(FILE *f)
 		"                      memory (costs CPU; the GPU direct path is not used)\n"
 		"  -o writebehind_mb=N memory for writes accepted before they reach the members\n"
 		"                      (default 256; 0: every write waits for its members)\n"
+		"  -o verbose          log the daemon's own debugging messages (placement\n"
+		"                      pipeline statistics among them) without -d's trace\n"
 		"  -o wronly_cache     write-only opens go through the kernel's page cache too\n"
 		"                      (by default they bypass it: one copy fewer per write)\n"
 		"  -o writeback_cache  let the kernel batch writes in its page cache (faster\n"
@@ -583,7 +586,7 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "dmafs: threads must be 1..1024, commit 1..3600 seconds, staging_mb 4..65536, writebehind_mb 0..65536\n");
 		return 1;
 	}
-	if (o.debug)
+	if (o.debug || o.verbose)
 		util_log_set_level(LOG_LVL_DEBUG);
 	if (o.p2p && strcmp(o.p2p, "auto") && strcmp(o.p2p, "off") && strcmp(o.p2p, "force")) {
 		fprintf(stderr, "dmafs: p2p=%s: want auto, off or force\n", o.p2p);

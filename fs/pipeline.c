@@ -52,6 +52,17 @@ struct rec {
 	unsigned nd, nops, cap;
 	char *cbuf;		/* checksum blocks */
 	size_t ccap;
+	uint64_t t_sub, t_copy;	/* when its reads went out, when its copy was queued */
+};
+
+/* What a placement waited on, logged at debug level when it ends. */
+struct pstats {
+	uint64_t t0, last;
+	uint64_t held_ns, inflight_ns;	/* time-weighted: slots held, reads in flight */
+	uint64_t read_ns, copy_ns;	/* summed over pieces */
+	uint64_t nread, ncopy, nops;
+	uint64_t wait_ns[4];		/* in wait_some: reads, copies, hashing, no slot */
+	uint64_t starved;
 };
 
 struct pipe {
@@ -77,6 +88,7 @@ struct pipe {
 	pthread_mutex_t vlock;
 	pthread_cond_t vcond;
 	struct rec *verified;	/* back from the hash pool; protected by vlock */
+	struct pstats *ps;	/* NULL unless debug logging is on */
 };
 
 /* ---- the hash pool: checks pieces' checksums while the reads go on ---- */
@@ -312,6 +324,11 @@ static void deliver(struct pipe *p, struct rec *r);
 /* All reads of @r are in. */
 static void rec_read(struct pipe *p, struct rec *r)
 {
+	if (p->ps && r->nops) {
+		p->ps->read_ns += util_now_ns() - r->t_sub;
+		p->ps->nread++;
+		p->ps->nops += r->nd;
+	}
 	if (r->err || p->err) {
 		fail(p, r->err);
 		rec_release(p, r);
@@ -362,6 +379,8 @@ static void deliver(struct pipe *p, struct rec *r)
 		return;
 	}
 	r->next = NULL;
+	if (p->ps)
+		r->t_copy = util_now_ns();
 	if (p->cq_tail)
 		p->cq_tail->next = r;
 	else
@@ -391,6 +410,10 @@ static int reclaim(struct pipe *p, int wait)
 		p->cq_head = r->next;
 		if (!p->cq_head)
 			p->cq_tail = NULL;
+		if (p->ps) {
+			p->ps->copy_ns += util_now_ns() - r->t_copy;
+			p->ps->ncopy++;
+		}
 		rec_release(p, r);
 		n++;
 	}
@@ -510,6 +533,8 @@ static int issue(struct pipe *p)
 		}
 		p->pending = NULL;
 		r->left = r->nops;
+		if (p->ps)
+			r->t_sub = util_now_ns();
 		if (r->nops == 0) { /* all hole */
 			rec_read(p, r);
 			n++;
@@ -543,6 +568,8 @@ static int finished(const struct pipe *p)
 static void wait_some(struct pipe *p)
 {
 	struct io_uring_cqe *cqe;
+	int why = p->starved ? 3 : p->inflight ? 0 : p->hashing ? 2 : 1;
+	uint64_t t = p->ps ? util_now_ns() : 0;
 
 	if (p->inflight) {
 		if (p->cq_head || p->hashing || p->starved) {
@@ -559,6 +586,37 @@ static void wait_some(struct pipe *p)
 	} else if (p->starved) {
 		stage_wait(p->st, 1000);
 	}
+	if (p->ps) {
+		p->ps->wait_ns[why] += util_now_ns() - t;
+		p->ps->starved += p->starved;
+	}
+}
+
+/* Account the time since the last step to the slots held and reads in flight. */
+static void pstats_step(struct pipe *p)
+{
+	uint64_t now = util_now_ns(), dt = now - p->ps->last;
+
+	p->ps->held_ns += dt * p->held;
+	p->ps->inflight_ns += dt * p->inflight;
+	p->ps->last = now;
+}
+
+static void pstats_log(const struct pipe *p, uint64_t bytes)
+{
+	const struct pstats *s = p->ps;
+	double t = (double)(util_now_ns() - s->t0);
+
+	log_debug("placement pipeline: inode %llu, %zu pieces (%llu member reads), %.1f MiB in "
+		  "%.2f ms (%.2f GB/s); average slots held %.1f, reads in flight %.1f (limit %u); "
+		  "per piece: read %.0f us, copy %.0f us; waited for reads %.2f ms, copies %.2f ms, "
+		  "hashing %.2f ms, a slot %.2f ms (%llu times)",
+		  (unsigned long long)p->ino->ino, p->npc, (unsigned long long)s->nops,
+		  bytes / 1048576.0, t / 1e6, bytes / t, s->held_ns / t, s->inflight_ns / t, p->qd,
+		  s->nread ? s->read_ns / 1e3 / s->nread : 0.0,
+		  s->ncopy ? s->copy_ns / 1e3 / s->ncopy : 0.0, s->wait_ns[0] / 1e6,
+		  s->wait_ns[1] / 1e6, s->wait_ns[2] / 1e6, s->wait_ns[3] / 1e6,
+		  (unsigned long long)s->starved);
 }
 
 int pipeline_run(struct fs *fs, struct inode *ino, const struct pipe_target *t,
@@ -597,9 +655,16 @@ int pipeline_run(struct fs *fs, struct inode *ino, const struct pipe_target *t,
 		p.stream = p.st->stream[__atomic_fetch_add(&p.st->next_stream, 1, __ATOMIC_RELAXED) %
 					STAGE_STREAMS];
 	}
+	if (util_log_enabled(LOG_LVL_DEBUG)) {
+		p.ps = calloc(1, sizeof(*p.ps));
+		if (p.ps)
+			p.ps->t0 = p.ps->last = util_now_ns();
+	}
 	for (;;) {
 		int moved = 0;
 
+		if (p.ps)
+			pstats_step(&p);
 		if (p.cq_head)
 			moved += reclaim(&p, 0);
 		if (p.hashing)
@@ -610,6 +675,14 @@ int pipeline_run(struct fs *fs, struct inode *ino, const struct pipe_target *t,
 			break;
 		if (!moved)
 			wait_some(&p);
+	}
+	if (p.ps) {
+		uint64_t bytes = 0;
+
+		for (size_t i = 0; i < p.npc; i++)
+			bytes += p.pc[i].len;
+		pstats_log(&p, bytes);
+		free(p.ps);
 	}
 	if (p.pending)
 		rec_release(&p, p.pending);

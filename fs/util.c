@@ -22,6 +22,7 @@ void util_log_to_syslog(int on)
 }
 
 void util_log_set_level(int level) { max_level = level; }
+int util_log_enabled(int level) { return level <= max_level; }
 
 void util_log(int level, const char *fmt, ...)
 {

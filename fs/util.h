@@ -19,6 +19,8 @@ enum { LOG_LVL_ERR, LOG_LVL_WARN, LOG_LVL_INFO, LOG_LVL_DEBUG };
 void util_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void util_log_to_syslog(int on);
 void util_log_set_level(int level);
+/* Whether messages of @level are logged. */
+int util_log_enabled(int level);
 #define log_err(...) util_log(LOG_LVL_ERR, __VA_ARGS__)
 #define log_warn(...) util_log(LOG_LVL_WARN, __VA_ARGS__)
 #define log_info(...) util_log(LOG_LVL_INFO, __VA_ARGS__)
