@@ -3,6 +3,7 @@
 #include "mountrec.h"
 #include "ops.h"
 #include "p2p.h"
+#include "pipeline.h"
 #include "place.h"
 #include "remount.h"
 #include "utab.h"
@@ -24,7 +25,7 @@
 struct options {
 	char *members;
 	char *mountpoint;
-	unsigned commit, threads, readahead_kb, staging_mb, writebehind_mb;
+	unsigned commit, threads, readahead_kb, staging_mb, writebehind_mb, copy_delay_us;
 	int writeback, verify_place, wronly_cache, verbose;
 	char *p2p, *gpu_setup;
 	int ro, foreground, debug, help, version;
@@ -43,6 +44,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("threads=%u", threads),
 	OPT("readahead_kb=%u", readahead_kb),
 	OPT("staging_mb=%u", staging_mb),
+	OPT("copy_delay_us=%u", copy_delay_us),
 	OPT("writebehind_mb=%u", writebehind_mb),
 	OPT("p2p=%s", p2p),
 	OPT("gpu_setup=%s", gpu_setup),
@@ -189,6 +191,8 @@ static void usage(FILE *f)
 		"  -o threads=N        FUSE worker threads (default 16)\n"
 		"  -o readahead_kb=N   kernel readahead on the mount (default 16384)\n"
 		"  -o staging_mb=N     pinned staging memory per GPU for placements (default 64)\n"
+		"  -o copy_delay_us=N  a staged piece waits N us before its copy to the GPU\n"
+		"                      (default 300; 0: at once)\n"
 		"  -o gpu_setup=mount|first_use  set up every GPU's staging in the background\n"
 		"                      at mount (default), or at its first placement\n"
 		"  -o p2p=auto|off|force  cuFile direct path: when nvidia-fs is loaded (auto),\n"
@@ -557,7 +561,7 @@ int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct options o = { .commit = 5, .threads = 16, .readahead_kb = 16384, .staging_mb = 64,
-			     .writebehind_mb = 256 };
+			     .copy_delay_us = PIPELINE_COPY_DELAY_US, .writebehind_mb = 256 };
 	struct fuse_session *se = NULL;
 	struct fuse_loop_config *cfg;
 	struct member *ms = NULL;
@@ -582,8 +586,9 @@ int main(int argc, char *argv[])
 		return 1;
 	}
 	if (o.threads < 1 || o.threads > 1024 || o.commit < 1 || o.commit > 3600 ||
-	    o.staging_mb < 4 || o.staging_mb > 65536 || o.writebehind_mb > 65536) {
-		fprintf(stderr, "dmafs: threads must be 1..1024, commit 1..3600 seconds, staging_mb 4..65536, writebehind_mb 0..65536\n");
+	    o.staging_mb < 4 || o.staging_mb > 65536 || o.writebehind_mb > 65536 ||
+	    o.copy_delay_us > 100000) {
+		fprintf(stderr, "dmafs: threads must be 1..1024, commit 1..3600 seconds, staging_mb 4..65536, writebehind_mb 0..65536, copy_delay_us 0..100000\n");
 		return 1;
 	}
 	if (o.debug || o.verbose)
@@ -667,6 +672,7 @@ int main(int argc, char *argv[])
 	fs.verify_place = o.verify_place;
 	ra_mnt = o.mountpoint;
 	ra_kb = o.readahead_kb;
+	pipeline_set_copy_delay(o.copy_delay_us);
 	if (place_init(&fs, (uint64_t)o.staging_mb << 20,
 		       !o.gpu_setup || !strcmp(o.gpu_setup, "mount"))) {
 		log_err("cannot start the placement service");

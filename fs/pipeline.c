@@ -20,6 +20,10 @@
 #define MAX_RECS 1024
 #define POLL_US 50		 /* wait slice while copies or hashing are outstanding */
 
+static uint64_t copy_delay_ns = PIPELINE_COPY_DELAY_US * 1000ull;
+
+void pipeline_set_copy_delay(unsigned us) { copy_delay_ns = us * 1000ull; }
+
 /* A piece: file bytes [off, off + len) go to buffer offset dst. */
 struct piece {
 	uint64_t off, len, dst;
@@ -53,6 +57,7 @@ struct rec {
 	char *cbuf;		/* checksum blocks */
 	size_t ccap;
 	uint64_t t_sub, t_copy;	/* when its reads went out, when its copy was queued */
+	uint64_t t_ready;	/* when it joined the ready list */
 };
 
 /* What a placement waited on, logged at debug level when it ends. */
@@ -82,6 +87,7 @@ struct pipe {
 	unsigned held;		/* slots held */
 	unsigned qd, inflight;	/* member reads in flight (limit, now) */
 	unsigned hashing;	/* pieces with the hash pool */
+	struct rec *rd_head, *rd_tail; /* read (and verified), device copy not queued yet */
 	struct rec *cq_head, *cq_tail; /* device copies in flight, in stream order */
 	int starved;		/* the last issue found no slot */
 	int err;
@@ -320,6 +326,7 @@ static int submit_op(struct pipe *p, struct pop *o)
 /* ---- delivery ---- */
 
 static void deliver(struct pipe *p, struct rec *r);
+static void copy_out(struct pipe *p, struct rec *r);
 
 /* All reads of @r are in. */
 static void rec_read(struct pipe *p, struct rec *r)
@@ -354,18 +361,62 @@ static void rec_read(struct pipe *p, struct rec *r)
 static void deliver(struct pipe *p, struct rec *r)
 {
 	const struct piece *pc = r->pc;
-	const char *src = r->buf + (pc->off - r->a);
-	struct stage *s = p->st;
 
 	if (r->slot < 0) { /* direct: the bytes are where they belong */
 		rec_release(p, r);
 		return;
 	}
 	if (!p->t->gpu) {
-		memcpy(p->t->base + pc->dst, src, pc->len);
+		memcpy(p->t->base + pc->dst, r->buf + (pc->off - r->a), pc->len);
 		rec_release(p, r);
 		return;
 	}
+	if (!copy_delay_ns) {
+		copy_out(p, r);
+		return;
+	}
+	r->t_ready = util_now_ns();
+	r->next = NULL;
+	if (p->rd_tail)
+		p->rd_tail->next = r;
+	else
+		p->rd_head = r;
+	p->rd_tail = r;
+}
+
+/*
+ * Queue the device copies of ready pieces that have waited the copy delay; with @all,
+ * of every ready piece. A slot just filled by a CPU copy (a loop device's worker) still
+ * sits in that core's private cache, and the device reading it from there slows the
+ * reads that follow; a short wait lets it reach the shared cache first (pipeline.h).
+ */
+static int flush_ready(struct pipe *p, int all)
+{
+	uint64_t now = util_now_ns();
+	int n = 0;
+
+	while (p->rd_head && (all || now - p->rd_head->t_ready >= copy_delay_ns)) {
+		struct rec *r = p->rd_head;
+
+		p->rd_head = r->next;
+		if (!p->rd_head)
+			p->rd_tail = NULL;
+		if (p->err)
+			rec_release(p, r);
+		else
+			copy_out(p, r);
+		n++;
+	}
+	return n;
+}
+
+/* Queue @r's host-to-device copy; its slot comes back when the copy's event fires. */
+static void copy_out(struct pipe *p, struct rec *r)
+{
+	const struct piece *pc = r->pc;
+	const char *src = r->buf + (pc->off - r->a);
+	struct stage *s = p->st;
+
 	if (gpu_copy_htod_async(s->gpu, s->dev, p->t->base + pc->dst, src, pc->len, p->stream)) {
 		fail(p, -ENODEV);
 		rec_release(p, r);
@@ -561,7 +612,7 @@ static int issue(struct pipe *p)
 static int finished(const struct pipe *p)
 {
 	return (p->err || (p->next == p->npc && !p->pending)) && !p->inflight && !p->hashing &&
-	       !p->cq_head;
+	       !p->rd_head && !p->cq_head;
 }
 
 /* Nothing moved: sleep until something can. */
@@ -571,8 +622,10 @@ static void wait_some(struct pipe *p)
 	int why = p->starved ? 3 : p->inflight ? 0 : p->hashing ? 2 : 1;
 	uint64_t t = p->ps ? util_now_ns() : 0;
 
-	if (p->inflight) {
-		if (p->cq_head || p->hashing || p->starved) {
+	if (p->rd_head && !p->inflight && !p->hashing) {
+		flush_ready(p, 1); /* nothing else is coming: no reason to wait */
+	} else if (p->inflight) {
+		if (p->cq_head || p->hashing || p->starved || p->rd_head) {
 			struct __kernel_timespec ts = { 0, POLL_US * 1000 };
 
 			io_uring_wait_cqe_timeout(p->ring, &cqe, &ts);
@@ -609,12 +662,13 @@ static void pstats_log(const struct pipe *p, uint64_t bytes)
 
 	log_debug("placement pipeline: inode %llu, %zu pieces (%llu member reads), %.1f MiB in "
 		  "%.2f ms (%.2f GB/s); average slots held %.1f, reads in flight %.1f (limit %u); "
-		  "per piece: read %.0f us, copy %.0f us; waited for reads %.2f ms, copies %.2f ms, "
+		  "per piece: read %.0f us, copy %.0f us after a delay of %llu us; waited for reads %.2f ms, copies %.2f ms, "
 		  "hashing %.2f ms, a slot %.2f ms (%llu times)",
 		  (unsigned long long)p->ino->ino, p->npc, (unsigned long long)s->nops,
 		  bytes / 1048576.0, t / 1e6, bytes / t, s->held_ns / t, s->inflight_ns / t, p->qd,
 		  s->nread ? s->read_ns / 1e3 / s->nread : 0.0,
-		  s->ncopy ? s->copy_ns / 1e3 / s->ncopy : 0.0, s->wait_ns[0] / 1e6,
+		  s->ncopy ? s->copy_ns / 1e3 / s->ncopy : 0.0,
+		  (unsigned long long)(p->t->gpu ? copy_delay_ns / 1000 : 0), s->wait_ns[0] / 1e6,
 		  s->wait_ns[1] / 1e6, s->wait_ns[2] / 1e6, s->wait_ns[3] / 1e6,
 		  (unsigned long long)s->starved);
 }
@@ -665,6 +719,8 @@ int pipeline_run(struct fs *fs, struct inode *ino, const struct pipe_target *t,
 
 		if (p.ps)
 			pstats_step(&p);
+		if (p.rd_head)
+			moved += flush_ready(&p, p.err != 0);
 		if (p.cq_head)
 			moved += reclaim(&p, 0);
 		if (p.hashing)

@@ -57,13 +57,20 @@ for i in 1 2 3 4; do cmp "$T_WORK/ref" "$M/w$i" || t_fail "w$i differs"; done
 mv "$M/w1" "$M/w1b" && [ -e "$M/w1b" ] && [ ! -e "$M/w1" ] || t_fail "rename seen at once with entry_timeout=0"
 t_umount "$M"
 
-t_log "unknown option and missing mount point are refused"
+t_log "unknown option, out-of-range values and missing mount point are refused"
 if "$DMAFS" -o no_such_option_xyz "$T_MEMBERS" "$M" 2>"$T_WORK/err"; then
 	t_is_mounted "$M" && fusermount3 -u "$M"
 	t_fail "unknown option accepted"
 fi
 t_is_mounted "$M" && t_fail "mounted despite an unknown option"
 [ -s "$T_WORK/err" ] || t_fail "no message for an unknown option"
+for bad in copy_delay_us=100001 staging_mb=3; do
+	if "$DMAFS" -o $bad "$T_MEMBERS" "$M" 2>"$T_WORK/err"; then
+		t_is_mounted "$M" && fusermount3 -u "$M"
+		t_fail "-o $bad accepted"
+	fi
+	grep -q "${bad%%=*} " "$T_WORK/err" || t_fail "-o $bad: the message does not name the option: $(cat "$T_WORK/err")"
+done
 "$DMAFS" "$T_MEMBERS" "$T_WORK/no/such/dir" 2>"$T_WORK/err" && t_fail "mount on a missing mount point succeeded"
 [ -s "$T_WORK/err" ] || t_fail "no message for a missing mount point"
 

@@ -4,7 +4,9 @@
 # each first used by a placement (the cold start): the default options (basic cases);
 # -o staging_mb=4,p2p=off, so that every placement goes through a small pinned staging
 # ring (concurrency, ranges 4x-16x the ring, stripe-unit edges, killed clients); and the
-# same again with 4 threads placing at once as the very first placements.
+# same again with 4 threads placing at once as the very first placements. The ring cases
+# run with the default copy delay, then with copies at once (copy_delay_us=0) and with a
+# delay far longer than a read (20 ms: every slot waits for it).
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/t_lib.sh"
 t_require_root_fuse
@@ -41,6 +43,8 @@ run() {
 PIPE_OPTS=staging_mb=$RING_MB,p2p=off${DMAFS_TEST_MOUNT_OPTS:+,$DMAFS_TEST_MOUNT_OPTS}
 run basic "${DMAFS_TEST_MOUNT_OPTS:-}"
 run pipe "$PIPE_OPTS" $RING_MB
+run pipe "$PIPE_OPTS,copy_delay_us=0" $RING_MB
 run cold "$PIPE_OPTS"
+run cold "$PIPE_OPTS,copy_delay_us=20000"
 t_umount "$M"
 t_log "PASS"
