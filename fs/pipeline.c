@@ -662,8 +662,8 @@ static void pstats_log(const struct pipe *p, uint64_t bytes)
 
 	log_debug("placement pipeline: inode %llu, %zu pieces (%llu member reads), %.1f MiB in "
 		  "%.2f ms (%.2f GB/s); average slots held %.1f, reads in flight %.1f (limit %u); "
-		  "per piece: read %.0f us, copy %.0f us after a delay of %llu us; waited for reads %.2f ms, copies %.2f ms, "
-		  "hashing %.2f ms, a slot %.2f ms (%llu times)",
+		  "per piece: read %.0f us, copy %.0f us after a delay of %llu us; waited for reads "
+		  "%.2f ms, copies %.2f ms, hashing %.2f ms, a slot %.2f ms (%llu times)",
 		  (unsigned long long)p->ino->ino, p->npc, (unsigned long long)s->nops,
 		  bytes / 1048576.0, t / 1e6, bytes / t, s->held_ns / t, s->inflight_ns / t, p->qd,
 		  s->nread ? s->read_ns / 1e3 / s->nread : 0.0,

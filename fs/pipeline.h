@@ -17,11 +17,12 @@
  * (-o copy_delay_us, PIPELINE_COPY_DELAY_US by default), or at once when no reads are left
  * in flight. Measured with loop-device members (H100 host, 8 members), side by side:
  * 15-20 GB/s without the delay, 23-24 with 300 us in one run, 16-22 and 27-32 in another;
- * with the copies left out altogether the reads ran at 29-40. The likely cause: a loop device's read ends in a CPU copy by a kernel
- * worker, which leaves the slot's lines in that core's private cache, and the device
- * reading them from there at once slows the worker's next copies. Members that DMA into
- * the slot should neither gain nor lose (not measured here), beyond the staging the
- * waiting pieces hold: copy delay x placement rate, 9 MiB at 30 GB/s.
+ * with the copies left out altogether the reads ran at 29-40. The likely cause: a loop
+ * device's read ends in a CPU copy by a kernel worker, which leaves the slot's lines in
+ * that core's private cache, and the device reading them from there at once slows the
+ * worker's next copies. Members that DMA into the slot should neither gain nor lose (not
+ * measured here), beyond the staging the waiting pieces hold: copy delay x placement
+ * rate, 9 MiB at 30 GB/s.
  */
 #ifndef DMAFS_PIPELINE_H
 #define DMAFS_PIPELINE_H
@@ -37,6 +38,11 @@ struct pipe_target {
 			      * to have it set up on first need */
 };
 
+#define PIPELINE_COPY_DELAY_US 300
+
+/* Set the copy delay (microseconds; 0: copy each piece the moment it is ready). */
+void pipeline_set_copy_delay(unsigned us);
+
 /*
  * Place the validated entries of @p (lengths already clipped to the file) from @ino into
  * @t. Caller holds ino->iolock shared. Returns 0 once every byte has landed (device
@@ -44,11 +50,6 @@ struct pipe_target {
  * (GPU call failed or staging unavailable), -ENOMEM. On failure nothing is left in
  * flight and every slot taken has been given back.
  */
-#define PIPELINE_COPY_DELAY_US 300
-
-/* Set the copy delay (microseconds; 0: copy each piece the moment it is ready). */
-void pipeline_set_copy_delay(unsigned us);
-
 int pipeline_run(struct fs *fs, struct inode *ino, const struct pipe_target *t,
 		 const struct dmafs_ioc_place *p, int verify);
 
