@@ -132,23 +132,44 @@ def worker(rank, args):
             check("different models" in str(e), f"different models: {e}")
         say(rank, "different models refused")
 
-        # 5. One rank's placement fails: it raises its error, the others a RuntimeError.
-        real = ddist.place_base
+        # 5. One rank fails, before its placement (setting up its buffer) or in the middle
+        # of it (its third chunk, after two rounds were broadcast): it raises its own
+        # error, the others a RuntimeError; a load afterwards works.
+        real = ddist.Target
+
+        class FailingTarget(real):
+            def place(self, model, part, threads):
+                self.calls = getattr(self, "calls", 0) + 1
+                if self.calls == 3:
+                    raise OSError(5, "injected failure of chunk 3", args.model)
+                return super().place(model, part, threads)
 
         def failing(*a, **kw):
-            raise OSError(5, "injected placement failure", args.model)
-        if rank == world - 1:
-            ddist.place_base = failing
-        try:
-            dmafs.load_distributed(args.model, device)
-            check(False, "a failed placement in one rank went unnoticed")
-        except OSError as e:
-            check(rank == world - 1 and "injected" in str(e), f"rank {rank}: {e!r}")
-        except RuntimeError as e:
-            check(rank != world - 1 and "another rank failed" in str(e), f"rank {rank}: {e!r}")
-        finally:
-            ddist.place_base = real
-        say(rank, "a failed rank is reported on every rank")
+            raise OSError(5, "injected setup failure", args.model)
+        with dmafs._lib.Model(args.model) as m:
+            last = ddist._parts(m.nbytes, world)[-1]
+        check(sum(hi > lo for lo, hi in ddist._chunks(*last)) >= 3,
+              f"the last rank's part {last} has fewer than 3 chunks: the failure in the "
+              "middle of a placement cannot be injected")
+        for case, fake, msg in (("setup", failing, "injected setup failure"),
+                                ("chunk 3", FailingTarget, "injected failure of chunk 3")):
+            if rank == world - 1:
+                ddist.Target = fake
+            try:
+                dmafs.load_distributed(args.model, device)
+                check(False, f"a failed {case} in one rank went unnoticed")
+            except OSError as e:
+                check(rank == world - 1 and msg in str(e), f"rank {rank}: {case}: {e!r}")
+            except RuntimeError as e:
+                check(rank != world - 1 and "another rank failed" in str(e),
+                      f"rank {rank}: {case}: {e!r}")
+            finally:
+                ddist.Target = real
+        sd = dmafs.load_distributed(args.model, device)
+        same(sd, ref, f"rank {rank}: load_distributed after the failures", device=device)
+        del sd
+        say(rank, "a rank failing at setup or at its third chunk is reported on every rank; "
+            "the next load is whole")
 
         # 6. Off dmafs: the same tensors, with a SlowPathWarning.
         sd, w = expect_warning(lambda: dmafs.load_distributed(args.off, device),

@@ -3,10 +3,12 @@
 
 Each rank places a disjoint, contiguous part of the model's buffer layout (the layout
 dmafs.load() uses: every file whole, 4096-aligned, in file order) from the drives into
-its own full-size buffer with dmafs_model_place_part(), then every part is broadcast
-from the rank that read it to all others, in place, over the process group (NCCL between
+its own full-size buffer with dmafs_model_place_part(), and every part is broadcast from
+the rank that read it to all others, in place, over the process group (NCCL between
 GPUs, gloo between CPUs). The drives deliver the model once in total instead of once per
-rank; the exchange runs at the interconnect's rate.
+rank. The parts go in _ROUNDS rounds of chunks: while round k is broadcast, each rank's
+placing thread is already at round k + 1, so only the last round's broadcasts add to the
+time.
 
 With a tensor-parallel plan, each rank then keeps only its slice of the tensors the plan
 names (and a copy of the others) and the full buffer is freed.
@@ -14,11 +16,12 @@ names (and a copy of the others) and the full buffer is freed.
 
 import fnmatch
 import os
+import threading
 import time
 import zlib
 
 from . import _lib
-from ._torch import (_device, _plan, _state, _torch, _views, finish_stats, new_stats, place_base,
+from ._torch import (Target, _device, _plan, _state, _torch, _views, finish_stats, new_stats,
                      warn_slow)
 
 # Parts start at multiples of this: the daemon's reads stay whole stripe-sized runs.
@@ -31,6 +34,59 @@ def _parts(nbytes, world):
     per = -(-nbytes // world)
     per = -(-per // _PART_ALIGN) * _PART_ALIGN
     return [(min(r * per, nbytes), min((r + 1) * per, nbytes)) for r in range(world)]
+
+
+# Each rank's part is placed and broadcast in this many chunks (rounds): only the last
+# round's broadcasts add to the time of a load.
+_ROUNDS = 8
+
+
+def _chunks(lo, hi):
+    """[lo, hi) in _ROUNDS contiguous ranges, aligned to _PART_ALIGN (the last ones may be
+    empty)."""
+    per = -(-(hi - lo) // _ROUNDS)
+    per = -(-per // _PART_ALIGN) * _PART_ALIGN
+    return [(min(lo + k * per, hi), min(lo + (k + 1) * per, hi)) for k in range(_ROUNDS)]
+
+
+class _Placer:
+    """Places chunks [(begin, end), ...] of a model into a Target one after another in a
+    thread of its own (the placement calls release the GIL), while the caller broadcasts
+    the chunks already placed. wait(k) returns chunk k's result or raises its error, and
+    when() the time the last chunk ended; after an error or stop() no further chunk
+    starts."""
+
+    def __init__(self, model, tgt, chunks, threads):
+        self.model, self.tgt, self.chunks, self.threads = model, tgt, chunks, threads
+        self.res = [None] * len(chunks)
+        self.err = [None] * len(chunks)
+        self.done = [threading.Event() for _ in chunks]
+        self.ended = None
+        self.stopped = False
+        self.thread = threading.Thread(target=self._run, name="dmafs-place", daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        for k, part in enumerate(self.chunks):
+            if self.stopped:
+                return
+            try:
+                self.res[k] = self.tgt.place(self.model, part, self.threads)
+            except BaseException as e:  # handed to the caller by wait()
+                self.err[k] = e
+                self.stopped = True
+            self.ended = time.perf_counter()
+            self.done[k].set()
+
+    def wait(self, k):
+        self.done[k].wait()
+        if self.err[k] is not None:
+            raise self.err[k]
+        return self.res[k]
+
+    def stop(self):
+        self.stopped = True
+        self.thread.join()
 
 
 def _global_rank(dist, group, r):
@@ -96,9 +152,9 @@ def load_distributed(path, device=None, *, group=None, plan=None, threads=0):
 
     Every rank of the process group (default: the world) must call this with the same
     model. Each rank places a disjoint contiguous 1/world part of the model from the
-    drives into a buffer on its device, then the parts are broadcast over the group in
-    place (NCCL: GPU to GPU; gloo: host memory), so every rank ends with the whole model
-    while the drives were read about once.
+    drives into a buffer on its device, in 8 chunks, and every chunk is broadcast over
+    the group in place (NCCL: GPU to GPU; gloo: host memory) while the next one is
+    placed, so every rank ends with the whole model while the drives were read about once.
 
     path: as dmafs.load() (file, directory, index, HF cache snapshot), on a dmafs mount
     visible to every rank (one machine). device: where this rank's tensors go; default
@@ -113,12 +169,13 @@ def load_distributed(path, device=None, *, group=None, plan=None, threads=0):
     buffer of the whole model on this rank (same lifetime rules as dmafs.load()). With a
     plan every tensor is copied out of that buffer into its own memory and the buffer is
     freed before returning: peak memory is the whole model plus this rank's result.
-    dmafs.last_stats() tells this rank's part (bytes, place_seconds), the broadcast time
-    (exchange_seconds), rank and world_size.
+    dmafs.last_stats() tells this rank's part (bytes, place_seconds), the broadcasting
+    left after this rank's placement ended (exchange_seconds), rank and world_size.
 
     Raises RuntimeError when torch.distributed is not initialised or the ranks opened
     different models (checked with one collective before any I/O), and on every rank
-    when one rank failed to place its part (that rank raises the OSError itself). Emits
+    when one rank failed to place a chunk of its part (that rank raises the OSError
+    itself; the ranks agree on this with one small collective per chunk). Emits
     SlowPathWarning like dmafs.load() when the placement channel was not used.
     """
     with _lib.Model(path) as model:
@@ -165,25 +222,63 @@ def place_distributed(model, device, group, plan, threads, stacklevel):
         _state.stats = stats
         return {}
     parts = _parts(model.nbytes, world)
-    err = None
+    chunks = [_chunks(lo, hi) for lo, hi in parts]
+    # An empty part is placed anyway: it reports the path a placement takes.
+    mine = [c for c in chunks[rank] if c[1] > c[0]] or [parts[rank]]
+    err = tgt = None
     try:
-        base, res, fallback, why_posix = place_base(model, dev, target, index, threads,
-                                                    part=parts[rank])
+        tgt = Target(model, dev, target, index, model.nbytes)
     except Exception as e:  # every rank must learn of it, or the others hang
         err = e
     ok, _ = _agree(dist, group, torch, dev, [0 if err is None else 1])
     if err is not None:
         raise err
     if not ok:
+        if tgt is not None:
+            tgt.close()
         raise RuntimeError(f"dmafs.load_distributed: {model.path}: another rank failed to "
-                           "place its part of the model (its own error says why)")
+                           "set up its placement (its own error says why)")
+    base = tgt.base
     t1 = time.perf_counter()
-    for r, (lo, hi) in enumerate(parts):
-        if hi > lo:
-            dist.broadcast(base[lo:hi], src=_global_rank(dist, group, r), group=group)
-    if base.is_cuda:
-        torch.cuda.synchronize(dev)
-    stats.exchange_seconds = time.perf_counter() - t1
+    placer = _Placer(model, tgt, mine, threads)
+    res = _lib.Result()
+    res.path = _lib.PATH_NONE
+    try:
+        for k in range(_ROUNDS):
+            err = None
+            if k < len(mine):
+                try:
+                    got = placer.wait(k)
+                    res.bytes += got.bytes
+                    if got.path != _lib.PATH_NONE:
+                        res.path = max(res.path, got.path)
+                except Exception as e:
+                    err = e
+            # Every rank learns of a failed chunk before the broadcasts that need it.
+            ok, _ = _agree(dist, group, torch, dev, [0 if err is None else 1])
+            if err is not None:
+                raise err
+            if not ok:
+                raise RuntimeError(f"dmafs.load_distributed: {model.path}: another rank "
+                                   "failed to place its part of the model (its own error "
+                                   "says why)")
+            for r, rc in enumerate(chunks):
+                lo, hi = rc[k]
+                if hi > lo:
+                    dist.broadcast(base[lo:hi], src=_global_rank(dist, group, r), group=group)
+        if base.is_cuda:
+            torch.cuda.synchronize(dev)
+    except BaseException:
+        placer.stop()
+        base = tgt.base = None  # a host buffer unmaps now, not when the traceback goes
+        raise
+    finally:
+        placer.stop()
+        tgt.close()
+    t_end = time.perf_counter()
+    res.elapsed_ns = int((placer.ended - t1) * 1e9)
+    stats.exchange_seconds = t_end - placer.ended
+    fallback, why_posix = tgt.fallback, tgt.why_posix
     out = _views(base, tensors_plan, torch)
     if split:
         out = {name: (t.chunk(world, split[name])[rank] if name in split else t).clone()

@@ -76,8 +76,10 @@ def _torch():
 class LoadStats:
     """What one load did. seconds is the wall time of the whole call (allocation,
     registration, placement, views); place_seconds only dmafs_model_place(). For
-    load_distributed(): bytes and place_seconds are this rank's part, exchange_seconds the
-    broadcasts of all parts, rank and world_size the process group's; None otherwise."""
+    load_distributed(): bytes and place_seconds are this rank's part (from its first chunk's
+    start to its last chunk's end, broadcasts of earlier chunks running meanwhile),
+    exchange_seconds the broadcasting left after that until every part had arrived, rank
+    and world_size the process group's; None otherwise."""
 
     __slots__ = ("model", "files", "tensors", "bytes", "seconds", "place_seconds", "path",
                  "target", "fallback", "rank", "world_size", "exchange_seconds")
@@ -223,54 +225,74 @@ def _place(model, buf, threads, part):
     return total
 
 
-def _place_host(model, session, threads, part=None, size=None):
-    """Returns (base tensor owning session, result). Closes the session on error."""
-    torch = _torch()
-    try:
-        buf = _lib.Buffer.alloc_host(session, size or model.nbytes, model.path)
-        res = _place(model, buf, threads, part)
-        return _host_tensor(session, buf, torch), res
-    except BaseException:
-        session.close()
-        raise
+class Target:
+    """Where a model's placements land: base, a uint8 tensor of size bytes on dev, and the
+    Buffer the daemon writes. For the host that is base's own memory (a dmafs buffer that
+    base owns); for a GPU, base's memory registered with the daemon or, when the daemon
+    cannot take it, a host Buffer whose placed ranges place() copies into base (fallback
+    then says why). why_posix says why the placement channel is not used (None when it
+    is). place() may run in several threads at once; close() ends the registration and
+    the session (a host base keeps its memory until its last view is gone)."""
 
-
-def _place_gpu(model, session, dev, target, index, threads, part=None, size=None):
-    """Returns (base tensor, result, fallback reason or None). Always closes the session."""
-    torch = _torch()
-    size = size or model.nbytes
-    try:
-        with torch.cuda.device(index):
-            base = torch.empty(size, dtype=torch.uint8, device=dev)
-        # The caching allocator may hand back a block that queued kernels still use; the
-        # daemon writes outside torch's stream order, so let them finish first.
-        torch.cuda.synchronize(dev)
-        ret = _lib.Buffer.register_gpu(session, target, base.data_ptr(), size, index)
-        if isinstance(ret, _lib.Buffer):
-            try:
-                return base, _place(model, ret, threads, part), None
-            finally:
-                ret.unregister()
-        if -ret not in _GPU_FALLBACK_ERRNOS:
-            _lib.check(ret, model.path)
-        kind = "HIP" if target == _lib.TARGET_HIP else "CUDA"
-        why = (f"dmafs_buf_register_{kind.lower()} refused the {kind} memory of {dev} "
-               f"({_lib.strerror(ret)})")
-        if "expandable_segments:True" in os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "").replace(" ", ""):
-            why += "; PYTORCH_CUDA_ALLOC_CONF has expandable_segments:True, whose memory has no IPC handle"
-        buf = _lib.Buffer.alloc_host(session, size, model.path)
+    def __init__(self, model, dev, target, index, size):
+        torch = _torch()
+        self.path, self.dev, self.size = model.path, dev, size
+        self.fallback = self.why_posix = self.buf = None
+        self.session = _lib.Session(model.files[0])
         try:
-            res = _place(model, buf, threads, part)
-            t0 = time.perf_counter_ns()
-            lo, hi = part if isinstance(part, tuple) else (0, size)
-            base[lo:hi].copy_(_host_tensor_view(buf, torch)[lo:hi])
+            caps = self.session.caps()
+            if not caps.on_dmafs:
+                self.why_posix = caps.target(target).why.decode("utf-8", "replace") or \
+                    caps.host.why.decode("utf-8", "replace")
+            if target == _lib.TARGET_HOST:
+                self.buf = _lib.Buffer.alloc_host(self.session, size, model.path)
+                self.base = _host_tensor(self.session, self.buf, torch)
+                self.session = None  # base's owner closes it
+                return
+            with torch.cuda.device(index):
+                self.base = torch.empty(size, dtype=torch.uint8, device=dev)
+            # The caching allocator may hand back a block that queued kernels still use;
+            # the daemon writes outside torch's stream order, so let them finish first.
             torch.cuda.synchronize(dev)
+            ret = _lib.Buffer.register_gpu(self.session, target, self.base.data_ptr(), size,
+                                           index)
+            if isinstance(ret, _lib.Buffer):
+                self.buf = ret
+                return
+            if -ret not in _GPU_FALLBACK_ERRNOS:
+                _lib.check(ret, model.path)
+            kind = "HIP" if target == _lib.TARGET_HIP else "CUDA"
+            why = (f"dmafs_buf_register_{kind.lower()} refused the {kind} memory of {dev} "
+                   f"({_lib.strerror(ret)})")
+            if "expandable_segments:True" in os.environ.get("PYTORCH_CUDA_ALLOC_CONF",
+                                                            "").replace(" ", ""):
+                why += ("; PYTORCH_CUDA_ALLOC_CONF has expandable_segments:True, whose "
+                        "memory has no IPC handle")
+            self.buf = _lib.Buffer.alloc_host(self.session, size, model.path)
+            self.fallback = why + ": placed into host memory and copied"
+        except BaseException:
+            self.close()
+            raise
+
+    def place(self, model, part, threads):
+        """Place part (see _place) and return its result; the bytes are in base when it
+        returns."""
+        res = _place(model, self.buf, threads, part)
+        if self.fallback:
+            torch = _torch()
+            t0 = time.perf_counter_ns()
+            lo, hi = part if isinstance(part, tuple) else (0, self.size)
+            self.base[lo:hi].copy_(_host_tensor_view(self.buf, torch)[lo:hi])
+            torch.cuda.synchronize(self.dev)
             res.elapsed_ns += time.perf_counter_ns() - t0
-        finally:
-            buf.unregister()
-        return base, res, why + ": placed into host memory and copied"
-    finally:
-        session.close()
+        return res
+
+    def close(self):
+        if self.session is not None:
+            if self.buf is not None:
+                self.buf.unregister()
+            self.session.close()
+            self.session = None
 
 
 def _host_tensor_view(buf, torch):
@@ -283,23 +305,15 @@ def place_base(model, dev, target, index, threads, part=None, size=None):
     """Allocate the model's buffer on dev (or one of size bytes) and place it (or only
     part: see _place). Returns (base uint8 tensor, result, GPU fallback reason or None,
     why the placement channel is not used or None)."""
-    session = _lib.Session(model.files[0])
+    t = Target(model, dev, target, index, size or model.nbytes)
     try:
-        why_posix = None
-        caps = session.caps()
-        if not caps.on_dmafs:
-            why_posix = caps.target(target).why.decode("utf-8", "replace") or caps.host.why.decode(
-                "utf-8", "replace")
+        res = t.place(model, part, threads)
     except BaseException:
-        session.close()
+        t.base = None  # a host base unmaps now, not when the traceback goes
         raise
-    if target == _lib.TARGET_HOST:
-        base, res = _place_host(model, session, threads, part, size)
-        fallback = None
-    else:
-        base, res, fallback = _place_gpu(model, session, dev, target, index, threads, part,
-                                         size)
-    return base, res, fallback, why_posix
+    finally:
+        t.close()
+    return t.base, res, t.fallback, t.why_posix
 
 
 def new_stats(model, dev, target):
