@@ -52,8 +52,8 @@ def _chunks(lo, hi):
 class _Placer:
     """Places chunks [(begin, end), ...] of a model into a Target one after another in a
     thread of its own (the placement calls release the GIL), while the caller broadcasts
-    the chunks already placed. wait(k) returns chunk k's result or raises its error, and
-    when() the time the last chunk ended; after an error or stop() no further chunk
+    the chunks already placed. wait(k) returns chunk k's result or raises its error;
+    ended is the time the latest chunk ended; after an error or stop() no further chunk
     starts."""
 
     def __init__(self, model, tgt, chunks, threads):
@@ -269,7 +269,6 @@ def place_distributed(model, device, group, plan, threads, stacklevel):
         if base.is_cuda:
             torch.cuda.synchronize(dev)
     except BaseException:
-        placer.stop()
         base = tgt.base = None  # a host buffer unmaps now, not when the traceback goes
         raise
     finally:
