@@ -21,6 +21,7 @@ import os
 import random
 import struct
 import sys
+import time
 import warnings
 
 NAME = "python_check"
@@ -386,6 +387,28 @@ def checks_cpu(dmafs, torch, mnt, shm, models):
     gc.collect()
     check(host_maps() == maps0, "placement still mapped after its last tensor was freed")
     check(fds_under(mnt) == fds0, "session descriptor still open after the last tensor was freed")
+
+    say("a placement failing while the views are made: its error, nothing left behind, next load whole")
+    from dmafs import _torch as dtorch
+    real_place = dtorch.Target.place
+
+    def failing_place(self, model, part, threads):
+        real_place(self, model, part, threads)
+        time.sleep(0.05)  # the caller's thread is making views meanwhile
+        raise OSError(errno.EIO, "injected placement failure", model.path)
+
+    dtorch.Target.place = failing_place
+    try:
+        dmafs.load_file(mixed)
+        check(False, "load_file returned although its placement failed")
+    except OSError as e:
+        check(e.errno == errno.EIO and "injected" in str(e), f"unexpected error {e!r}")
+    finally:
+        dtorch.Target.place = real_place
+    gc.collect()
+    check(host_maps() == maps0, f"dmafs-host mappings {host_maps()} after a failed load, expected {maps0}")
+    check(fds_under(mnt) == fds0, "session descriptor left open by a failed load")
+    same(dmafs.load_file(mixed), ref, "load_file after a failed load", "cpu")
 
     say("posix fallback (file outside dmafs): values right, one SlowPathWarning saying posix and why")
     outside = os.path.join(shm, "mixed", "model.safetensors")
