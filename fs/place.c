@@ -519,6 +519,8 @@ int place_unregister(const struct place_caller *c, uint64_t id)
 
 int place_validate(struct dmafs_ioc_place *p, uint64_t bufsize, uint64_t fsize)
 {
+	uint64_t total = 0;
+
 	if (p->count > DMAFS_PLACE_MAX || p->flags)
 		return -EINVAL;
 	for (uint32_t i = 0; i < p->count; i++) {
@@ -533,6 +535,12 @@ int place_validate(struct dmafs_ioc_place *p, uint64_t bufsize, uint64_t fsize)
 		if (e->length != DMAFS_TO_EOF &&
 		    (e->length > bufsize || e->buffer_offset > bufsize - e->length))
 			return -ERANGE;
+		/* All entries together place at most the buffer's size: a request cannot have
+		 * the daemon read, or hold pieces for, more than the client's own memory (512
+		 * entries of a whole large file each would take gigabytes of piece lists). */
+		if (len > bufsize - total)
+			return -ERANGE;
+		total += len;
 		e->length = len;
 	}
 	return 0;

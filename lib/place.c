@@ -228,12 +228,15 @@ static int place_daemon(struct dmafs_buf *b, int fd, struct dmafs_extent *ext, s
  * Check every extent before any I/O, by the daemon's rules (place_validate in fs/place.c),
  * so that both modes fail the same requests: the part of an extent inside the file must
  * fit the buffer, and so must an explicit length even where the file is shorter (a short
- * file must not hide a bad request). @len gets each extent's effective length, clipped
+ * file must not hide a bad request); and all extents together place at most the buffer's
+ * size (checked over all n here, which implies the daemon's check of each request). @len gets each extent's effective length, clipped
  * at the end of a file of @fsize bytes.
  */
 static int check_extents(const struct dmafs_buf *b, const struct dmafs_extent *ext, size_t n,
 			 uint64_t fsize, uint64_t *len)
 {
+	uint64_t total = 0;
+
 	for (size_t i = 0; i < n; i++) {
 		const struct dmafs_extent *e = &ext[i];
 		uint64_t l = 0;
@@ -245,6 +248,9 @@ static int check_extents(const struct dmafs_buf *b, const struct dmafs_extent *e
 		if (e->length != DMAFS_TO_EOF &&
 		    (e->length > b->size || e->buffer_offset > b->size - e->length))
 			return -ERANGE;
+		if (l > b->size - total) /* all extents together: at most the buffer's size */
+			return -ERANGE;
+		total += l;
 		if (len)
 			len[i] = l;
 	}

@@ -171,10 +171,16 @@ static void fuzz_place(const uint8_t *b, size_t len)
 		return;
 	memcpy(p, b + 16, MIN(len - 16, sizeof(*p)));
 	if (place_validate(p, bufsize, fsize) == 0) {
+		uint64_t total = 0;
+
 		if (p->count > DMAFS_PLACE_MAX)
 			bug("place_validate accepted count", p->count);
 		for (uint32_t i = 0; i < p->count; i++) {
 			const struct dmafs_place_entry *e = &p->e[i];
+
+			if (e->length > bufsize - MIN(total, bufsize) || total > bufsize)
+				bug("place_validate accepted entries placing more than the buffer", i);
+			total += e->length;
 
 			if (e->buffer_offset > bufsize || e->length > bufsize - e->buffer_offset)
 				bug("place_validate accepted an entry past the buffer", i);

@@ -137,6 +137,17 @@ static void test_refusals(int fd)
 	T_EQ(place(fd, b.id, 1), 0);
 	T_EQ(req.e[0].length, 0);
 	T_EQ(place(fd, b.id, DMAFS_PLACE_MAX + 1), -EINVAL);
+	/* all entries together place at most the buffer: each fits, the two do not */
+	T_CHECK(fsize > (1 << 19), "test file of more than 512 KiB");
+	req.e[0] = (struct dmafs_place_entry){ 0, (1 << 19) + 1, 0 };
+	req.e[1] = (struct dmafs_place_entry){ 0, (1 << 19) + 1, (1 << 19) - 1 };
+	T_EQ(place(fd, b.id, 2), -ERANGE);
+	req.e[0] = (struct dmafs_place_entry){ 0, 1 << 19, 0 };
+	req.e[1] = (struct dmafs_place_entry){ 0, 1 << 19, 1 << 19 };
+	T_EQ(place(fd, b.id, 2), 0);
+	T_EQ(req.bytes, 1 << 20);
+	T_CHECK(!memcmp(b.p, ref, 1 << 19) && !memcmp(b.p + (1 << 19), ref, 1 << 19),
+		"two entries filling the buffer exactly");
 	req.e[0] = (struct dmafs_place_entry){ 0, 10, 0 };
 	req.flags = 1;
 	req.id = b.id;

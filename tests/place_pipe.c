@@ -378,6 +378,20 @@ static void test_edges(void)
 			 (unsigned long long)e[i].file_offset, e[i].length == DMAFS_TO_EOF ? "to EOF" : "past EOF");
 		place_check(b, fd, &e[i], 1, size, what);
 	}
+	/* libdmafs refuses, as the daemon does, extents that together place more than the
+	 * buffer holds, each of them fitting */
+	T_CHECK(fsize > 8192, "test file of more than 8 KiB");
+	{
+		struct dmafs_buf *small = alloc(s, 8192);
+		struct dmafs_extent two[2] = { { 0, 4097, 0 }, { 0, 4097, 4095 } };
+		struct dmafs_result r;
+
+		T_EQ(dmafs_place(small, fd, two, 2, &r), -ERANGE);
+		two[0] = (struct dmafs_extent){ 0, 4096, 0 };
+		two[1] = (struct dmafs_extent){ 4096, 4096, 4096 };
+		place_check(small, fd, two, 2, 8192, "two extents filling the buffer exactly");
+		t_ok(dmafs_buf_unregister(small), "dmafs_buf_unregister");
+	}
 	close(fd);
 	t_ok(dmafs_buf_unregister(b), "dmafs_buf_unregister");
 	dmafs_session_close(s);
