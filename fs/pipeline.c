@@ -183,6 +183,17 @@ static int cut(struct pipe *p, const struct dmafs_ioc_place *rq)
 
 /* ---- records ---- */
 
+/* Add @r at the tail of the queue @head..@tail (the ready list, the copy list). */
+static void rec_append(struct rec **head, struct rec **tail, struct rec *r)
+{
+	r->next = NULL;
+	if (*tail)
+		(*tail)->next = r;
+	else
+		*head = r;
+	*tail = r;
+}
+
 static int push_op(struct rec *r, const struct uring_op *op, uint64_t foff)
 {
 	if (r->nops == r->cap) {
@@ -376,12 +387,7 @@ static void deliver(struct pipe *p, struct rec *r)
 		return;
 	}
 	r->t_ready = util_now_ns();
-	r->next = NULL;
-	if (p->rd_tail)
-		p->rd_tail->next = r;
-	else
-		p->rd_head = r;
-	p->rd_tail = r;
+	rec_append(&p->rd_head, &p->rd_tail, r);
 }
 
 /*
@@ -429,14 +435,9 @@ static void copy_out(struct pipe *p, struct rec *r)
 		rec_release(p, r);
 		return;
 	}
-	r->next = NULL;
 	if (p->ps)
 		r->t_copy = util_now_ns();
-	if (p->cq_tail)
-		p->cq_tail->next = r;
-	else
-		p->cq_head = r;
-	p->cq_tail = r;
+	rec_append(&p->cq_head, &p->cq_tail, r);
 }
 
 /* Release the slots whose device copies have finished; with @wait, the oldest at least. */
