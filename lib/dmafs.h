@@ -238,7 +238,8 @@ int dmafs_buf_unregister(struct dmafs_buf *b);
  *   -EBADF     fd not open, or not open for reading
  *   -EXDEV     fd is on another mount than the session (or not on dmafs while the
  *              session is; use a session for that mount)
- *   -ERANGE    an extent runs past the end of the buffer
+ *   -ERANGE    an extent runs past the end of the buffer, or the extents together place
+ *              more bytes than the buffer holds
  *   -EPERM     buffer registered by another process
  *   -ENOENT    the daemon does not know the buffer (it was remounted since)
  *   -EBUSY     the buffer is being unregistered

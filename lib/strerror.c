@@ -50,7 +50,7 @@ const char *dmafs_strerror(int err)
 	case EXDEV:
 		return "file is on another mount than the session (open a session on the file's mount)";
 	case ERANGE:
-		return "extent runs past the end of the buffer (file does not fit at that offset)";
+		return "extent runs past the end of the buffer, or the extents together exceed it (file does not fit at that offset)";
 	case EIO:
 		return "I/O error: a member read failed or data failed its checksum (the dmafs daemon logs the member and offset)";
 	case ENODEV:
