@@ -5,6 +5,10 @@
 #include <errno.h>
 #include <string.h>
 #include <xxhash.h>
+#ifdef DMAFS_XXH_DISPATCH
+/* XXH3 entry points that pick SSE2, AVX2 or AVX-512 at run time (configure.ac) */
+#include <xxh_x86dispatch.h>
+#endif
 
 uint64_t fmt_hash(const void *p, size_t len) { return XXH3_64bits(p, len); }
 

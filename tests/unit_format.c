@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* Description: format encode/decode round trips and rejection of damaged or malformed input. */
+/* Description: format encode/decode round trips, rejection of damaged or malformed input, and the checksum and hash functions against fixed values (the on-disk format must not change with the CPU or the XXH3 implementation). */
 #include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -245,10 +245,33 @@ static void test_records(void)
 	buf_free(&b);
 }
 
+/*
+ * fmt_csum and fmt_hash are XXH3-64 as written on disk: whichever XXH3 code the build
+ * picks (libxxhash's baseline entry points or its run-time CPU dispatch), the values must
+ * be those of the XXH3 specification. These were computed with xxhash's scalar code.
+ */
+static void test_hash_values(void)
+{
+	uint8_t b[DMAFS_BLOCK];
+
+	for (int i = 0; i < DMAFS_BLOCK; i++)
+		b[i] = (uint8_t)(i * 31 + 7);
+	T_CHECK(fmt_csum(b, 3, 0x12345000ull) == 0xfc5e779fa9c53602ull, "block checksum %016llx",
+		(unsigned long long)fmt_csum(b, 3, 0x12345000ull));
+	T_CHECK(fmt_hash(b, DMAFS_BLOCK) == 0xa3c19f8174cde0bbull, "hash of a block %016llx",
+		(unsigned long long)fmt_hash(b, DMAFS_BLOCK));
+	T_CHECK(fmt_hash(b, 100) == 0x8c97158042fbf926ull, "hash of 100 bytes %016llx",
+		(unsigned long long)fmt_hash(b, 100));
+	/* the seed carries member and offset: another member or offset, another checksum */
+	T_CHECK(fmt_csum(b, 2, 0x12345000ull) != fmt_csum(b, 3, 0x12345000ull), "member not in the seed");
+	T_CHECK(fmt_csum(b, 3, 0x12346000ull) != fmt_csum(b, 3, 0x12345000ull), "offset not in the seed");
+}
+
 int main(void)
 {
 	test_sb();
 	test_headers();
 	test_records();
+	test_hash_values();
 	return t_done("unit_format");
 }

@@ -23,6 +23,10 @@
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
+#ifdef DMAFS_XXH_DISPATCH
+/* XXH3 entry points that pick SSE2, AVX2 or AVX-512 at run time (configure.ac) */
+#include <xxh_x86dispatch.h>
+#endif
 
 #include "dmafs.h"
 #include "gpu.h"
