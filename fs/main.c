@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -188,7 +189,7 @@ static void usage(FILE *f)
 		"  -o ro               read-only\n"
 		"  -o allow_other      let other users access the mount\n"
 		"  -o commit=SECONDS   metadata commit interval (default 5)\n"
-		"  -o threads=N        FUSE worker threads (default 16)\n"
+		"  -o threads=N        FUSE worker threads (default: 2 per CPU, 4 to 16)\n"
 		"  -o readahead_kb=N   kernel readahead on the mount (default 16384)\n"
 		"  -o staging_mb=N     pinned staging memory per GPU for placements (default 64)\n"
 		"  -o copy_delay_us=N  a staged piece waits N us before its copy to the GPU\n"
@@ -557,10 +558,31 @@ static int fsname_given(const struct fuse_args *args)
 	return 0;
 }
 
+/*
+ * FUSE worker threads when threads= is not given: two per CPU this process may run on
+ * (one works while the other waits for its member reads), at least 4 and at most 16.
+ * Measured on a 2-CPU machine reading a file back with the page cache dropped: 16
+ * threads there gave a median 3.21 GB/s against 3.63 with 4, the same writes; machines
+ * of 8 CPUs and more keep 16.
+ */
+#define THREADS_AUTO UINT_MAX
+
+static unsigned default_threads(void)
+{
+	cpu_set_t set;
+	long n = 0;
+
+	if (sched_getaffinity(0, sizeof(set), &set) == 0)
+		n = CPU_COUNT(&set);
+	if (n <= 0)
+		n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n <= 2 ? 4 : n >= 8 ? 16 : (unsigned)(2 * n);
+}
+
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-	struct options o = { .commit = 5, .threads = 16, .readahead_kb = 16384, .staging_mb = 64,
+	struct options o = { .commit = 5, .threads = THREADS_AUTO, .readahead_kb = 16384, .staging_mb = 64,
 			     .copy_delay_us = PIPELINE_COPY_DELAY_US, .writebehind_mb = 256 };
 	struct fuse_session *se = NULL;
 	struct fuse_loop_config *cfg;
@@ -585,6 +607,8 @@ int main(int argc, char *argv[])
 		usage(stderr);
 		return 1;
 	}
+	if (o.threads == THREADS_AUTO)
+		o.threads = default_threads();
 	if (o.threads < 1 || o.threads > 1024 || o.commit < 1 || o.commit > 3600 ||
 	    o.staging_mb < 4 || o.staging_mb > 65536 || o.writebehind_mb > 65536 ||
 	    o.copy_delay_us > 100000) {
@@ -692,6 +716,7 @@ int main(int argc, char *argv[])
 		goto out_unmount;
 	}
 	cfg = fuse_loop_cfg_create();
+	log_debug("serving FUSE requests with %u worker threads", o.threads);
 	fuse_loop_cfg_set_max_threads(cfg, o.threads);
 	fuse_loop_cfg_set_idle_threads(cfg, o.threads);
 	ret = fuse_session_loop_mt(se, cfg) ? 1 : 0;

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Description: daemon mount options: fstab noise accepted, fsname= shown as the source,
 # readahead_kb= (default 16384) applied to the mount's bdi, threads=1 under concurrent I/O,
+# the default number of worker threads (2 per CPU of the daemon's affinity, 4..16),
 # attr/entry_timeout=0, no access for other users without allow_other, unknown option and
 # missing mount point refused, `umount MNT` ends a -f daemon with status 0.
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
@@ -41,6 +42,30 @@ t_mount "$T_MEMBERS" "$M" fsname=bigdata,readahead_kb=4096
 src=$(awk -v m="$M" '$2 == m {print $1}' /proc/mounts | tail -n 1)
 [ "$src" = bigdata ] || t_fail "fsname=bigdata: /proc/mounts source is '$src'"
 ra_is "$M" 4096
+t_umount "$M"
+
+# threads_are N - the daemon of the last t_mount (-o verbose) says it serves with N threads
+threads_are() {
+	grep -q "serving FUSE requests with $1 worker threads" "$T_DAEMON_ERR" ||
+		t_fail "expected $1 worker threads; the daemon said: $(grep -i 'worker threads' "$T_DAEMON_ERR")"
+}
+if command -v taskset >/dev/null; then
+	ncpu=$(nproc --all)
+	t_log "default worker threads: 4 on 1 CPU, 6 on 3, 16 on 8 (CPU affinity)"
+	mask=$(taskset -p $$ | awk '{ print $NF }')
+	for c in 1 3 8; do
+		((c <= ncpu)) || continue
+		# the daemon inherits this shell's affinity
+		taskset -p -c 0-$((c - 1)) $$ >/dev/null || t_fail "taskset -p -c 0-$((c - 1)) $$"
+		t_mount "$T_MEMBERS" "$M" verbose
+		taskset -p "$mask" $$ >/dev/null || t_fail "taskset -p $mask $$"
+		case $c in 1) threads_are 4 ;; 3) threads_are 6 ;; 8) threads_are 16 ;; esac
+		t_umount "$M"
+	done
+fi
+t_log "threads=7 is taken as given"
+t_mount "$T_MEMBERS" "$M" verbose,threads=7
+threads_are 7
 t_umount "$M"
 
 t_log "threads=1, attr_timeout=0, entry_timeout=0: concurrent writers and readers finish"
