@@ -229,8 +229,8 @@ static int place_daemon(struct dmafs_buf *b, int fd, struct dmafs_extent *ext, s
  * so that both modes fail the same requests: the part of an extent inside the file must
  * fit the buffer, and so must an explicit length even where the file is shorter (a short
  * file must not hide a bad request); and all extents together place at most the buffer's
- * size (checked over all n here, which implies the daemon's check of each request). @len gets each extent's effective length, clipped
- * at the end of a file of @fsize bytes.
+ * size (checked over all n here, which implies the daemon's check of each request).
+ * @len gets each extent's effective length, clipped at the end of a file of @fsize bytes.
  */
 static int check_extents(const struct dmafs_buf *b, const struct dmafs_extent *ext, size_t n,
 			 uint64_t fsize, uint64_t *len)
