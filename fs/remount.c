@@ -140,7 +140,7 @@ static const char *const ignored[] = {
 	"loud", "lazytime", "nolazytime", "iversion", "noiversion", "mand", "nomand", NULL
 };
 static const char *const ignored_prefix[] = {
-	"x-", "comment=", "helper=", "user_id=", "group_id=", "fsname=", "subtype=",
+	"x-", "comment=", "helper=", "user=", "user_id=", "group_id=", "fsname=", "subtype=",
 	"max_read=", "blksize=", "rootmode=", "fd=", NULL
 };
 /* daemon options that only a new mount can change */

@@ -8,7 +8,10 @@
  * helper=dmafs option makes it run /sbin/umount.dmafs, which unmounts and then waits until
  * this daemon has finished (see umount.dmafs(8)). umount(8) removes the entry itself
  * after the helper succeeded; utab_prune() covers the other ways a mount ends (and the
- * entries of daemons that were killed).
+ * entries of daemons that were killed). A mount that root makes for a user (mount -o
+ * user=NAME) carries user=NAME there too, the entry mount(8) would have written: umount(8)
+ * checks it when NAME asks to unmount an /etc/fstab line with the user option (and then
+ * runs umount.dmafs with NAME's IDs, which cannot unmount a mount that root made).
  */
 #include "utab.h"
 
@@ -83,14 +86,33 @@ out:
 	}
 }
 
-int utab_add(const char *source, const char *target)
+/* A user name that reads back as one option of a comma-separated list, and prints safely. */
+static int user_ok(const char *user)
+{
+	if (!*user)
+		return 0;
+	for (const unsigned char *c = (const unsigned char *)user; *c; c++)
+		if (*c == ',' || *c <= ' ' || *c == 0x7f)
+			return 0;
+	return 1;
+}
+
+/*
+ * The daemon's entry is the one umount(8) reads: mount(8), after its helper has mounted,
+ * adds its own (with user=NAME) only when utab has no entry for the same source and
+ * mount point, and the daemon's is there by then. So the user= goes into ours.
+ */
+int utab_add_user(const char *source, const char *target, const char *user)
 {
 	struct libmnt_update *upd;
 	struct libmnt_fs *fs;
+	char *opts = NULL;
 	int ret;
 
+	if (user && !user_ok(user))
+		return -EINVAL;
 	if (geteuid() != 0)
-		return 0; /* utab is root's; umount(8) runs no helper for users anyway */
+		return 0; /* utab is root's; mount(8) records user= itself for a user's own mount */
 	utab_prune();
 	fs = mnt_new_fs();
 	upd = mnt_new_update();
@@ -102,12 +124,22 @@ int utab_add(const char *source, const char *target)
 	if (!ret)
 		ret = mnt_fs_set_fstype(fs, "fuse.dmafs");
 	if (!ret)
-		ret = mnt_fs_set_options(fs, "helper=dmafs");
+		ret = mnt_optstr_append_option(&opts, "helper", "dmafs");
+	if (!ret && user)
+		ret = mnt_optstr_append_option(&opts, "user", user);
+	if (!ret)
+		ret = mnt_fs_set_options(fs, opts);
 	if (!ret)
 		ret = mnt_update_set_fs(upd, 0, NULL, fs);
 	if (ret == 0 && mnt_update_is_ready(upd))
 		ret = mnt_update_table(upd, NULL);
+	free(opts);
 	mnt_free_update(upd);
 	mnt_unref_fs(fs);
 	return ret > 0 ? 0 : ret;
+}
+
+int utab_add(const char *source, const char *target)
+{
+	return utab_add_user(source, target, NULL);
 }

@@ -4,9 +4,14 @@
 #define DMAFS_UTAB_H
 
 /*
- * Record the mount of @source on @target with helper=dmafs in libmount's utab. Only for
- * root (does nothing otherwise). Returns 0 or a negative libmount error.
+ * Record the mount of @source on @target with helper=dmafs in libmount's utab, and
+ * user=@user unless @user is NULL: the user=NAME that mount(8) passes for a mount made on
+ * NAME's behalf, which umount(8) checks against the caller when /etc/fstab has the user
+ * option. Only for root (does nothing otherwise). Returns 0, -EINVAL for an empty @user or
+ * one with a comma, a blank or a control character in it, or a negative libmount error.
  */
+int utab_add_user(const char *source, const char *target, const char *user);
+/* utab_add_user() without a user. */
 int utab_add(const char *source, const char *target);
 /*
  * Drop every helper=dmafs entry whose mount point has nothing mounted on it: ours after
