@@ -5,6 +5,7 @@
 #include "p2p.h"
 #include "pipeline.h"
 #include "place.h"
+#include "placeq.h"
 #include "remount.h"
 #include "utab.h"
 
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -26,7 +28,10 @@
 struct options {
 	char *members;
 	char *mountpoint;
+	char *user; /* user=NAME from mount(8): recorded in utab, for umount(8) */
 	unsigned commit, threads, readahead_kb, staging_mb, writebehind_mb, copy_delay_us;
+	unsigned place_threads, reg_max, reg_max_user;
+	char *reg_bytes, *reg_bytes_user;
 	int writeback, verify_place, wronly_cache, verbose;
 	char *p2p, *gpu_setup;
 	int ro, foreground, debug, help, version;
@@ -47,8 +52,14 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("staging_mb=%u", staging_mb),
 	OPT("copy_delay_us=%u", copy_delay_us),
 	OPT("writebehind_mb=%u", writebehind_mb),
+	OPT("place_threads=%u", place_threads),
+	OPT("reg_max=%u", reg_max),
+	OPT("reg_max_user=%u", reg_max_user),
+	OPT("reg_bytes=%s", reg_bytes),
+	OPT("reg_bytes_user=%s", reg_bytes_user),
 	OPT("p2p=%s", p2p),
 	OPT("gpu_setup=%s", gpu_setup),
+	OPT("user=%s", user),
 	OPT("writeback_cache", writeback),
 	OPT("verify_place", verify_place),
 	OPT("wronly_cache", wronly_cache),
@@ -199,6 +210,12 @@ static void usage(FILE *f)
 		"  -o p2p=auto|off|force  cuFile direct path: when nvidia-fs is loaded (auto),\n"
 		"                      never, or always (testing: cuFile compatibility mode)\n"
 		"  -o attr_timeout=S, entry_timeout=S   kernel cache timeouts (default 1)\n"
+		"  -o place_threads=N  threads that run registrations and placements, apart\n"
+		"                      from the FUSE workers (default: as many as threads)\n"
+		"  -o reg_max=N, reg_max_user=N  registrations on the mount (default 8192) and\n"
+		"                      per user (default 4096)\n"
+		"  -o reg_bytes=SIZE, reg_bytes_user=SIZE  host buffer bytes registered on the\n"
+		"                      mount (default twice the RAM) and per user (default the RAM)\n"
 		"  -o verify_place     placements check every block's checksum too, in host\n"
 		"                      memory (costs CPU; the GPU direct path is not used)\n"
 		"  -o writebehind_mb=N memory for writes accepted before they reach the members\n"
@@ -210,6 +227,8 @@ static void usage(FILE *f)
 		"  -o writeback_cache  let the kernel batch writes in its page cache (faster\n"
 		"                      buffered writes; unsynced data dies with the daemon)\n"
 		"  -o fsname=NAME      source shown in /proc/mounts\n"
+		"  -o user=NAME        the user mount(8) mounts for: recorded in\n"
+		"                      /run/mount/utab, where umount(8) looks for it\n"
 		"  -o relatime|strictatime|noatime, nodiratime  when reads update access\n"
 		"                      times (default relatime)\n"
 		"  -o sync, dirsync    every change (sync) or every directory change (dirsync)\n"
@@ -474,7 +493,7 @@ static void set_readahead(const char *mnt, unsigned kb)
 static struct mountrec rec;
 static char rec_dir[PATH_MAX];
 
-static void publish(const char *mnt)
+static void publish(const char *mnt, const char *user)
 {
 	struct mountrec_mnt m;
 	int ret;
@@ -501,7 +520,7 @@ static void publish(const char *mnt)
 	remount_major = m.major;
 	remount_minor = m.minor;
 	remount_dev_known = 1;
-	if (utab_add(m.source, mnt))
+	if (utab_add_user(m.source, mnt, user))
 		log_warn("cannot add %s to /run/mount/utab; a plain umount will not run umount.dmafs (umount -c will)",
 			 mnt);
 }
@@ -579,6 +598,100 @@ static unsigned default_threads(void)
 	return n <= 2 ? 4 : n >= 8 ? 16 : (unsigned)(2 * n);
 }
 
+/*
+ * The placement limits from the options, checked. Every client process with
+ * registrations holds one pidfd in the daemon, so reg_max must fit the descriptor limit,
+ * raised to its hard limit here, with room kept for everything else the daemon opens
+ * (members, rings, the FUSE device). Returns 0 or -1 (message printed).
+ */
+#define FD_RESERVE 512
+
+static int limits(const struct options *o, struct place_limits *l)
+{
+	uint64_t ram = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+	struct rlimit rl;
+
+	*l = (struct place_limits){ .regs = o->reg_max ? o->reg_max : 8192,
+				    .regs_user = o->reg_max_user ? o->reg_max_user : 4096,
+				    .bytes = 2 * ram, .bytes_user = ram };
+	if ((o->reg_bytes && (util_parse_size(o->reg_bytes, &l->bytes) || !l->bytes)) ||
+	    (o->reg_bytes_user && (util_parse_size(o->reg_bytes_user, &l->bytes_user) ||
+				   !l->bytes_user))) {
+		fprintf(stderr, "dmafs: reg_bytes and reg_bytes_user take a size above 0 (such as 512M, 64G)\n");
+		return -1;
+	}
+	if (l->regs > 1u << 20 || l->regs_user > l->regs) {
+		fprintf(stderr, "dmafs: reg_max must be 1..1048576 and reg_max_user at most reg_max\n");
+		return -1;
+	}
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    rl.rlim_cur < (rlim_t)l->regs + FD_RESERVE) {
+		unsigned fit = rl.rlim_cur > 2 * FD_RESERVE ? (unsigned)(rl.rlim_cur - FD_RESERVE) : FD_RESERVE;
+
+		fprintf(stderr, "dmafs: reg_max=%u does not fit the descriptor limit (ulimit -n %llu, %d kept for the filesystem); using reg_max=%u\n",
+			l->regs, (unsigned long long)rl.rlim_cur, FD_RESERVE, fit);
+		l->regs = fit;
+		l->regs_user = MIN(l->regs_user, fit);
+	}
+	return 0;
+}
+
+/* @s up to @end (or its end when NULL) with control characters and backslashes escaped. */
+static void put_escaped(FILE *f, const char *s, const char *end)
+{
+	for (const unsigned char *c = (const unsigned char *)s; *c && (!end || c < (const unsigned char *)end); c++) {
+		if (*c == '\n')
+			fputs("\\n", f);
+		else if (*c == '\t')
+			fputs("\\t", f);
+		else if (*c == '\\')
+			fputs("\\\\", f);
+		else if (*c < 0x20 || *c == 0x7f)
+			fprintf(f, "\\x%02x", *c);
+		else
+			fputc(*c, f);
+	}
+}
+
+/*
+ * A control character (0x01-0x1f, 0x7f) in an argument would split a line of a log or of
+ * the mount table, or reach a terminal as an escape sequence: refuse it before anything
+ * runs, naming the option (one comma-separated piece of a -o argument) or the argument.
+ * mount.dmafs refuses the same. Returns 0 or 1 (refused, said on stderr).
+ */
+static int refuse_control(int argc, char *argv[])
+{
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *c = a, *start, *end;
+		int opt = i > 1 && !strcmp(argv[i - 1], "-o");
+
+		while (*c && (unsigned char)*c >= 0x20 && *c != 0x7f)
+			c++;
+		if (!*c)
+			continue;
+		if (!strncmp(a, "-o", 2) && a[2])
+			a += 2, opt = 1;
+		start = a;
+		end = NULL;
+		if (opt) {
+			/* the comma-separated piece with the character in it */
+			for (const char *p = a; p < c; p++)
+				if (*p == ',')
+					start = p + 1;
+			end = strchr(c, ',');
+		}
+		fprintf(stderr, "dmafs: %s \"", opt ? "option" : "argument");
+		put_escaped(stderr, start, end);
+		fprintf(stderr, "\" contains a control character: refused\n");
+		return 1;
+	}
+	return 0;
+}
+
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -586,11 +699,14 @@ int main(int argc, char *argv[])
 			     .copy_delay_us = PIPELINE_COPY_DELAY_US, .writebehind_mb = 256 };
 	struct fuse_session *se = NULL;
 	struct fuse_loop_config *cfg;
+	struct place_limits lim;
 	struct member *ms = NULL;
 	static struct fs fs;
 	char err[1024], *opt;
 	int n, ret = 1;
 
+	if (refuse_control(argc, argv))
+		return 1;
 	if (argc > 1 && !strcmp(argv[1], "--remount"))
 		return remount_main(argc - 1, argv + 1);
 	if (fuse_opt_parse(&args, &o, opt_spec, opt_proc) == -1)
@@ -609,6 +725,14 @@ int main(int argc, char *argv[])
 	}
 	if (o.threads == THREADS_AUTO)
 		o.threads = default_threads();
+	if (!o.place_threads)
+		o.place_threads = o.threads;
+	if (o.place_threads > 1024) {
+		fprintf(stderr, "dmafs: place_threads must be 1..1024\n");
+		return 1;
+	}
+	if (limits(&o, &lim))
+		return 1;
 	if (o.threads < 1 || o.threads > 1024 || o.commit < 1 || o.commit > 3600 ||
 	    o.staging_mb < 4 || o.staging_mb > 65536 || o.writebehind_mb > 65536 ||
 	    o.copy_delay_us > 100000) {
@@ -684,7 +808,7 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "dmafs: cannot mount on %s (see the message above)\n", o.mountpoint);
 		goto out_signals;
 	}
-	publish(o.mountpoint);
+	publish(o.mountpoint, o.user);
 	/* the kernel mount's atime flags say what the daemon does (mount -o remount passes
 	 * them back); the path walk stops at the mount's root, so this asks the daemon nothing */
 	if ((o.atime != FS_ATIME_RELATIME || o.nodiratime) &&
@@ -697,11 +821,19 @@ int main(int argc, char *argv[])
 	ra_mnt = o.mountpoint;
 	ra_kb = o.readahead_kb;
 	pipeline_set_copy_delay(o.copy_delay_us);
-	if (place_init(&fs, (uint64_t)o.staging_mb << 20,
+	if (place_init(&fs, &lim, (uint64_t)o.staging_mb << 20,
 		       !o.gpu_setup || !strcmp(o.gpu_setup, "mount"))) {
 		log_err("cannot start the placement service");
 		goto out_unmount;
 	}
+	if ((ret = placeq_start(o.place_threads, PLACEQ_PER_USER))) {
+		log_err("cannot start the placement threads: %s", strerror(-ret));
+		ret = 1;
+		goto out_unmount;
+	}
+	log_debug("placement: %u threads; at most %u registrations (%u per user), %llu host bytes (%llu per user)",
+		  o.place_threads, lim.regs, lim.regs_user, (unsigned long long)lim.bytes,
+		  (unsigned long long)lim.bytes_user);
 	if (!o.ro && (ret = wback_start(&fs, o.writebehind_mb))) {
 		log_err("cannot start write-behind: %s", strerror(-ret));
 		ret = 1;
@@ -722,6 +854,7 @@ int main(int argc, char *argv[])
 	ret = fuse_session_loop_mt(se, cfg) ? 1 : 0;
 	fuse_loop_cfg_destroy(cfg);
 out_unmount:
+	placeq_stop(); /* before the session goes: the queued requests are answered */
 	fuse_session_unmount(se);
 out_signals:
 	fuse_remove_signal_handlers(se);

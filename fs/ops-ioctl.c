@@ -1,13 +1,77 @@
 // SPDX-License-Identifier: MIT
-/* ops-ioctl.c - the placement channel's FUSE ioctl handler: decode, call place.c, reply. */
+/*
+ * ops-ioctl.c - the placement channel's FUSE ioctl handler: decode, call place.c, reply.
+ *
+ * REGISTER and PLACE can take long (populating a large buffer, reading gigabytes) and are
+ * run on the placement threads (placeq.h); the FUSE worker that received them is free at
+ * once for other requests, and the reply is sent from the placement thread.
+ */
 #include "ops.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "place.h"
+#include "placeq.h"
 #include "remount.h"
+
+/* A request waiting for, or running on, a placement thread. */
+struct job {
+	struct placeq_job q;
+	fuse_req_t req;
+	fuse_ino_t ino;
+	struct place_caller c;
+	unsigned cmd;
+	union {
+		struct dmafs_ioc_register reg;
+		struct dmafs_ioc_place place;
+	} u;
+};
+
+static void reply(fuse_req_t req, int ret, const void *out, size_t len)
+{
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_ioctl(req, 0, out, len);
+}
+
+static void job_run(struct placeq_job *qj)
+{
+	struct job *j = container_of(qj, struct job, q);
+	int ret;
+
+	if (j->cmd == DMAFS_IOC_REGISTER) {
+		ret = place_register(ops_fs, &j->c, &j->u.reg);
+		reply(j->req, ret, &j->u.reg, sizeof(j->u.reg));
+	} else {
+		ret = place_run(ops_fs, &j->c, j->ino, &j->u.place);
+		if (!ret)
+			fs_accessed(ops_fs, j->ino); /* a placement reads the file */
+		reply(j->req, ret, &j->u.place, sizeof(j->u.place));
+	}
+	free(j);
+}
+
+/* Hand @cmd to the placement threads; the reply comes from there. */
+static int queue(fuse_req_t req, fuse_ino_t ino, const struct place_caller *c, unsigned cmd,
+		 const void *in, size_t len)
+{
+	struct job *j = malloc(sizeof(*j));
+	int ret;
+
+	if (!j)
+		return -ENOMEM;
+	*j = (struct job){ .q = { .uid = c->uid, .run = job_run }, .req = req, .ino = ino,
+			   .c = *c, .cmd = cmd };
+	memcpy(&j->u, in, len);
+	ret = placeq_submit(&j->q);
+	if (ret)
+		free(j);
+	return ret;
+}
 
 void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 	      struct fuse_file_info *fi, unsigned flags, const void *in_buf, size_t in_bufsz,
@@ -15,6 +79,9 @@ void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct place_caller c = { .uid = ctx->uid };
+	struct dmafs_ioc_info info;
+	struct dmafs_ioc_unregister u;
+	size_t in = 0, out = 0;
 	int ret;
 
 	if (flags & FUSE_IOCTL_COMPAT) {
@@ -25,77 +92,40 @@ void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 		remount_ioctl(req, ino, flags, in_buf, in_bufsz, out_bufsz);
 		return;
 	}
+	switch (cmd) {
+	case DMAFS_IOC_INFO: out = sizeof(info); break;
+	case DMAFS_IOC_REGISTER: in = out = sizeof(struct dmafs_ioc_register); break;
+	case DMAFS_IOC_UNREGISTER: in = sizeof(u); break;
+	case DMAFS_IOC_PLACE: in = out = sizeof(struct dmafs_ioc_place); break;
+	default:
+		fuse_reply_err(req, ENOTTY);
+		return;
+	}
+	if (in_bufsz != in || out_bufsz < out) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	/* only a file the caller opened for reading */
+	if (cmd == DMAFS_IOC_PLACE && ((flags & FUSE_IOCTL_DIR) || !OPS_FH_READABLE(fi->fh))) {
+		fuse_reply_err(req, EBADF);
+		return;
+	}
 	if (place_tgid(ctx->pid, &c.tgid)) {
 		fuse_reply_err(req, ESRCH);
 		return;
 	}
 	switch (cmd) {
-	case DMAFS_IOC_INFO: {
-		struct dmafs_ioc_info info;
-
-		if (out_bufsz < sizeof(info)) {
-			fuse_reply_err(req, EINVAL);
-			return;
-		}
+	case DMAFS_IOC_INFO:
 		ret = place_info(ops_fs, ino, &info);
-		if (ret)
-			fuse_reply_err(req, -ret);
-		else
-			fuse_reply_ioctl(req, 0, &info, sizeof(info));
+		reply(req, ret, &info, sizeof(info));
 		return;
-	}
-	case DMAFS_IOC_REGISTER: {
-		struct dmafs_ioc_register r;
-
-		if (in_bufsz != sizeof(r) || out_bufsz < sizeof(r)) {
-			fuse_reply_err(req, EINVAL);
-			return;
-		}
-		memcpy(&r, in_buf, sizeof(r));
-		ret = place_register(ops_fs, &c, &r);
-		if (ret)
-			fuse_reply_err(req, -ret);
-		else
-			fuse_reply_ioctl(req, 0, &r, sizeof(r));
-		return;
-	}
-	case DMAFS_IOC_UNREGISTER: {
-		struct dmafs_ioc_unregister u;
-
-		if (in_bufsz != sizeof(u)) {
-			fuse_reply_err(req, EINVAL);
-			return;
-		}
+	case DMAFS_IOC_UNREGISTER:
 		memcpy(&u, in_buf, sizeof(u));
 		ret = place_unregister(&c, u.id);
-		if (ret)
-			fuse_reply_err(req, -ret);
-		else
-			fuse_reply_ioctl(req, 0, NULL, 0);
+		reply(req, ret, NULL, 0);
 		return;
 	}
-	case DMAFS_IOC_PLACE: {
-		static __thread struct dmafs_ioc_place p;
-
-		if (in_bufsz != sizeof(p) || out_bufsz < sizeof(p)) {
-			fuse_reply_err(req, EINVAL);
-			return;
-		}
-		/* only a file the caller opened for reading */
-		if ((flags & FUSE_IOCTL_DIR) || !OPS_FH_READABLE(fi->fh)) {
-			fuse_reply_err(req, EBADF);
-			return;
-		}
-		memcpy(&p, in_buf, sizeof(p));
-		ret = place_run(ops_fs, &c, ino, &p);
-		if (!ret)
-			fs_accessed(ops_fs, ino); /* a placement reads the file */
-		if (ret)
-			fuse_reply_err(req, -ret);
-		else
-			fuse_reply_ioctl(req, 0, &p, sizeof(p));
-		return;
-	}
-	}
-	fuse_reply_err(req, ENOTTY);
+	ret = queue(req, ino, &c, cmd, in_buf, in);
+	if (ret)
+		fuse_reply_err(req, -ret);
 }

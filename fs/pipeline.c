@@ -12,6 +12,7 @@
 
 #include "gpu.h"
 #include "uring.h"
+#include "usermem.h"
 #include "workpool.h"
 
 #define PIECE STAGE_SLOT	 /* file window a piece stays inside */
@@ -161,7 +162,9 @@ static int cut(struct pipe *p, const struct dmafs_ioc_place *rq)
 		while (off < end && !ret) {
 			uint64_t we = MIN(end, ALIGN_DOWN(off, PIECE) + PIECE);
 			uint64_t a = ALIGN_UP(off, DMAFS_BLOCK), b = ALIGN_DOWN(we, DMAFS_BLOCK);
-			int congruent = !p->t->gpu &&
+			/* verified placements check the bytes in a slot of the daemon's
+			 * own: the client could change its pages between read and hash */
+			int congruent = !p->t->gpu && !p->verify &&
 					((uintptr_t)(p->t->base + dst) - off) % DMAFS_BLOCK == 0;
 
 			if (congruent && a < b) {
@@ -378,7 +381,9 @@ static void deliver(struct pipe *p, struct rec *r)
 		return;
 	}
 	if (!p->t->gpu) {
-		memcpy(p->t->base + pc->dst, r->buf + (pc->off - r->a), pc->len);
+		/* the client may have shrunk its memory object: its fault, not a member's */
+		if (usermem_copy(p->t->base + pc->dst, r->buf + (pc->off - r->a), pc->len))
+			fail(p, -EFAULT);
 		rec_release(p, r);
 		return;
 	}
@@ -526,6 +531,13 @@ static void complete(struct pipe *p, struct io_uring_cqe *cqe)
 	p->inflight--;
 	if (res == -EAGAIN || res == -EINTR) {
 		res = 0;
+	} else if (res == -EFAULT && o->rec->slot < 0) {
+		/* a direct read into client pages that are gone: the client's fault, so no
+		 * member is blamed (staging slots are the daemon's and never fault) */
+		o->op.res = res;
+		o->rec->err = -EFAULT;
+		op_done(p, o);
+		return;
 	} else if (res < 0 || (res == 0 && o->done < o->op.len)) {
 		o->op.res = res < 0 ? res : -EIO;
 		fs_io_error(p->fs, p->ino, &o->op, o->foff, "read");

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -22,24 +23,43 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clientfd.h"
 #include "gpu.h"
 #include "p2p.h"
 #include "pipeline.h"
 #include "stage.h"
+#include "usermem.h"
 
-#define MAX_REGS_PER_PROCESS 4096
 #define REAP_INTERVAL_MS 500
+
+/* A process with registrations: one pidfd for all of them, closed with the last. */
+struct client {
+	struct client *next;
+	pid_t tgid;
+	int pidfd;
+	unsigned nregs;		/* protected by regs_lock */
+};
+
+/* What one user holds, against the per-user limits. */
+struct user {
+	struct user *next;
+	uid_t uid;
+	unsigned nregs;		/* protected by regs_lock */
+	uint64_t bytes;		/* host bytes mapped; protected by regs_lock */
+	unsigned stuck;		/* descriptors being closed aside (clientfd.h); atomic */
+};
 
 struct reg {
 	struct reg *next;
 	uint64_t id;
-	pid_t tgid;
-	int pidfd;
+	struct client *cl;
+	struct user *u;
 	int target;
 	int dev;		/* GPU ordinal in the daemon */
 	struct gpu *gpu;
 	char *base;		/* where buffer byte 0 is: host mapping or device pointer */
 	uint64_t size;
+	uint64_t charged;	/* host bytes counted against the limits */
 	void *map;		/* host: mmap address; GPU: IPC mapping base */
 	size_t map_len;
 	int p2p;		/* registered with cuFile */
@@ -47,9 +67,14 @@ struct reg {
 	int dead;		/* unregistered or owner gone; freed when refs drops to 0 */
 };
 
+/* Lock order: regs_lock is a leaf; nothing else is taken while it is held. */
 static pthread_mutex_t regs_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct reg *regs; /* protected by regs_lock */
-static unsigned nregs;
+static struct reg *regs;	/* protected by regs_lock */
+static struct client *clients;	/* protected by regs_lock */
+static struct user *users;	/* protected by regs_lock; entries live until shutdown */
+static unsigned nregs;		/* protected by regs_lock */
+static uint64_t nbytes;		/* protected by regs_lock */
+static struct place_limits lim;
 static pthread_t reaper;
 static int reaper_running;
 /* The unmount wakes the reaper instead of waiting out its sleep. */
@@ -87,12 +112,17 @@ int place_tgid(pid_t tid, pid_t *tgid)
 	return ret;
 }
 
-static int pid_alive(int pidfd)
+/* Has the process behind @pidfd exited? A pidfd polls readable from its exit on, zombie
+ * or not, and a pid used again by another process never makes it readable again. */
+static int pid_gone(int pidfd)
 {
-	return syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) == 0 || errno == EPERM;
+	struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
+
+	return poll(&pfd, 1, 0) > 0;
 }
 
-/* Release what a registration holds. Caller holds no lock; the reg is unlinked. */
+/* Release what a registration holds. Caller holds no lock; the reg is unlinked and its
+ * client and user counts already dropped. */
 static void reg_free(struct reg *r)
 {
 	if (r->target == DMAFS_TARGET_HOST) {
@@ -103,24 +133,48 @@ static void reg_free(struct reg *r)
 			p2p_buf_deregister(r->map);
 		gpu_ipc_close(r->gpu, r->dev, r->map);
 	}
-	if (r->pidfd >= 0)
-		close(r->pidfd);
 	free(r);
+}
+
+/* Drop @r's counts; returns its client when that was the client's last registration
+ * (unlinked: the caller closes its pidfd and frees it). Caller holds regs_lock. */
+static struct client *uncount(struct reg *r)
+{
+	struct client **pp, *cl = r->cl;
+
+	nregs--;
+	nbytes -= r->charged;
+	r->u->nregs--;
+	r->u->bytes -= r->charged;
+	if (--cl->nregs)
+		return NULL;
+	for (pp = &clients; *pp != cl; pp = &(*pp)->next)
+		;
+	*pp = cl->next;
+	return cl;
 }
 
 /* Unlink and free every dead registration nobody uses. */
 static void reap(void)
 {
 	struct reg **pp, *dead = NULL, *r;
+	struct client *gone = NULL, *cl;
 
 	pthread_mutex_lock(&regs_lock);
+	for (cl = clients; cl; cl = cl->next)
+		if (pid_gone(cl->pidfd))
+			for (r = regs; r; r = r->next)
+				if (r->cl == cl)
+					r->dead = 1;
 	for (pp = &regs; *pp;) {
 		r = *pp;
-		if (!r->dead && !pid_alive(r->pidfd))
-			r->dead = 1;
 		if (r->dead && r->refs == 0) {
 			*pp = r->next;
-			nregs--;
+			cl = uncount(r);
+			if (cl) {
+				cl->next = gone;
+				gone = cl;
+			}
 			r->next = dead;
 			dead = r;
 		} else {
@@ -131,9 +185,14 @@ static void reap(void)
 	while (dead) {
 		r = dead;
 		dead = r->next;
-		log_debug("placement: released buffer %016llx of process %d",
-			  (unsigned long long)r->id, (int)r->tgid);
+		log_debug("placement: released buffer %016llx", (unsigned long long)r->id);
 		reg_free(r);
+	}
+	while (gone) {
+		cl = gone;
+		gone = cl->next;
+		close(cl->pidfd);
+		free(cl);
 	}
 }
 
@@ -160,12 +219,17 @@ static void *reaper_main(void *arg)
 
 static void gpu_log_to_daemon(const char *msg) { log_err("%s", msg); }
 
-int place_init(struct fs *fs, uint64_t staging, int prewarm)
+int place_init(struct fs *fs, const struct place_limits *limits, uint64_t staging, int prewarm)
 {
 	int ret;
 
 	place_fs = fs;
+	lim = *limits;
 	gpu_set_log(gpu_log_to_daemon);
+	clientfd_init();
+	ret = usermem_init();
+	if (ret)
+		return ret;
 	ret = stage_init(staging, prewarm);
 	if (ret)
 		return ret;
@@ -190,17 +254,8 @@ void place_shutdown(void)
 		r->dead = 1;
 	pthread_mutex_unlock(&regs_lock);
 	reap();
+	/* users stay: a descriptor still being closed aside counts in its user's entry */
 	stage_shutdown();
-}
-
-unsigned place_count(void)
-{
-	unsigned n;
-
-	pthread_mutex_lock(&regs_lock);
-	n = nregs;
-	pthread_mutex_unlock(&regs_lock);
-	return n;
 }
 
 /* ---- capabilities ---- */
@@ -299,64 +354,46 @@ static void *map_populate(void *arg)
 	return NULL;
 }
 
-static int map_host(const struct place_caller *c, struct dmafs_ioc_register *rq, struct reg *r)
+/*
+ * Does the client's object have a page behind every page of [map, map + len)? The daemon
+ * must not allocate memory the client did not: a fault on a hole of a shmem object would
+ * allocate a page, charged to the daemon. An object whose blocks cover its size has no
+ * hole; otherwise mincore(2) asks the page cache page by page (a page of a sparse object
+ * that is swapped out counts as missing).
+ */
+static int no_holes(const struct stat *st, int hugetlb, void *map, size_t len)
 {
-	char path[64];
-	struct stat st;
-	struct statfs sf;
+	unsigned char vec[4096];
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+
+	if ((uint64_t)st->st_blocks * 512 >= (uint64_t)st->st_size)
+		return 1;
+	if (hugetlb)
+		return 0; /* mincore sees only this mapping's pages there, and it has none */
+	for (size_t off = 0; off < len; off += sizeof(vec) * pg) {
+		size_t n = MIN(len - off, sizeof(vec) * pg);
+
+		if (mincore((char *)map + off, n, vec))
+			return 0;
+		for (size_t i = 0; i < (n + pg - 1) / pg; i++)
+			if (!(vec[i] & 1))
+				return 0;
+	}
+	return 1;
+}
+
+/* Fault the mapping in now, in up to 4 threads of 64 MiB or more each: page faults at
+ * registration, not inside the first placement. Failures are left to the placement's
+ * own faults (usermem.h), as MAP_POPULATE leaves them. */
+static void populate(struct reg *r, uint64_t unit)
+{
 	struct map_part part[4];
 	pthread_t tid[4];
 	int started[4] = { 0 };
 	sigset_t all, old;
 	cpu_set_t cpus;
-	uint64_t start, end, unit = (uint64_t)sysconf(_SC_PAGESIZE);
 	size_t n, step;
-	int fd;
 
-	if (rq->fd < 0)
-		return -EBADF;
-	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)c->tgid, rq->fd);
-	fd = open(path, O_RDWR | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ? -EBADF : -errno;
-	/* only shared memory the caller owns: memfd or tmpfs/hugetlbfs objects */
-	if (fstat(fd, &st) < 0 || fstatfs(fd, &sf) < 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return -EINVAL;
-	}
-	if (st.st_uid != c->uid) {
-		close(fd);
-		return -EACCES;
-	}
-	if (sf.f_type != TMPFS_MAGIC && sf.f_type != HUGETLBFS_MAGIC) {
-		close(fd);
-		return -EINVAL;
-	}
-	if (rq->offset > (uint64_t)st.st_size || rq->size > (uint64_t)st.st_size - rq->offset) {
-		close(fd);
-		return -ERANGE;
-	}
-	/* hugetlbfs maps and unmaps whole huge pages (its st_blksize): an unaligned offset
-	 * fails mmap, and an unaligned length fails the munmap in reg_free, which would leave
-	 * the mapping and its pages to the daemon's end. Its file sizes are whole pages. */
-	if (sf.f_type == HUGETLBFS_MAGIC && st.st_blksize > 0)
-		unit = (uint64_t)st.st_blksize;
-	start = ALIGN_DOWN(rq->offset, unit);
-	end = ALIGN_UP(rq->offset + rq->size, unit);
-	r->map_len = end - start;
-	r->map = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, start);
-	if (r->map == MAP_FAILED) {
-		close(fd);
-		r->map = NULL;
-		return -errno;
-	}
-	/*
-	 * Populated now: page faults at registration, not inside the first placement. The
-	 * client has the pages already; read faults map 16 of them each (fault-around), in
-	 * up to 4 threads with 64 MiB or more each. Measured on a 16-core VM, 2 GiB: 0.15 s
-	 * in one thread, 0.075 s in 4; 16 GiB: 1.3 s, 0.6 s; 8 and 16 threads were slower.
-	 * Failures are left to the placement's own faults, as MAP_POPULATE leaves them.
-	 */
 	n = sched_getaffinity(0, sizeof(cpus), &cpus) ? 1 : (size_t)CPU_COUNT(&cpus);
 	n = MAX(MIN(MIN(n, 4), r->map_len / (64u << 20)), 1);
 	step = ALIGN_UP((r->map_len + n - 1) / n, unit);
@@ -375,18 +412,43 @@ static int map_host(const struct place_caller *c, struct dmafs_ioc_register *rq,
 		else
 			map_populate(&part[i]);
 	}
-	/* Linux < 5.14 has no MADV_POPULATE_READ: map again in place, populated. A failed
-	 * MAP_FIXED may leave the range unmapped, so that is a failed registration. */
-	if (part[0].err == EINVAL &&
-	    mmap(r->map, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE,
-		 fd, start) == MAP_FAILED) {
-		part[0].err = errno;
-		munmap(r->map, r->map_len);
+}
+
+/* Map the client's shared memory: @fd is the daemon's descriptor of it (clientfd.h). */
+static int map_host(const struct place_caller *c, struct dmafs_ioc_register *rq, struct reg *r,
+		    int fd)
+{
+	struct stat st;
+	struct statfs sf;
+	uint64_t start, end, unit = (uint64_t)sysconf(_SC_PAGESIZE);
+	int hugetlb;
+
+	/* fstat and fstatfs are safe now: clientfd_take let only shmem and hugetlbfs by */
+	if (fstat(fd, &st) < 0 || fstatfs(fd, &sf) < 0 || !S_ISREG(st.st_mode))
+		return -EINVAL;
+	if (st.st_uid != c->uid)
+		return -EACCES;
+	if (sf.f_type != TMPFS_MAGIC && sf.f_type != HUGETLBFS_MAGIC)
+		return -EINVAL;
+	if (rq->offset > (uint64_t)st.st_size || rq->size > (uint64_t)st.st_size - rq->offset)
+		return -ERANGE;
+	/* hugetlbfs maps and unmaps whole huge pages (its st_blksize): an unaligned offset
+	 * fails mmap, and an unaligned length fails the munmap in reg_free, which would leave
+	 * the mapping and its pages to the daemon's end. Its file sizes are whole pages. */
+	hugetlb = sf.f_type == HUGETLBFS_MAGIC;
+	if (hugetlb && st.st_blksize > 0)
+		unit = (uint64_t)st.st_blksize;
+	start = ALIGN_DOWN(rq->offset, unit);
+	end = ALIGN_UP(rq->offset + rq->size, unit);
+	r->map_len = end - start;
+	r->map = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, start);
+	if (r->map == MAP_FAILED) {
 		r->map = NULL;
-		close(fd);
-		return -part[0].err;
+		return -errno;
 	}
-	close(fd);
+	if (!no_holes(&st, hugetlb, r->map, r->map_len))
+		return -EFAULT;
+	populate(r, unit);
 	r->base = (char *)r->map + (rq->offset - start);
 	return 0;
 }
@@ -422,38 +484,158 @@ static int map_gpu(struct dmafs_ioc_register *rq, struct reg *r)
 	return 0;
 }
 
+/* The caller's user and client entries (made if new), or NULL (-ENOMEM). Caller holds
+ * regs_lock; @pidfd is a fresh pidfd of the caller, consumed when a client is made. */
+static struct user *user_get(uid_t uid)
+{
+	struct user *u;
+
+	for (u = users; u; u = u->next)
+		if (u->uid == uid)
+			return u;
+	u = calloc(1, sizeof(*u));
+	if (u) {
+		u->uid = uid;
+		u->next = users;
+		users = u;
+	}
+	return u;
+}
+
+static struct client *client_find(pid_t tgid)
+{
+	for (struct client *cl = clients; cl; cl = cl->next)
+		if (cl->tgid == tgid && !pid_gone(cl->pidfd))
+			return cl;
+	return NULL;
+}
+
+/*
+ * Count @r (host bytes @bytes) against the limits, for user @u and client @cl. Returns 0,
+ * -EDQUOT (a per-user limit) or -ENOSPC (a limit of the mount); the message names the
+ * limit. Caller holds regs_lock.
+ */
+static int charge(const struct place_caller *c, struct user *u, uint64_t bytes)
+{
+	const char *what = NULL;
+	char a[32], b[32];
+	int ret = 0;
+
+	if (u->nregs >= lim.regs_user) {
+		what = "reg_max_user";
+		ret = -EDQUOT;
+		snprintf(a, sizeof(a), "%u registrations", lim.regs_user);
+	} else if (bytes > lim.bytes_user - MIN(u->bytes, lim.bytes_user)) {
+		what = "reg_bytes_user";
+		ret = -EDQUOT;
+		snprintf(a, sizeof(a), "%s", util_fmt_size(lim.bytes_user, b, sizeof(b)));
+	} else if (nregs >= lim.regs) {
+		what = "reg_max";
+		ret = -ENOSPC;
+		snprintf(a, sizeof(a), "%u registrations", lim.regs);
+	} else if (bytes > lim.bytes - MIN(nbytes, lim.bytes)) {
+		what = "reg_bytes";
+		ret = -ENOSPC;
+		snprintf(a, sizeof(a), "%s", util_fmt_size(lim.bytes, b, sizeof(b)));
+	}
+	if (ret) {
+		log_info("placement: process %d (uid %u) refused a registration: %s %s is reached (%s; mount option %s=)",
+			 (int)c->tgid, (unsigned)c->uid, ret == -EDQUOT ? "the per-user limit of" : "the mount's limit of",
+			 a, ret == -EDQUOT ? "EDQUOT" : "ENOSPC", what);
+		return ret;
+	}
+	u->nregs++;
+	u->bytes += bytes;
+	nregs++;
+	nbytes += bytes;
+	return 0;
+}
+
 int place_register(struct fs *fs, const struct place_caller *c, struct dmafs_ioc_register *rq)
 {
+	struct client *cl, *fresh = NULL, *drop = NULL;
+	struct user *u;
 	struct reg *r;
-	unsigned mine = 0;
-	int ret;
+	uint64_t bytes = 0;
+	int ret, pidfd, fd = -1;
 
 	if (rq->flags || rq->size == 0 || rq->offset > UINT64_MAX - rq->size)
 		return -EINVAL;
 	if (rq->target != DMAFS_TARGET_HOST && rq->target != DMAFS_TARGET_CUDA &&
 	    rq->target != DMAFS_TARGET_HIP)
 		return -EINVAL;
-	pthread_mutex_lock(&regs_lock);
-	for (r = regs; r; r = r->next)
-		mine += r->tgid == c->tgid && !r->dead;
-	pthread_mutex_unlock(&regs_lock);
-	if (mine >= MAX_REGS_PER_PROCESS)
-		return -EMFILE;
+	if (rq->target == DMAFS_TARGET_HOST) {
+		/* what the mapping will take, with a page either side at most */
+		uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
+
+		if (rq->size > UINT64_MAX - 2 * pg)
+			return -ERANGE;
+		bytes = ALIGN_UP(rq->size, pg);
+	}
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
-	r->pidfd = syscall(SYS_pidfd_open, c->tgid, 0);
-	if (r->pidfd < 0) {
-		free(r);
-		return -ESRCH;
+	pthread_mutex_lock(&regs_lock);
+	cl = client_find(c->tgid);
+	pthread_mutex_unlock(&regs_lock);
+	if (!cl) {
+		pidfd = (int)syscall(SYS_pidfd_open, c->tgid, 0);
+		fresh = pidfd < 0 ? NULL : calloc(1, sizeof(*fresh));
+		if (!fresh) {
+			if (pidfd >= 0)
+				close(pidfd);
+			free(r);
+			return pidfd < 0 ? -ESRCH : -ENOMEM;
+		}
+		fresh->tgid = c->tgid;
+		fresh->pidfd = pidfd;
 	}
-	r->tgid = c->tgid;
+	/* counted before anything is mapped: the limits hold while registrations race */
+	pthread_mutex_lock(&regs_lock);
+	u = user_get(c->uid);
+	ret = u ? charge(c, u, bytes) : -ENOMEM;
+	if (!ret) {
+		cl = client_find(c->tgid);
+		if (!cl) {
+			cl = fresh;
+			fresh = NULL;
+			cl->next = clients;
+			clients = cl;
+		}
+		cl->nregs++;
+		r->cl = cl;
+		r->u = u;
+		r->charged = bytes;
+	}
+	pthread_mutex_unlock(&regs_lock);
+	if (fresh) {
+		close(fresh->pidfd);
+		free(fresh);
+	}
+	if (ret) {
+		free(r);
+		return ret;
+	}
 	r->target = rq->target;
 	r->size = rq->size;
 	ret = gen_id(&r->id);
-	if (!ret)
-		ret = rq->target == DMAFS_TARGET_HOST ? map_host(c, rq, r) : map_gpu(rq, r);
+	if (!ret && rq->target == DMAFS_TARGET_HOST) {
+		ret = clientfd_take(c->tgid, cl->pidfd, rq->fd, &u->stuck, &fd);
+		if (!ret)
+			ret = map_host(c, rq, r, fd);
+		if (fd >= 0)
+			close(fd);
+	} else if (!ret) {
+		ret = map_gpu(rq, r);
+	}
 	if (ret) {
+		pthread_mutex_lock(&regs_lock);
+		drop = uncount(r);
+		pthread_mutex_unlock(&regs_lock);
+		if (drop) {
+			close(drop->pidfd);
+			free(drop);
+		}
 		reg_free(r);
 		return ret;
 	}
@@ -461,7 +643,6 @@ int place_register(struct fs *fs, const struct place_caller *c, struct dmafs_ioc
 	pthread_mutex_lock(&regs_lock);
 	r->next = regs;
 	regs = r;
-	nregs++;
 	pthread_mutex_unlock(&regs_lock);
 	log_debug("placement: process %d registered buffer %016llx (%llu bytes, target %d)",
 		  (int)c->tgid, (unsigned long long)r->id, (unsigned long long)r->size, r->target);
@@ -477,7 +658,11 @@ static int reg_get(const struct place_caller *c, uint64_t id, struct reg **out)
 	for (struct reg *r = regs; r; r = r->next) {
 		if (r->id != id || r->dead)
 			continue;
-		if (r->tgid != c->tgid) {
+		/* a pid used again by another process must not reach the old one's buffers
+		 * in the half second before the reaper runs */
+		if (pid_gone(r->cl->pidfd))
+			break;
+		if (r->cl->tgid != c->tgid) {
 			ret = -EPERM;
 		} else {
 			r->refs++;

@@ -170,7 +170,10 @@ int dmafs_session_caps(struct dmafs_session *s, struct dmafs_caps *caps);
  *              the CUDA call making the IPC handle failed
  *   -ENXIO     the daemon cannot open the allocation (other GPU, no CUDA in the daemon,
  *              or memory that has no IPC handle)
- *   -EMFILE    the daemon's per-process registration limit is reached
+ *   -EDQUOT    the daemon's per-user registration limit is reached (mount options
+ *              reg_max_user, reg_bytes_user)
+ *   -ENOSPC    the mount's registration limit is reached (reg_max, reg_bytes)
+ *   -EAGAIN    256 requests of this user are waiting in the daemon: try again
  *   -ENOMEM    out of memory (here or in the daemon)
  *   -ENOTCONN  the daemon is gone
  * @see dmafs_buf_unregister
@@ -194,8 +197,11 @@ int dmafs_buf_register_hip(struct dmafs_session *s, void *devptr, size_t size, i
  * stays valid until dmafs_buf_unregister(). Returns 0 and *out, or:
  *   -EINVAL    s or out NULL, or size 0
  *   -ENOMEM    out of memory, or size too large for a memfd
- *   -EMFILE    the daemon's per-process registration limit is reached, or this process
- *              is out of descriptors (memfd_create)
+ *   -EDQUOT    the daemon's per-user registration limit is reached (mount options
+ *              reg_max_user, reg_bytes_user)
+ *   -ENOSPC    the mount's registration limit is reached (reg_max, reg_bytes)
+ *   -EAGAIN    256 requests of this user are waiting in the daemon: try again
+ *   -EMFILE    this process is out of descriptors (memfd_create)
  *   -ENFILE    the system is out of descriptors
  *   -ENOTCONN  the daemon is gone
  *   other -errno from memfd_create(2), ftruncate(2), mmap(2) or madvise(2)
@@ -246,6 +252,8 @@ int dmafs_buf_unregister(struct dmafs_buf *b);
  *   -EIO       a member read failed, or (mount option verify_place) data failed its
  *              checksum; the daemon logs member and offset
  *   -ENODEV    the GPU copy failed
+ *   -EFAULT    the host buffer's memory was taken away (its memfd truncated) meanwhile
+ *   -EAGAIN    256 requests of this user are waiting in the daemon: try again
  *   -ENOMEM    out of memory
  *   -ENOTCONN  the daemon is gone
  * After an error some extents may have been placed: ext[i].length is updated for every

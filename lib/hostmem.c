@@ -68,6 +68,13 @@ static void *populate_chunk(void *arg)
 	return NULL;
 }
 
+/* The size is final: nothing can shrink the object under the daemon's mapping or ours
+ * (the daemon survives that, but the placement would fail with EFAULT). */
+static int seal(int fd)
+{
+	return fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) ? -errno : 0;
+}
+
 static unsigned cpus(void)
 {
 	cpu_set_t set;
@@ -160,7 +167,7 @@ static int alloc_huge(size_t size, struct hostmem *m)
 	if ((env && !strcmp(env, "0")) || size < HUGE_MIN || size > SIZE_MAX - HUGE_SIZE)
 		return -ENOTSUP;
 	len = (size + HUGE_SIZE - 1) / HUGE_SIZE * HUGE_SIZE;
-	fd = memfd_create("dmafs-host", MFD_CLOEXEC | MFD_HUGETLB | MFD_HUGE_2MB);
+	fd = memfd_create("dmafs-host", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_HUGETLB | MFD_HUGE_2MB);
 	if (fd < 0)
 		return -errno; /* EINVAL: no hugetlbfs or no 2 MiB pages in this kernel */
 	if (ftruncate(fd, (off_t)len)) {
@@ -168,7 +175,9 @@ static int alloc_huge(size_t size, struct hostmem *m)
 		close(fd);
 		return ret;
 	}
-	ret = map_populated(fd, len, &m->ptr);
+	ret = seal(fd);
+	if (!ret)
+		ret = map_populated(fd, len, &m->ptr);
 	if (ret) {
 		close(fd);
 		return ret;
@@ -189,7 +198,7 @@ static int alloc_small(size_t size, struct hostmem *m)
 	/* Whole pages: the daemon maps the object in pages, and a page wholly past the end of
 	 * a memfd would SIGBUS on either side. */
 	len = (size + page - 1) / page * page;
-	fd = memfd_create("dmafs-host", MFD_CLOEXEC);
+	fd = memfd_create("dmafs-host", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return -errno;
 	if (ftruncate(fd, (off_t)len)) {
@@ -203,7 +212,9 @@ static int alloc_small(size_t size, struct hostmem *m)
 		close(fd);
 		return -ENOMEM;
 	}
-	ret = map_populated(fd, len, &m->ptr);
+	ret = seal(fd);
+	if (!ret)
+		ret = map_populated(fd, len, &m->ptr);
 	if (ret) {
 		close(fd);
 		return ret;

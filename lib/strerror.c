@@ -57,8 +57,12 @@ const char *dmafs_strerror(int err)
 		return "no GPU runtime or device in this process, or the GPU copy failed (run dmafs-check; DMAFS_DEBUG=1 shows the runtime's message)";
 	case ENXIO:
 		return "the dmafs daemon cannot open the GPU allocation (other GPU, no GPU runtime in the daemon, or not cudaMalloc/hipMalloc memory)";
-	case EMFILE:
-		return "the dmafs daemon's per-process registration limit is reached (unregister buffers you no longer use)";
+	case EDQUOT:
+		return "the dmafs daemon's per-user registration limit is reached (mount options reg_max_user, reg_bytes_user; unregister buffers you no longer use)";
+	case ENOSPC:
+		return "no space left, or the mount's registration limit is reached (mount options reg_max, reg_bytes)";
+	case EFAULT:
+		return "the buffer's memory is not there: a hole in the shared memory at registration, or it was truncated during the placement";
 	case EBUSY:
 		return "a placement into the buffer is still running";
 	case ENOTCONN:
@@ -68,7 +72,7 @@ const char *dmafs_strerror(int err)
 	case EBADMSG:
 		return "malformed dmafs layout from the daemon (library and daemon versions differ?)";
 	case EAGAIN:
-		return "layout kept changing while it was read (file being written): try again";
+		return "try again: many requests of this user are waiting in the dmafs daemon, or the layout kept changing while it was read (file being written)";
 	case EINVAL:
 		return "invalid argument (NULL handle, size 0, bad extent, or not a regular file)";
 	case EISDIR:

@@ -45,6 +45,7 @@ static int host_register(int fd, struct hbuf *b, size_t size)
 	b->p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, b->mfd, 0);
 	if (b->p == MAP_FAILED)
 		return -errno;
+	memset(b->p, 0, size); /* the daemon refuses holes: the memory must be ours already */
 	r.target = DMAFS_TARGET_HOST;
 	r.size = size;
 	r.fd = b->mfd;

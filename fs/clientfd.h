@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * clientfd.h - taking a client's shared-memory descriptor without opening anything.
+ *
+ * The daemon runs as root. A path a client names (/proc/PID/fd/N included) would be
+ * opened with root's rights, and an open or an fstatfs of a file on a FUSE mount (this
+ * one too) sends requests to another daemon, or to this one, and can wait forever. So a
+ * host buffer's descriptor is vetted from /proc/PID/fdinfo and the client's mountinfo
+ * first, which ask no filesystem anything, and only a shmem (memfd, tmpfs) or hugetlbfs
+ * file open read-write is then taken with pidfd_getfd(2): the same open file, nothing
+ * reopened.
+ */
+#ifndef DMAFS_CLIENTFD_H
+#define DMAFS_CLIENTFD_H
+
+#include <sys/types.h>
+
+/* Learn the kernel's internal memfd mounts (they are in no mount table). Call once. */
+void clientfd_init(void);
+
+/*
+ * Take descriptor @fd of process @tgid (@pidfd its pidfd). On success *out is a
+ * descriptor of the same open file in the daemon (close it when done) and 0 is returned.
+ * Errors: -EBADF @fd is not open, is O_PATH or not open read-write; -EINVAL it is not a
+ * shmem or hugetlbfs file; -ESRCH the process is gone; -EPERM the kernel refused to hand
+ * the descriptor over (ptrace policy: Yama ptrace_scope 3); -EAGAIN @stuck (the caller's
+ * count of descriptors still being closed) is at its cap.
+ *
+ * A client can swap another file in under @fd between the check and the take. Closing
+ * that file may send a FLUSH to a FUSE daemon that never answers, so it is closed on a
+ * thread of its own and counted in @stuck (atomic) until the close returns.
+ */
+int clientfd_take(pid_t tgid, int pidfd, int fd, unsigned *stuck, int *out);
+
+#endif

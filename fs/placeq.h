@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * placeq.h - the placement channel's own threads: registrations and placements run here,
+ * never on FUSE worker threads, so no amount of placing keeps POSIX reads and writes of
+ * other users waiting. Waiting requests sit in one queue per user, and free threads take
+ * from the users in turn: a user with many requests waits behind their own, not others.
+ */
+#ifndef DMAFS_PLACEQ_H
+#define DMAFS_PLACEQ_H
+
+#include <sys/types.h>
+
+/* A request to run; embed it in the caller's job. run() owns the job from then on. */
+struct placeq_job {
+	struct placeq_job *next;
+	uid_t uid;
+	void (*run)(struct placeq_job *j);
+};
+
+/* Requests of one user that may wait at a time (-EAGAIN beyond): a queued placement
+ * holds its 12 KiB request in the daemon. */
+#define PLACEQ_PER_USER 256
+
+/* Start @threads threads; at most @per_user requests of one user wait at a time.
+ * Returns 0 or -errno. */
+int placeq_start(unsigned threads, unsigned per_user);
+/* Queue @j for its user. Returns 0, or -EAGAIN when that user already has @per_user
+ * requests waiting (the job is then still the caller's). */
+int placeq_submit(struct placeq_job *j);
+/* Run what is queued, then stop the threads (unmount). */
+void placeq_stop(void);
+
+#endif
