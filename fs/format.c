@@ -117,18 +117,21 @@ int fmt_sb_decode(const uint8_t b[FMT_SB_SIZE], struct fmt_sb *sb)
 	    sb->stripe_unit < (64u << 10) || sb->stripe_unit > (64u << 20))
 		return -EUCLEAN;
 	if (sb->member_size < FMT_MIN_MEMBER || sb->member_size % DMAFS_BLOCK ||
-	    sb->data_offset % DMAFS_BLOCK ||
+	    sb->data_offset % DMAFS_BLOCK || sb->data_offset < FMT_SB_SIZE ||
 	    sb->data_end % DMAFS_BLOCK || sb->data_offset >= sb->data_end ||
 	    sb->data_end > sb->member_size - FMT_SB_SIZE)
 		return -EUCLEAN;
 	if (sb->log_half % DMAFS_BLOCK || sb->log_half < (1u << 20))
 		return -EUCLEAN;
+	/* member_size - FMT_SB_SIZE bounds csum_offset, so the subtraction below cannot wrap */
 	if (sb->csum_offset % DMAFS_BLOCK || sb->csum_offset < sb->data_end ||
-	    sb->csum_offset > sb->member_size ||
+	    sb->csum_offset > sb->member_size - FMT_SB_SIZE ||
 	    fmt_csum_bytes(sb->data_end - sb->data_offset) > sb->member_size - FMT_SB_SIZE - sb->csum_offset)
 		return -EUCLEAN;
+	/* log_offset + 2 * log_half could wrap; compare against the room before data_offset */
 	if (fmt_has_log(sb->member_index) &&
-	    (sb->log_offset != FMT_LOG_OFFSET || sb->log_offset + 2 * sb->log_half > sb->data_offset))
+	    (sb->log_offset != FMT_LOG_OFFSET || sb->data_offset < sb->log_offset ||
+	     sb->log_half > (sb->data_offset - sb->log_offset) / 2))
 		return -EUCLEAN;
 	return 0;
 }
@@ -321,7 +324,8 @@ int fmt_rec_decode(const uint8_t *buf, size_t len, size_t *pos, struct fmt_rec *
 		r->member = get_u32(p + 20);
 		r->moff = get_u64(p + 24);
 		if (rest || !r->len || r->len % DMAFS_BLOCK || r->off % DMAFS_BLOCK ||
-		    r->moff % DMAFS_BLOCK || r->member >= FMT_MAX_MEMBERS)
+		    r->moff % DMAFS_BLOCK || r->member >= FMT_MAX_MEMBERS ||
+		    r->off + r->len < r->off)
 			return -EBADMSG;
 		break;
 	case REC_TRUNC:

@@ -319,6 +319,9 @@ static int compact_locked(struct journal *j)
 	int ret, half;
 	uint64_t base;
 
+	/* gen + 1 must exceed gen, or the next mount would replay the half it replaces */
+	if (j->gen == UINT64_MAX)
+		return -EOVERFLOW;
 	pthread_rwlock_wrlock(&j->inplace);
 	pthread_mutex_lock(&j->meta->lock);
 	ret = meta_snapshot(j->meta, &snap);

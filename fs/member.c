@@ -248,10 +248,13 @@ int members_open(const char *list, int rdonly, struct member **out, char *err, s
 			ret = -EINVAL;
 			goto fail;
 		}
+		/* the log copies on members 0 and 1 are read and written with member 0's geometry */
 		if (memcmp(ref->member_uuid[i], sb->member_uuid[i], 16) ||
-		    sb->member_count != ref->member_count || sb->stripe_unit != ref->stripe_unit) {
+		    sb->member_count != ref->member_count || sb->stripe_unit != ref->stripe_unit ||
+		    sb->log_half != ref->log_half ||
+		    (fmt_has_log(i) && sb->log_offset != ref->log_offset)) {
 			snprintf(err, errlen,
-				 "member %d (%s): superblock disagrees with member 0 about the member set",
+				 "member %d (%s): superblock disagrees with member 0 about the member set or the log geometry",
 				 i, ms[i].path);
 			ret = -EUCLEAN;
 			goto fail;

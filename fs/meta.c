@@ -177,7 +177,9 @@ static int apply_inode(struct meta *m, const struct fmt_rec *r)
 	default:
 		return -EUCLEAN;
 	}
-	if (r->ino == 0 || r->a.start_member >= m->nmembers || (r->a.mode & ~(S_IFMT | 07777)))
+	/* UINT64_MAX would wrap next_ino to 0, and new inodes would collide with old ones */
+	if (r->ino == 0 || r->ino == UINT64_MAX || r->a.start_member >= m->nmembers ||
+	    (r->a.mode & ~(S_IFMT | 07777)))
 		return -EUCLEAN;
 	if (ino) {
 		if ((ino->a.mode & S_IFMT) != (r->a.mode & S_IFMT))
@@ -316,8 +318,10 @@ static int apply_punch(struct meta *m, struct inode *ino, uint64_t off, uint64_t
 		e->moff += cut;
 		e->len -= cut;
 	}
-	memmove(&ino->ext[i], &ino->ext[j], (ino->next - j) * sizeof(ino->ext[0]));
-	ino->next -= j - i;
+	if (j > i) { /* ext is NULL for a file that never had extents */
+		memmove(&ino->ext[i], &ino->ext[j], (ino->next - j) * sizeof(ino->ext[0]));
+		ino->next -= j - i;
+	}
 	return 0;
 }
 
@@ -597,6 +601,7 @@ struct cleanup_ctx {
 	int fixes;
 	struct inode **orphans;
 	size_t norphans, cap;
+	int orphans_gone; /* second walk: only entries */
 };
 
 static int check_entries(struct inode *ino, void *arg)
@@ -626,7 +631,7 @@ static int check_entries(struct inode *ino, void *arg)
 		}
 		ino->dir->nopen--;
 	}
-	if (ino->a.nlink == 0 && ino->ino != FMT_ROOT_INO) {
+	if (ino->a.nlink == 0 && ino->ino != FMT_ROOT_INO && !c->orphans_gone) {
 		if (c->norphans == c->cap) {
 			size_t cap = c->cap ? c->cap * 2 : 16;
 			struct inode **p = realloc(c->orphans, cap * sizeof(*p));
@@ -645,6 +650,7 @@ int meta_cleanup(struct meta *m, void (*report)(const char *msg))
 {
 	struct cleanup_ctx c = { .m = m, .report = report };
 	int ret = meta_for_each(m, check_entries, &c);
+	size_t deleted = 0;
 
 	/* Orphans: unlinked while open when the daemon stopped; their space is reclaimed. */
 	for (size_t i = 0; !ret && i < c.norphans; i++) {
@@ -653,7 +659,12 @@ int meta_cleanup(struct meta *m, void (*report)(const char *msg))
 		if (ino->dir && ino->dir->count)
 			continue;
 		apply_idel(m, ino);
+		deleted++;
 	}
 	free(c.orphans);
+	/* damaged metadata can still name an inode whose nlink is 0: drop those entries too */
+	c.orphans_gone = 1;
+	if (!ret && deleted)
+		ret = meta_for_each(m, check_entries, &c);
 	return ret ? ret : c.fixes;
 }
