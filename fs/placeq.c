@@ -62,7 +62,17 @@ static struct placeq_job *take(void)
 
 static void *main_loop(void *arg)
 {
+	sigset_t faults;
+
 	(void)arg;
+	/* Started with every signal blocked, but a fault must reach its handler: a SIGBUS
+	 * from a client's memory (usermem.h) that is blocked kills the whole daemon. */
+	sigemptyset(&faults);
+	sigaddset(&faults, SIGBUS);
+	sigaddset(&faults, SIGSEGV);
+	sigaddset(&faults, SIGFPE);
+	sigaddset(&faults, SIGILL);
+	pthread_sigmask(SIG_UNBLOCK, &faults, NULL);
 	pthread_mutex_lock(&lock);
 	for (;;) {
 		struct placeq_job *j;

@@ -18,7 +18,8 @@
 int usermem_init(void);
 
 /*
- * Copy @n bytes from daemon memory @src into client memory @dst. Returns 0, or -EFAULT
+ * Copy @n bytes from daemon memory @src into client memory @dst. The calling thread must
+ * not block SIGBUS (a blocked synchronous SIGBUS kills the process). Returns 0, or -EFAULT
  * when part of @dst is gone (then an unknown prefix was copied). A fault outside @dst is
  * a daemon bug and kills the daemon as SIGBUS always would.
  */
