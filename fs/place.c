@@ -47,6 +47,7 @@ struct user {
 	unsigned nregs;		/* protected by regs_lock */
 	uint64_t bytes;		/* host bytes mapped; protected by regs_lock */
 	unsigned stuck;		/* descriptors being closed aside (clientfd.h); atomic */
+	uint64_t logged_ns;	/* last refusal logged; protected by regs_lock */
 };
 
 struct reg {
@@ -511,16 +512,22 @@ static struct client *client_find(pid_t tgid)
 }
 
 /*
- * Count @r (host bytes @bytes) against the limits, for user @u and client @cl. Returns 0,
- * -EDQUOT (a per-user limit) or -ENOSPC (a limit of the mount); the message names the
- * limit. Caller holds regs_lock.
+ * Count a registration of @bytes host bytes against the limits, for user @u. Returns 0,
+ * -EDQUOT (a per-user limit) or -ENOSPC (a limit of the mount); @msg gets the line to
+ * log, naming the limit, or stays empty: a user's refusals are logged once per
+ * REFUSE_LOG_NS, so a flood of them cannot flood the log. Caller holds regs_lock.
  */
-static int charge(const struct place_caller *c, struct user *u, uint64_t bytes)
+#define REFUSE_LOG_NS (10 * 1000000000ull)
+
+static int charge(const struct place_caller *c, struct user *u, uint64_t bytes, char *msg,
+		  size_t len)
 {
 	const char *what = NULL;
 	char a[32], b[32];
+	uint64_t now;
 	int ret = 0;
 
+	msg[0] = 0;
 	if (u->nregs >= lim.regs_user) {
 		what = "reg_max_user";
 		ret = -EDQUOT;
@@ -539,9 +546,14 @@ static int charge(const struct place_caller *c, struct user *u, uint64_t bytes)
 		snprintf(a, sizeof(a), "%s", util_fmt_size(lim.bytes, b, sizeof(b)));
 	}
 	if (ret) {
-		log_info("placement: process %d (uid %u) refused a registration: %s %s is reached (%s; mount option %s=)",
-			 (int)c->tgid, (unsigned)c->uid, ret == -EDQUOT ? "the per-user limit of" : "the mount's limit of",
-			 a, ret == -EDQUOT ? "EDQUOT" : "ENOSPC", what);
+		now = now_ns();
+		if (!u->logged_ns || now - u->logged_ns >= REFUSE_LOG_NS) {
+			u->logged_ns = now;
+			snprintf(msg, len, "placement: process %d (uid %u) refused a registration: %s %s is reached (%s; mount option %s=; further refusals of this user in the next 10 s are not logged)",
+				 (int)c->tgid, (unsigned)c->uid,
+				 ret == -EDQUOT ? "the per-user limit of" : "the mount's limit of", a,
+				 ret == -EDQUOT ? "EDQUOT" : "ENOSPC", what);
+		}
 		return ret;
 	}
 	u->nregs++;
@@ -556,6 +568,7 @@ int place_register(struct fs *fs, const struct place_caller *c, struct dmafs_ioc
 	struct client *cl, *fresh = NULL, *drop = NULL;
 	struct user *u;
 	struct reg *r;
+	char msg[320];
 	uint64_t bytes = 0;
 	int ret, pidfd, fd = -1;
 
@@ -593,7 +606,8 @@ int place_register(struct fs *fs, const struct place_caller *c, struct dmafs_ioc
 	/* counted before anything is mapped: the limits hold while registrations race */
 	pthread_mutex_lock(&regs_lock);
 	u = user_get(c->uid);
-	ret = u ? charge(c, u, bytes) : -ENOMEM;
+	msg[0] = 0;
+	ret = u ? charge(c, u, bytes, msg, sizeof(msg)) : -ENOMEM;
 	if (!ret) {
 		cl = client_find(c->tgid);
 		if (!cl) {
@@ -612,6 +626,8 @@ int place_register(struct fs *fs, const struct place_caller *c, struct dmafs_ioc
 		close(fresh->pidfd);
 		free(fresh);
 	}
+	if (msg[0])
+		log_info("%s", msg);
 	if (ret) {
 		free(r);
 		return ret;
