@@ -63,6 +63,9 @@ struct reg {
 	uint64_t charged;	/* host bytes counted against the limits */
 	void *map;		/* host: mmap address; GPU: IPC mapping base */
 	size_t map_len;
+	size_t guard;		/* host: PROT_NONE bytes after the mapping (map_host) */
+	uint64_t map_off;	/* host: object offset of the mapping */
+	int hugetlb;		/* host: a hugetlbfs object */
 	int p2p;		/* registered with cuFile */
 	unsigned refs;		/* placements running; protected by regs_lock */
 	int dead;		/* unregistered or owner gone; freed when refs drops to 0 */
@@ -128,7 +131,7 @@ static void reg_free(struct reg *r)
 {
 	if (r->target == DMAFS_TARGET_HOST) {
 		if (r->map)
-			munmap(r->map, r->map_len);
+			munmap(r->map, r->map_len + r->guard);
 	} else if (r->map) {
 		if (r->p2p)
 			p2p_buf_deregister(r->map);
@@ -355,32 +358,40 @@ static void *map_populate(void *arg)
 	return NULL;
 }
 
-/*
- * Does the client's object have a page behind every page of [map, map + len)? The daemon
- * must not allocate memory the client did not: a fault on a hole of a shmem object would
- * allocate a page, charged to the daemon. An object whose blocks cover its size has no
- * hole; otherwise mincore(2) asks the page cache page by page (a page of a sparse object
- * that is swapped out counts as missing).
- */
-static int no_holes(const struct stat *st, int hugetlb, void *map, size_t len)
+/* Is a page mapped or cached behind every page of [p, p + len)? (mincore(2): a page of
+ * a shmem object that is swapped out counts as missing.) */
+static int pages_present(void *p, size_t len)
 {
 	unsigned char vec[4096];
 	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	char *a = (char *)ALIGN_DOWN((uintptr_t)p, pg);
 
-	if ((uint64_t)st->st_blocks * 512 >= (uint64_t)st->st_size)
-		return 1;
-	if (hugetlb)
-		return 0; /* mincore sees only this mapping's pages there, and it has none */
+	len = ALIGN_UP(len + ((char *)p - a), pg);
 	for (size_t off = 0; off < len; off += sizeof(vec) * pg) {
 		size_t n = MIN(len - off, sizeof(vec) * pg);
 
-		if (mincore((char *)map + off, n, vec))
+		if (mincore(a + off, n, vec))
 			return 0;
-		for (size_t i = 0; i < (n + pg - 1) / pg; i++)
+		for (size_t i = 0; i < n / pg; i++)
 			if (!(vec[i] & 1))
 				return 0;
 	}
 	return 1;
+}
+
+/*
+ * Does the client's object have a page behind every page of [map, map + len)? The daemon
+ * must not allocate memory the client did not: a fault on a hole of a shmem object would
+ * allocate a page, charged to the daemon. An object whose blocks cover its size has no
+ * hole; otherwise mincore(2) asks the page cache page by page.
+ */
+static int no_holes(const struct stat *st, int hugetlb, void *map, size_t len)
+{
+	if ((uint64_t)st->st_blocks * 512 >= (uint64_t)st->st_size)
+		return 1;
+	if (hugetlb)
+		return 0; /* mincore sees only this mapping's pages there, and it has none */
+	return pages_present(map, len);
 }
 
 /* Fault the mapping in now, in up to 4 threads of 64 MiB or more each: page faults at
@@ -415,6 +426,83 @@ static void populate(struct reg *r, uint64_t unit)
 	}
 }
 
+/*
+ * Map [r->map_off, + r->map_len) of @fd shared, @unit aligned, with a PROT_NONE guard of
+ * @unit after it. The guard keeps two registrations of adjacent ranges of one object
+ * from merging into one mapping, so /proc/self/map_files names each exactly
+ * (host_intact). Returns 0 or -errno (nothing left mapped).
+ */
+static int map_guarded(struct reg *r, int fd, uint64_t unit)
+{
+	size_t span = r->map_len + 2 * unit;
+	char *res, *a;
+
+	res = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (res == MAP_FAILED)
+		return -errno;
+	a = (char *)ALIGN_UP((uintptr_t)res, unit);
+	if (mmap(a, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
+		 (off_t)r->map_off) == MAP_FAILED) {
+		int err = errno;
+
+		munmap(res, span);
+		return -err;
+	}
+	/* keep [a, a + map_len + unit); give back the alignment slack either side */
+	if (a > res)
+		munmap(res, (size_t)(a - res));
+	if (res + span > a + r->map_len + unit)
+		munmap(a + r->map_len + unit, (size_t)(res + span - (a + r->map_len + unit)));
+	r->map = a;
+	r->guard = unit;
+	return 0;
+}
+
+/*
+ * Before a placement into a host buffer: is memory still behind every page it writes?
+ * The client may have punched holes since it registered, and a write there would
+ * allocate pages charged to the daemon. The object is reached through
+ * /proc/self/map_files (the daemon's own mapping: nothing a client names); an object
+ * whose blocks cover its size is whole, else its holes are looked for in the ranges
+ * placed. Without map_files (no CAP_SYS_ADMIN), mincore decides, and a swapped-out page
+ * counts as missing. A hole punched while the placement runs is still filled: the
+ * registered-bytes limits bound that. Returns 0 or -EFAULT.
+ */
+static int host_intact(const struct reg *r, const struct dmafs_ioc_place *p)
+{
+	uint64_t rel = (uint64_t)(r->base - (char *)r->map);
+	char path[64];
+	struct stat st;
+	int fd, ret = 0;
+
+	snprintf(path, sizeof(path), "/proc/self/map_files/%lx-%lx", (unsigned long)r->map,
+		 (unsigned long)r->map + r->map_len);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0 && fstat(fd, &st) == 0 &&
+	    (uint64_t)st.st_blocks * 512 >= (uint64_t)st.st_size) {
+		close(fd);
+		return 0;
+	}
+	for (uint32_t i = 0; i < p->count && !ret; i++) {
+		const struct dmafs_place_entry *e = &p->e[i];
+		off_t a = (off_t)(r->map_off + rel + e->buffer_offset), h;
+
+		if (!e->length)
+			continue;
+		if (fd >= 0 && !r->hugetlb) {
+			/* shmem answers holes by its page cache; swapped pages are data */
+			h = lseek(fd, a, SEEK_HOLE);
+			if (h >= 0 && (uint64_t)h < (uint64_t)a + e->length)
+				ret = -EFAULT;
+		} else if (!pages_present(r->base + e->buffer_offset, e->length)) {
+			ret = -EFAULT;
+		}
+	}
+	if (fd >= 0)
+		close(fd);
+	return ret;
+}
+
 /* Map the client's shared memory: @fd is the daemon's descriptor of it (clientfd.h). */
 static int map_host(const struct place_caller *c, struct dmafs_ioc_register *rq, struct reg *r,
 		    int fd)
@@ -422,7 +510,7 @@ static int map_host(const struct place_caller *c, struct dmafs_ioc_register *rq,
 	struct stat st;
 	struct statfs sf;
 	uint64_t start, end, unit = (uint64_t)sysconf(_SC_PAGESIZE);
-	int hugetlb;
+	int hugetlb, ret;
 
 	/* fstat and fstatfs are safe now: clientfd_take let only shmem and hugetlbfs by */
 	if (fstat(fd, &st) < 0 || fstatfs(fd, &sf) < 0 || !S_ISREG(st.st_mode))
@@ -442,11 +530,11 @@ static int map_host(const struct place_caller *c, struct dmafs_ioc_register *rq,
 	start = ALIGN_DOWN(rq->offset, unit);
 	end = ALIGN_UP(rq->offset + rq->size, unit);
 	r->map_len = end - start;
-	r->map = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, start);
-	if (r->map == MAP_FAILED) {
-		r->map = NULL;
-		return -errno;
-	}
+	r->map_off = start;
+	r->hugetlb = hugetlb;
+	ret = map_guarded(r, fd, unit);
+	if (ret)
+		return ret;
 	if (!no_holes(&st, hugetlb, r->map, r->map_len))
 		return -EFAULT;
 	populate(r, unit);
@@ -786,7 +874,9 @@ int place_run(struct fs *fs, const struct place_caller *c, uint64_t ino_nr,
 		struct pipe_target t = { .gpu = r->target != DMAFS_TARGET_HOST, .base = r->base };
 
 		if (r->target == DMAFS_TARGET_HOST) {
-			ret = pipeline_run(fs, ino, &t, p, fs->verify_place);
+			ret = host_intact(r, p);
+			if (!ret)
+				ret = pipeline_run(fs, ino, &t, p, fs->verify_place);
 			path = DMAFS_PATH_HOST;
 		} else if (use_p2p(fs, r)) {
 			ret = place_p2p(fs, ino, r->gpu, r->dev, r->map, (uint64_t)(r->base - (char *)r->map), p);
