@@ -7,6 +7,7 @@
 #include "place.h"
 #include "placeq.h"
 #include "remount.h"
+#include "scan.h"
 #include "utab.h"
 
 #include <errno.h>
@@ -14,6 +15,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,12 +38,13 @@ struct options {
 	char *p2p, *gpu_setup;
 	int ro, foreground, debug, help, version;
 	int atime, nodiratime, sync, dirsync; /* fs.atime (FS_ATIME_*), ... */
+	int user_mount; /* user, users, owner or group: a mount for users, nosuid,nodev */
 };
 
 enum {
 	KEY_DISCARD, KEY_RO, KEY_RW, KEY_HELP, KEY_VERSION, KEY_FG, KEY_DEBUG,
 	KEY_NOATIME, KEY_ATIME, KEY_RELATIME, KEY_STRICTATIME, KEY_NOSTRICTATIME,
-	KEY_NODIRATIME, KEY_DIRATIME, KEY_SYNC, KEY_ASYNC, KEY_DIRSYNC
+	KEY_NODIRATIME, KEY_DIRATIME, KEY_SYNC, KEY_ASYNC, KEY_DIRSYNC, KEY_USER_MOUNT
 };
 
 #define OPT(t, p) { t, offsetof(struct options, p), 1 }
@@ -77,9 +80,11 @@ static const struct fuse_opt opt_spec[] = {
 	FUSE_OPT_KEY("defaults", KEY_DISCARD),
 	FUSE_OPT_KEY("auto", KEY_DISCARD),
 	FUSE_OPT_KEY("noauto", KEY_DISCARD),
-	FUSE_OPT_KEY("user", KEY_DISCARD),
+	FUSE_OPT_KEY("user", KEY_USER_MOUNT),
 	FUSE_OPT_KEY("nouser", KEY_DISCARD),
-	FUSE_OPT_KEY("users", KEY_DISCARD),
+	FUSE_OPT_KEY("users", KEY_USER_MOUNT),
+	FUSE_OPT_KEY("owner", KEY_USER_MOUNT),
+	FUSE_OPT_KEY("group", KEY_USER_MOUNT),
 	FUSE_OPT_KEY("nofail", KEY_DISCARD),
 	FUSE_OPT_KEY("_netdev", KEY_DISCARD),
 	/* access times: the daemon keeps them (the kernel leaves a FUSE inode's atime alone) */
@@ -109,6 +114,9 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *out)
 
 	switch (key) {
 	case KEY_DISCARD:
+		return 0;
+	case KEY_USER_MOUNT:
+		o->user_mount = 1;
 		return 0;
 	case KEY_ATIME: /* undoes noatime */
 		if (o->atime == FS_ATIME_NEVER)
@@ -193,8 +201,11 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: dmafs [-f] [-d] [-o OPTION[,OPTION...]] MEMBER[,MEMBER...] MOUNTPOINT\n"
+		"       dmafs [-f] [-d] [-o OPTION[,OPTION...]] LABEL=LABEL|UUID=UUID MOUNTPOINT\n"
 		"\n"
-		"Mount the dmafs filesystem made of MEMBERs (in order) at MOUNTPOINT.\n"
+		"Mount the dmafs filesystem made of MEMBERs (in order) at MOUNTPOINT, or the one\n"
+		"with that label or UUID, its members found on the block devices (also spelled\n"
+		"dmafs:LABEL=LABEL and dmafs:UUID=UUID, which mount(8) and fstab pass on as they are).\n"
 		"  -f                  stay in the foreground\n"
 		"  -d                  debug output (implies -f)\n"
 		"  -o ro               read-only\n"
@@ -233,8 +244,9 @@ static void usage(FILE *f)
 		"                      times (default relatime)\n"
 		"  -o sync, dirsync    every change (sync) or every directory change (dirsync)\n"
 		"                      is committed to the members before it returns\n"
-		"  -o nosuid, nodev, noexec, dev, suid, exec  kernel mount flags (FUSE mounts are\n"
-		"                      nosuid,nodev unless suid, dev are given by root)\n"
+		"  -o nosuid, nodev, noexec, dev, suid, exec  kernel mount flags (root's mounts\n"
+		"                      are suid,dev, as a kernel filesystem's; mounts by other\n"
+		"                      users and with user, users, owner, group are nosuid,nodev)\n"
 		"\n"
 		"dmafs --remount [-v] -o OPTIONS MOUNTPOINT  (run by mount -o remount through\n"
 		"mount.dmafs) changes ro/rw and the options above of a running mount.\n"
@@ -258,6 +270,59 @@ static int kernel_at_least(int major, int minor)
 
 static const struct fuse_lowlevel_ops ops;
 static int notify_fd = -1; /* the waiting parent, until the mount answers */
+
+/*
+ * What the daemon notes about a mount that works but is not all it could be (written data
+ * copied twice, no POSIX ACLs, fewer registrations): not failures, so a mount prints
+ * nothing. They go to the daemon's log once it is up (syslog once detached, stderr with
+ * -f) and into its mount record, where dmafs-check shows them; with -o verbose they reach
+ * the terminal too.
+ */
+#define NOTES_MAX 8
+static struct {
+	int echo;		/* -o verbose without -f: also print them at once */
+	int n;
+	char text[NOTES_MAX][320];
+} notes;
+
+static struct mountrec rec;
+static char rec_dir[PATH_MAX];
+
+static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void note(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (notes.n == NOTES_MAX)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(notes.text[notes.n], sizeof(notes.text[0]), fmt, ap);
+	va_end(ap);
+	if (notes.echo)
+		fprintf(stderr, "dmafs: %s\n", notes.text[notes.n]);
+	notes.n++;
+}
+
+/* The notes into the mount record's notice, a line each. */
+static void notes_to_record(void)
+{
+	size_t len = 0;
+
+	rec.notice[0] = '\0';
+	for (int i = 0; i < notes.n && len < sizeof(rec.notice); i++)
+		len += snprintf(rec.notice + len, sizeof(rec.notice) - len, "%s\n", notes.text[i]);
+}
+
+/* Once the mount answers: the notes into the log, and the record rewritten with them. */
+static void notes_publish(void)
+{
+	for (int i = 0; i < notes.n; i++)
+		log_info("%s", notes.text[i]);
+	if (rec.pid && notes.n) {
+		notes_to_record();
+		mountrec_write(rec_dir, &rec);
+	}
+}
 
 /*
  * Detach like a daemon, but keep the parent until the kernel's INIT has been answered,
@@ -382,8 +447,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	if (!splice_why)
 		conn->want |= FUSE_CAP_SPLICE_READ;
 	else
-		log_info("written data is copied twice on its way in (no splice from /dev/fuse: %s)",
-			 splice_why);
+		note("written data is copied twice on its way in (no splice from /dev/fuse: %s)",
+		     splice_why);
 	/* the kernel's page cache is write-through unless writeback_cache is asked for */
 	if (want_writeback && (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
 		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
@@ -400,11 +465,12 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK;
 		ops_fs->acl = 1;
 	} else {
-		log_info("POSIX ACLs are off: the kernel does not offer FUSE_POSIX_ACL and FUSE_DONT_MASK");
+		note("POSIX ACLs are off: the kernel does not offer FUSE_POSIX_ACL and FUSE_DONT_MASK");
 	}
 	if (ra_mnt && pthread_create(&t, NULL, readahead_thread, NULL) == 0)
 		pthread_detach(t);
 	mount_ready();
+	notes_publish();
 }
 
 /*
@@ -490,10 +556,7 @@ static void set_readahead(const char *mnt, unsigned kb)
  * so nothing here may touch the mount itself (a stat of it would wait forever): only
  * mountinfo and files under /run (libmount 2.38 does not look at the mount point).
  */
-static struct mountrec rec;
-static char rec_dir[PATH_MAX];
-
-static void publish(const char *mnt, const char *user)
+static void publish(const char *mnt, const char *user, const char *members)
 {
 	struct mountrec_mnt m;
 	int ret;
@@ -508,6 +571,8 @@ static void publish(const char *mnt, const char *user)
 	rec.minor = m.minor;
 	snprintf(rec.mountpoint, sizeof(rec.mountpoint), "%s", mnt);
 	snprintf(rec.state, sizeof(rec.state), "serving");
+	snprintf(rec.members, sizeof(rec.members), "%s", members);
+	notes_to_record();
 	mountrec_dir(geteuid(), rec_dir, sizeof(rec_dir));
 	mountrec_prune(rec_dir, 60);
 	ret = mountrec_proc(rec.pid, &rec.start, NULL, 0) == 1 ? mountrec_write(rec_dir, &rec) : -EIO;
@@ -551,18 +616,24 @@ static char *escape_commas(const char *s)
 	return out;
 }
 
-/* The member list with absolute paths, for the mount's source (tools find members there). */
-static const char *members_abs(struct member *ms, int n)
+/*
+ * The member list with absolute paths, for the mount's source (tools find members there)
+ * and the mount record; with @esc, a comma or backslash in a path is escaped with a
+ * backslash, so that the list splits back into its paths.
+ */
+static const char *members_abs(struct member *ms, int n, int esc)
 {
 	static char list[8192];
 	size_t len = 0;
 
 	for (int i = 0; i < n; i++) {
 		char *abs = realpath(ms[i].path, NULL);
+		char *p = esc ? escape_commas(abs ? abs : ms[i].path) : NULL;
 
 		len += snprintf(list + len, sizeof(list) - MIN(len, sizeof(list)), "%s%s", i ? "," : "",
-				abs ? abs : ms[i].path);
+				p ? p : abs ? abs : ms[i].path);
 		free(abs);
+		free(p);
 		if (len >= sizeof(list))
 			return "dmafs";
 	}
@@ -632,8 +703,13 @@ static int limits(const struct options *o, struct place_limits *l)
 	    rl.rlim_cur < (rlim_t)l->regs + FD_RESERVE) {
 		unsigned fit = rl.rlim_cur > 2 * FD_RESERVE ? (unsigned)(rl.rlim_cur - FD_RESERVE) : FD_RESERVE;
 
-		fprintf(stderr, "dmafs: reg_max=%u does not fit the descriptor limit (ulimit -n %llu, %d kept for the filesystem); using reg_max=%u\n",
-			l->regs, (unsigned long long)rl.rlim_cur, FD_RESERVE, fit);
+		/* a number asked for and not given is a warning; the default, a note */
+		if (o->reg_max)
+			fprintf(stderr, "dmafs: reg_max=%u does not fit the descriptor limit (ulimit -n %llu, %d kept for the filesystem); using reg_max=%u\n",
+				l->regs, (unsigned long long)rl.rlim_cur, FD_RESERVE, fit);
+		else
+			note("the default reg_max=%u does not fit the descriptor limit (ulimit -n %llu, %d kept for the filesystem); using reg_max=%u",
+			     l->regs, (unsigned long long)rl.rlim_cur, FD_RESERVE, fit);
 		l->regs = fit;
 		l->regs_user = MIN(l->regs_user, fit);
 	}
@@ -702,8 +778,10 @@ int main(int argc, char *argv[])
 	struct place_limits lim;
 	struct member *ms = NULL;
 	static struct fs fs;
-	char err[1024], *opt;
-	int n, ret = 1;
+	char err[1024], *opt, *member_list = NULL;
+	const char *name_value;
+	size_t name_len;
+	int n, named, ret = 1;
 
 	if (refuse_control(argc, argv))
 		return 1;
@@ -723,6 +801,7 @@ int main(int argc, char *argv[])
 		usage(stderr);
 		return 1;
 	}
+	notes.echo = o.verbose && !o.foreground;
 	if (o.threads == THREADS_AUTO)
 		o.threads = default_threads();
 	if (!o.place_threads)
@@ -787,16 +866,37 @@ int main(int argc, char *argv[])
 	fs.commit_interval = o.commit;
 	fs.writebehind_mb = o.writebehind_mb;
 
-	/* the member list is the mount's source in /proc/mounts unless fsname= was given */
+	/*
+	 * The mount's source in /proc/mounts, unless fsname= was given: the member list, or for
+	 * a filesystem named by label or UUID the name as given, in the dmafs:LABEL= spelling
+	 * that fstab uses: mount -a finds its fstab line mounted only when the two agree, and
+	 * umount dmafs:LABEL=... finds the mount. The members are in the mount record.
+	 */
 	fuse_opt_add_arg(&args, "-osubtype=dmafs,default_permissions");
+	named = scan_source_kind(o.members, &name_value, &name_len) > 0;
+	member_list = strdup(members_abs(ms, n, 1));
+	if (!member_list)
+		return 1;
+	if (named)
+		log_debug("%s: members %s", o.members, member_list);
 	if (!fsname_given(&args)) {
-		char *esc = escape_commas(members_abs(ms, n));
+		char *esc = escape_commas(named ? o.members : members_abs(ms, n, 0));
 
-		if (!esc || asprintf(&opt, "-ofsname=%s", esc) < 0)
+		if (!esc || asprintf(&opt, "-ofsname=%s%s",
+				     named && strncmp(o.members, "dmafs:", 6) ? "dmafs:" : "", esc) < 0)
 			return 1;
 		fuse_opt_add_arg(&args, opt);
 		free(esc);
 	}
+	/*
+	 * A kernel filesystem mounted by root is suid,dev unless told otherwise; libfuse makes
+	 * every mount nosuid,nodev, and mount(8) passes neither suid nor dev (its defaults): a
+	 * root mount from fstab could never be suid,dev. They come first, so a nosuid or nodev
+	 * given wins. A user mount (user, users, owner, group, user=NAME) keeps nosuid,nodev, as
+	 * does every mount by another user (fusermount3 forces them).
+	 */
+	if (geteuid() == 0 && !o.user_mount && !o.user)
+		fuse_opt_insert_arg(&args, 1, "-osuid,dev");
 	if (o.debug)
 		fuse_opt_add_arg(&args, "-d");
 	se = fuse_session_new(&args, &ops, sizeof(ops), NULL);
@@ -808,13 +908,13 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "dmafs: cannot mount on %s (see the message above)\n", o.mountpoint);
 		goto out_signals;
 	}
-	publish(o.mountpoint, o.user);
+	publish(o.mountpoint, o.user, member_list);
 	/* the kernel mount's atime flags say what the daemon does (mount -o remount passes
 	 * them back); the path walk stops at the mount's root, so this asks the daemon nothing */
 	if ((o.atime != FS_ATIME_RELATIME || o.nodiratime) &&
 	    (ret = remount_set_atime(o.mountpoint, o.atime, o.nodiratime)))
-		log_info("%s: the kernel mount's flags do not show the atime options (mount_setattr: %s); the daemon applies them all the same",
-			 o.mountpoint, strerror(-ret));
+		note("%s: the kernel mount's flags do not show the atime options (mount_setattr: %s); the daemon applies them all the same",
+		     o.mountpoint, strerror(-ret));
 	ret = 1;
 	want_writeback = o.writeback;
 	fs.verify_place = o.verify_place;
@@ -867,5 +967,6 @@ out_fs:
 	members_close(ms, n);
 	unpublish(fs.finish_ret, fs.finish_err);
 	fuse_opt_free_args(&args);
+	free(member_list);
 	return ret;
 }

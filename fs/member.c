@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* member.c - open members, read and check superblocks, verify the member set. */
 #include "member.h"
+#include "scan.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -190,30 +191,31 @@ void members_close(struct member *ms, int n)
 	free(ms);
 }
 
-int members_open(const char *list, int rdonly, struct member **out, char *err, size_t errlen)
+/*
+ * Open and verify @paths[0..n) as members 0..n-1. Returns n, or -errno with one line naming
+ * the offending member in @err.
+ */
+static int open_paths(char *const paths[], int n, int rdonly, struct member **out, char *err,
+		      size_t errlen)
 {
-	char *dup = strdup(list), *save = NULL, *tok;
 	struct member *ms = calloc(FMT_MAX_MEMBERS, sizeof(*ms));
 	char u1[40], u2[40], why[512];
-	int n = 0, ret = 0;
+	int opened = 0, ret = 0;
 
-	if (!dup || !ms) {
-		free(dup);
-		free(ms);
+	if (!ms)
 		return -ENOMEM;
+	if (n > FMT_MAX_MEMBERS) {
+		snprintf(err, errlen, "more than %d members given", FMT_MAX_MEMBERS);
+		ret = -E2BIG;
+		goto fail;
 	}
-	for (tok = strtok_r(dup, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		if (n == FMT_MAX_MEMBERS) {
-			snprintf(err, errlen, "more than %d members given", FMT_MAX_MEMBERS);
-			ret = -E2BIG;
-			goto fail;
-		}
-		ret = member_open(&ms[n], tok, rdonly, why, sizeof(why));
-		n++;
+	for (int i = 0; i < n; i++) {
+		ret = member_open(&ms[i], paths[i], rdonly, why, sizeof(why));
+		opened++;
 		if (!ret)
-			ret = member_read_sb(&ms[n - 1], why, sizeof(why));
+			ret = member_read_sb(&ms[i], why, sizeof(why));
 		if (ret) {
-			snprintf(err, errlen, "member %d (%s", n - 1, why);
+			snprintf(err, errlen, "member %d (%s", i, why);
 			/* "member 2 (/dev/x: reason" -> "member 2 (/dev/x): reason" */
 			char *colon = strstr(err, ": ");
 			if (colon) {
@@ -281,11 +283,38 @@ int members_open(const char *list, int rdonly, struct member **out, char *err, s
 		ret = -ENODEV;
 		goto fail;
 	}
-	free(dup);
 	*out = ms;
 	return n;
 fail:
+	members_close(ms, opened);
+	return ret;
+}
+
+int members_open(const char *list, int rdonly, struct member **out, char *err, size_t errlen)
+{
+	char *paths[FMT_MAX_MEMBERS + 1], **found = NULL, *dup = NULL, *save = NULL, *tok;
+	const char *v;
+	size_t vlen;
+	int n = 0, ret;
+
+	if (scan_source_kind(list, &v, &vlen) != SCAN_NOT_NAME) {
+		/* LABEL=, UUID=: the members are wherever the block devices hold them */
+		n = scan_members(list, &found, err, errlen);
+		if (n < 0)
+			return n;
+		ret = open_paths(found, n, rdonly, out, err, errlen);
+		scan_paths_free(found);
+		return ret;
+	}
+	dup = strdup(list);
+	if (!dup)
+		return -ENOMEM;
+	for (tok = strtok_r(dup, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if (n == FMT_MAX_MEMBERS + 1)
+			break; /* open_paths says there are too many */
+		paths[n++] = tok;
+	}
+	ret = open_paths(paths, n, rdonly, out, err, errlen);
 	free(dup);
-	members_close(ms, n);
 	return ret;
 }

@@ -44,9 +44,11 @@ const char *member_sb_errstr(int err);
 /* Write the superblock and its copy, then fdatasync. Returns 0 or -errno. */
 int member_write_sb(struct member *m);
 /*
- * Open and verify a comma-separated member list. On success returns the count and *out
- * (array, owned by the caller, free with members_close). On failure returns -errno and
- * prints one line naming the offending member to @err.
+ * Open and verify a comma-separated member list, or the members of the filesystem that
+ * @list names (LABEL=, UUID=, dmafs:LABEL=, dmafs:UUID=), found on the block devices by
+ * scan_members() (scan.h). On success returns the count and *out (array, owned by the
+ * caller, free with members_close). On failure returns -errno and writes one line naming
+ * the offending member, or the missing one, to @err.
  */
 int members_open(const char *list, int rdonly, struct member **out, char *err, size_t errlen);
 void members_close(struct member *ms, int n);

@@ -63,6 +63,18 @@ int mountrec_write(const char *dir, const struct mountrec *r)
 			fputc(*p == '\n' ? ' ' : *p, f);
 		fputc('\n', f);
 	}
+	if (r->members[0]) {
+		fputs("members=", f);
+		escape(f, r->members);
+		fputc('\n', f);
+	}
+	for (const char *p = r->notice; *p; p++) {
+		if (p == r->notice || p[-1] == '\n')
+			fputs("notice=", f);
+		fputc(*p, f);
+	}
+	if (r->notice[0] && r->notice[strlen(r->notice) - 1] != '\n')
+		fputc('\n', f);
 	if (fflush(f) != 0)
 		ret = -errno;
 	if (fclose(f) != 0 && !ret)
@@ -76,7 +88,8 @@ int mountrec_write(const char *dir, const struct mountrec *r)
 
 int mountrec_read(const char *path, struct mountrec *r)
 {
-	char line[PATH_MAX + 64];
+	char *line = NULL;
+	size_t cap = 0;
 	int have = 0;
 	FILE *f;
 
@@ -84,7 +97,7 @@ int mountrec_read(const char *path, struct mountrec *r)
 	f = fopen(path, "re");
 	if (!f)
 		return -errno;
-	while (fgets(line, sizeof(line), f)) {
+	while (getline(&line, &cap, f) > 0) {
 		char *v = strchr(line, '='), *nl = strchr(line, '\n');
 
 		if (!v)
@@ -110,8 +123,16 @@ int mountrec_read(const char *path, struct mountrec *r)
 			have |= 16;
 		} else if (!strcmp(line, "error")) {
 			snprintf(r->error, sizeof(r->error), "%s", v);
+		} else if (!strcmp(line, "members")) {
+			unescape_octal(v);
+			snprintf(r->members, sizeof(r->members), "%s", v);
+		} else if (!strcmp(line, "notice")) {
+			size_t len = strlen(r->notice);
+
+			snprintf(r->notice + len, sizeof(r->notice) - len, "%s\n", v);
 		}
 	}
+	free(line);
 	fclose(f);
 	return have == 31 && r->pid > 0 ? 0 : -EINVAL;
 }
@@ -161,6 +182,42 @@ int mountrec_alive(const struct mountrec *r)
 
 	return mountrec_proc(r->pid, &start, comm, sizeof(comm)) == 1 && start == r->start &&
 	       !strcmp(comm, "dmafs");
+}
+
+/* A live daemon's record for device @major:@minor in @dir; 0 or -ENOENT. */
+static int find_live_in(const char *dir, unsigned major, unsigned minor, struct mountrec *out)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int ret = -ENOENT;
+
+	if (!d)
+		return -ENOENT;
+	while (ret && (e = readdir(d))) {
+		char path[PATH_MAX];
+
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		if (mountrec_read(path, out) == 0 && out->major == major && out->minor == minor &&
+		    mountrec_alive(out))
+			ret = 0;
+	}
+	closedir(d);
+	return ret;
+}
+
+int mountrec_find_live(unsigned major, unsigned minor, uid_t uid, struct mountrec *out)
+{
+	char dir[PATH_MAX];
+
+	mountrec_dir(0, dir, sizeof(dir));
+	if (find_live_in(dir, major, minor, out) == 0)
+		return 0;
+	if (uid == 0)
+		return -ENOENT;
+	mountrec_dir(uid, dir, sizeof(dir));
+	return find_live_in(dir, major, minor, out);
 }
 
 void mountrec_prune(const char *dir, unsigned age)
@@ -224,7 +281,10 @@ int mountrec_mounts(int (*fn)(const struct mountrec_mnt *m, void *arg), void *ar
 			}
 			if (field == 3)
 				sscanf(tok, "%u:%u", &m.major, &m.minor);
-			else if (field == 5) {
+			else if (field == 4) {
+				unescape_octal(tok);
+				snprintf(m.root, sizeof(m.root), "%s", tok);
+			} else if (field == 5) {
 				unescape_octal(tok);
 				snprintf(m.target, sizeof(m.target), "%s", tok);
 			} else if (field == 6)

@@ -13,6 +13,10 @@
  *	mountpoint=/data	octal escapes as in /proc/self/mountinfo
  *	state=serving		then done or failed, written as the daemon's last act
  *	error=...		with failed: what went wrong
+ *	members=/dev/a,/dev/b	the members it opened, in order: commas and backslashes in a
+ *				path escaped with a backslash, then octal escapes as above
+ *	notice=...		one line per thing it noted at mount that is no failure
+ *				(written data copied twice, ...); dmafs-check shows them
  *
  * Every write replaces the file atomically (a temporary file, then rename).
  */
@@ -29,11 +33,15 @@ struct mountrec {
 	char mountpoint[PATH_MAX];
 	char state[16];
 	char error[512];
+	char members[8192];
+	char notice[1024]; /* the notice lines, each ending in a newline */
 };
 
 /* One line of /proc/self/mountinfo, unescaped. */
 struct mountrec_mnt {
 	unsigned major, minor;
+	char root[PATH_MAX];	/* the directory of the filesystem mounted here: / for the
+				 * daemon's own mount, the bound one for a bind mount */
 	char target[PATH_MAX];
 	char fstype[64];
 	char source[8192];
@@ -55,6 +63,11 @@ int mountrec_read(const char *path, struct mountrec *r);
 int mountrec_proc(pid_t pid, unsigned long long *start, char *comm, size_t commlen);
 /* 1 if the daemon of @r still runs: same pid, same start time, named dmafs. */
 int mountrec_alive(const struct mountrec *r);
+/*
+ * The record of the running daemon that serves the mount with device @major:@minor, looked
+ * for among root's daemons and @uid's. Returns 0 (*out filled), -ENOENT, or -ENOMEM.
+ */
+int mountrec_find_live(unsigned major, unsigned minor, uid_t uid, struct mountrec *out);
 /*
  * Remove records in @dir whose daemon no longer runs and that were last written more than
  * @age seconds ago (a killed daemon's, or a final state nobody collected).

@@ -1,9 +1,11 @@
 #!/bin/bash
 # Description: the mount options of every Linux filesystem, taken by the daemon itself and
-# by mount.dmafs: nosuid/nodev by default, suid/dev/exec/noexec/sync/dirsync/async reach
-# the kernel mount flags in mountinfo; noexec: exec fails with EACCES; nodev: a character
-# device node cannot be opened, dev (root): a null device node made with mknod opens and
-# reads nothing; a set-user-ID program runs as its owner only with suid. sync: data written without fsync (through a write-only and a read-write
+# by mount.dmafs: root's mounts are suid,dev by default, as a kernel filesystem's (a
+# set-user-ID program runs as its owner), nosuid/nodev/noexec given apply;
+# suid/dev/exec/noexec/sync/dirsync/async reach the kernel mount flags in mountinfo;
+# noexec: exec fails with EACCES; nodev: a character device node cannot be opened, dev
+# (root): a null device node made with mknod opens and reads nothing; nosuid: a
+# set-user-ID program runs as its caller. sync: data written without fsync (through a write-only and a read-write
 # descriptor) and namespace changes survive a kill -9 right after, with commit=3600 (and
 # the same without sync is lost: the check is real). dirsync: create, mkdir, mknod,
 # symlink, link, rename, unlink and rmdir survive a kill -9 right after. O_TMPFILE fails
@@ -34,24 +36,36 @@ for o in atime noatime nodiratime diratime relatime norelatime strictatime nostr
 	t_umount "$M"
 done
 
-t_log "default: nosuid,nodev,relatime"
+t_log "default for root: suid,dev,relatime, as a kernel filesystem's"
 t_mount "$T_MEMBERS" "$M" allow_other
 read -r mo so <<<"$(flags "$M")"
-has "$mo" nosuid && has "$mo" nodev && has "$mo" relatime || t_fail "default mount flags: $mo"
-has "$mo" noexec && t_fail "noexec without asking: $mo"
-# a set-user-ID copy of id(1), run by uid 65534: the bit is ignored on a nosuid mount
+has "$mo" relatime || t_fail "default mount flags: $mo, no relatime"
+has "$mo" nosuid || has "$mo" nodev || has "$mo" noexec && t_fail "root's mount by default: $mo, expected suid,dev,exec"
+# a set-user-ID copy of id(1), run by uid 65534: it runs as its owner on a suid mount, and
+# the bit is ignored on a nosuid one
 euid_of() { setpriv --reuid=65534 --regid=65534 --clear-groups -- "$1" -u; }
 if command -v setpriv >/dev/null; then
 	chmod 711 "$T_WORK"
 	cp "$(command -v id)" "$M/sid" && chown 0:0 "$M/sid" && chmod 4755 "$M/sid" || t_fail "setuid copy of id"
+	[ "$(euid_of "$M/sid")" = 0 ] || t_fail "suid by default: a set-user-ID program ran as $(euid_of "$M/sid"), not 0"
+fi
+t_umount "$M"
+
+t_log "nosuid: in mountinfo, a set-user-ID program runs as its caller"
+t_mount "$T_MEMBERS" "$M" nosuid,allow_other
+read -r mo so <<<"$(flags "$M")"
+has "$mo" nosuid || t_fail "nosuid not in mountinfo: $mo"
+has "$mo" nodev && t_fail "nosuid alone: nodev in mountinfo: $mo"
+if command -v setpriv >/dev/null; then
 	[ "$(euid_of "$M/sid")" = 65534 ] || t_fail "nosuid: a set-user-ID program ran as $(euid_of "$M/sid")"
 fi
 t_umount "$M"
 
-t_log "noexec: in mountinfo, exec fails with EACCES"
-t_mount "$T_MEMBERS" "$M" noexec
+t_log "noexec,nodev: in mountinfo, exec fails with EACCES"
+t_mount "$T_MEMBERS" "$M" noexec,nodev
 read -r mo so <<<"$(flags "$M")"
-has "$mo" noexec || t_fail "noexec not in mountinfo: $mo"
+has "$mo" noexec && has "$mo" nodev || t_fail "noexec,nodev not in mountinfo: $mo"
+has "$mo" nosuid && t_fail "noexec,nodev: nosuid in mountinfo: $mo"
 cp /bin/true "$M/true" && chmod 755 "$M/true" || t_fail "cp /bin/true"
 err=$("$M/true" 2>&1) && t_fail "a program ran from a noexec mount"
 case $err in *"Permission denied"*) ;; *) t_fail "exec on noexec: '$err', expected Permission denied" ;; esac

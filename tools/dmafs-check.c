@@ -2,7 +2,9 @@
 /*
  * dmafs-check.c - what this machine offers for placements and why, in the spirit of
  * `gdscheck -p`: GPUs, GPUDirect Storage / hipFile, nvidia-fs, P2PDMA, io_uring, and for
- * a dmafs mount its members and the path each target would take.
+ * a dmafs mount its members, what its daemon noted at mount and the path each target would
+ * take. With --list, in the spirit of `btrfs filesystem show`: the dmafs filesystems on the
+ * machine's block devices and their members (fs/scan.c finds them, as for a mount by label).
  *
  * Nothing here changes the system: libraries are dlopen'ed and only asked for versions
  * (cuFile: cuFileGetVersion, cuFileDriverOpen/Close), files under /proc and /sys read.
@@ -26,6 +28,9 @@
 
 #include "json.h"
 #include "libdmafs-int.h"
+#include "mountrec.h"
+#include "scan.h"
+#include "util.h"
 
 enum { EXIT_OK = 0, EXIT_MISSING = 1, EXIT_ERR = 2 };
 
@@ -471,8 +476,9 @@ static int check_mount(const char *arg, int require)
 	struct dmafs_session *s;
 	struct dmafs_caps c;
 	struct mountinfo mi;
+	static struct mountrec rec;
 	struct stat st;
-	int ret, ok = 0;
+	int ret, ok = 0, have_rec;
 
 	if (stat(arg, &st)) {
 		fprintf(stderr, "dmafs-check: %s: %s\n", arg, strerror(errno));
@@ -480,16 +486,23 @@ static int check_mount(const char *arg, int require)
 	}
 	open_("mount", "Mount", 0);
 	kv("path", "path", 0, "%s", arg);
+	/* the daemon's record: the members it opened (a mount by label shows only the label as
+	 * its source) and what it noted at mount */
+	have_rec = mountrec_find_live(major(st.st_dev), minor(st.st_dev), getuid(), &rec) == 0;
 	ret = mountinfo_find(st.st_dev, arg, &mi);
 	if (ret) {
 		kv("mount", "mount", 0, "not found in /proc/self/mountinfo (%s)", strerror(-ret));
 	} else {
+		const char *list = have_rec && rec.members[0] ? rec.members : mi.source;
 		char **m;
 		int n;
 
 		kv("mountpoint", "mount point", 0, "%s", mi.mnt);
 		kv("fstype", "type", 0, "%s", mi.fstype);
-		if (!strcmp(mi.fstype, DMAFS_FSTYPE) && (n = mountinfo_members(mi.source, &m)) > 0) {
+		if (!strcmp(mi.fstype, DMAFS_FSTYPE) && strcmp(list, mi.source))
+			kv("source", "source", 0, "%s", mi.source);
+		if (!strcmp(mi.fstype, DMAFS_FSTYPE) && strncmp(list, "dmafs:", 6) &&
+		    (n = mountinfo_members(list, &m)) > 0) {
 			open_("members", "members:", 1);
 			for (int i = 0; i < n; i++) {
 				member(i, m[i]);
@@ -497,10 +510,32 @@ static int check_mount(const char *arg, int require)
 			}
 			free(m);
 			close_(1);
-		} else {
+		} else if (!strcmp(list, mi.source)) {
 			kv("source", "source", 0, "%s", mi.source);
 		}
 		mountinfo_free(&mi);
+	}
+	if (have_rec) {
+		kv("daemon_pid", "daemon", 1, "%d", (int)rec.pid);
+		open_("notices", "notices (not failures; the daemon's log has them too):", 1);
+		for (char *line = rec.notice, *nl; *line; line = nl + 1) {
+			nl = strchr(line, '\n');
+			if (!nl)
+				break; /* a note cut short by the record's size */
+			*nl = '\0';
+			if (json) {
+				jsep();
+				jstr(line);
+			} else {
+				indent();
+				printf("%s\n", line);
+			}
+		}
+		if (!json && !rec.notice[0]) {
+			indent();
+			printf("none\n");
+		}
+		close_(1);
 	}
 	ret = dmafs_session_open(arg, &s);
 	if (ret) {
@@ -551,19 +586,200 @@ static int check_mount(const char *arg, int require)
 	return ok;
 }
 
+/* ---- dmafs filesystems on the block devices (--list) ---- */
+
+/* A label as text: control characters escaped (a label is any 64 bytes). */
+static const char *label_text(const char *label, char *buf, size_t len)
+{
+	size_t k = 0;
+
+	for (const unsigned char *c = (const unsigned char *)label; *c && k + 5 < len; c++)
+		k += (size_t)snprintf(buf + k, len - k, (*c < 0x20 || *c == 0x7f) ? "\\x%02x" : "%c", *c);
+	buf[k] = '\0';
+	return buf;
+}
+
+static void list_fs(const struct scan_fs *fs)
+{
+	const struct fmt_sb *sb = fs->sb;
+	char u[40], lab[300], size[32];
+
+	util_uuid_str(sb->fs_uuid, u);
+	label_text(sb->label, lab, sizeof(lab));
+	if (json) {
+		open_(NULL, NULL, 0);
+		kv("label", NULL, 0, "%s", lab);
+		kv("uuid", NULL, 0, "%s", u);
+		kv("member_count", NULL, 1, "%u", sb->member_count);
+		kv("members_found", NULL, 1, "%d", fs->found);
+		kv_bool("complete", NULL, (unsigned)fs->found == sb->member_count && fs->dup < 0);
+		open_("members", NULL, 1);
+	} else {
+		printf("Label: %s%s%s  UUID: %s\n", *lab ? "'" : "", *lab ? lab : "none", *lab ? "'" : "", u);
+		printf("\tmembers: %u", sb->member_count);
+		if ((unsigned)fs->found < sb->member_count)
+			printf(", %u MISSING", sb->member_count - (unsigned)fs->found);
+		printf("\n");
+	}
+	for (unsigned i = 0; i < sb->member_count; i++) {
+		const struct scan_dev *d = fs->member[i];
+		char mu[40];
+
+		util_uuid_str(sb->member_uuid[i], mu);
+		if (json) {
+			open_(NULL, NULL, 0);
+			kv("index", NULL, 1, "%u", i);
+			if (d) {
+				kv("path", NULL, 0, "%s", d->path);
+				kv("size", NULL, 1, "%llu", (unsigned long long)d->size);
+			} else {
+				kv("path", NULL, 1, "null");
+			}
+			kv_bool("missing", NULL, !d);
+			kv("member_uuid", NULL, 0, "%s", mu);
+			if (d)
+				kv_bool("superblock_from_copy", NULL, d->from_copy);
+			close_(0);
+		} else if (d) {
+			printf("\tmember %2u  %-20s %10s%s\n", i, d->path,
+			       util_fmt_size(d->size, size, sizeof(size)),
+			       d->from_copy ? "  (primary superblock damaged: read from its copy)" : "");
+		} else {
+			printf("\tmember %2u  MISSING (member UUID %s)\n", i, mu);
+		}
+	}
+	if (json)
+		close_(1);
+	if (fs->dup >= 0) {
+		if (json) {
+			open_("duplicate", NULL, 0);
+			kv("index", NULL, 1, "%d", fs->dup);
+			kv("path", NULL, 0, "%s", fs->member[fs->dup]->path);
+			kv("other_path", NULL, 0, "%s", fs->dup_dev->path);
+			close_(0);
+		} else {
+			printf("\tmember %d is on two devices, %s and %s: name the members by path to mount\n",
+			       fs->dup, fs->member[fs->dup]->path, fs->dup_dev->path);
+		}
+	}
+	if (json)
+		close_(0);
+}
+
+/*
+ * List the dmafs filesystems on the block devices, or the ones @name (LABEL=, UUID=)
+ * names. Returns EXIT_OK when every one listed has all its members, EXIT_MISSING when one
+ * lacks a member or has one twice, or when @name matches none, EXIT_ERR on an error.
+ */
+static int list_filesystems(const char *name)
+{
+	struct scan_result r;
+	struct scan_fs *fs = NULL;
+	int nfs, ret, shown = 0, bad = 0, unusable = 0;
+	const char *v;
+	size_t vlen;
+
+	if (name && scan_source_kind(name, &v, &vlen) <= 0) {
+		fprintf(stderr, "dmafs-check: %s: not a filesystem name: LABEL=NAME, UUID=UUID, dmafs:LABEL=NAME or dmafs:UUID=UUID\n",
+			name);
+		return EXIT_ERR;
+	}
+	ret = scan_block_devices(&r);
+	if (ret) {
+		fprintf(stderr, "dmafs-check: cannot list the block devices in /sys/class/block: %s (is sysfs mounted?)\n",
+			strerror(-ret));
+		return EXIT_ERR;
+	}
+	nfs = scan_filesystems(&r, &fs);
+	if (nfs < 0) {
+		fprintf(stderr, "dmafs-check: %s\n", strerror(-nfs));
+		scan_result_free(&r);
+		return EXIT_ERR;
+	}
+	if (json) {
+		putchar('{');
+		kv("version", NULL, 0, "%s", PACKAGE_VERSION);
+		open_("filesystems", NULL, 1);
+	}
+	for (int i = 0; i < nfs; i++) {
+		if (name && !scan_matches(fs[i].sb, name))
+			continue;
+		if (shown++ && !json)
+			putchar('\n');
+		list_fs(&fs[i]);
+		if ((unsigned)fs[i].found < fs[i].sb->member_count || fs[i].dup >= 0)
+			bad = 1;
+	}
+	if (json) {
+		close_(1);
+		open_("unusable", NULL, 1);
+	}
+	/* superblocks this dmafs cannot use: only in the full list */
+	for (int i = 0; i < r.n && !name; i++) {
+		const struct scan_dev *d = &r.dev[i];
+		char why[128];
+
+		if (!d->err)
+			continue;
+		if (d->err == -EPROTONOSUPPORT)
+			snprintf(why, sizeof(why), "dmafs on-disk format version %u; this dmafs reads version %d",
+				 d->version, FMT_VERSION);
+		else
+			snprintf(why, sizeof(why), "%s in both copies",
+				 d->err == -EBADMSG ? "superblock checksum mismatch" : "superblock fields inconsistent");
+		if (json) {
+			open_(NULL, NULL, 0);
+			kv("path", NULL, 0, "%s", d->path);
+			kv("why", NULL, 0, "%s", why);
+			close_(0);
+		} else {
+			printf("%s%s  %s\n", unusable++ ? "" : shown ? "\nNot usable:\n" : "Not usable:\n", d->path, why);
+		}
+	}
+	if (json) {
+		close_(1);
+		kv("devices_read", NULL, 1, "%d", r.candidates - r.denied - r.failed);
+		kv("devices_denied", NULL, 1, "%d", r.denied);
+		kv("devices_failed", NULL, 1, "%d", r.failed);
+		printf("\n}\n");
+	} else if (!shown && !unusable) {
+		printf("no dmafs filesystem%s%s on this machine's block devices\n", name ? " with " : "",
+		       name ? name : "");
+	}
+	/* a list that may be short says so where scripts parsing the output do not look */
+	if (r.denied)
+		fprintf(stderr, "dmafs-check: %d block device%s could not be opened (permission denied%s): the list may be incomplete\n",
+			r.denied, r.denied == 1 ? "" : "s", geteuid() ? "; run as root" : "");
+	if (r.failed)
+		fprintf(stderr, "dmafs-check: %d block device%s could not be read: the list may be incomplete\n",
+			r.failed, r.failed == 1 ? "" : "s");
+	if (!shown && !json && unusable == 0)
+		fprintf(stderr, "dmafs-check: image files are not scanned: attach them with losetup -f --show IMAGE\n");
+	free(fs);
+	scan_result_free(&r);
+	if (name && !shown)
+		return EXIT_MISSING;
+	return bad ? EXIT_MISSING : EXIT_OK;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: dmafs-check [--json] [--require p2p|staged|host] [MOUNT|FILE]\n"
+		"       dmafs-check --list [--json] [LABEL=LABEL|UUID=UUID]\n"
 		"\n"
 		"Report what this machine offers for dmafs placements: GPUs, GPUDirect Storage,\n"
 		"nvidia-fs, P2PDMA, hipFile, io_uring, and for a dmafs MOUNT (or a FILE on it)\n"
-		"its members and which path a placement into each target takes, and why.\n"
+		"its members, what its daemon noted at mount, and which path a placement into\n"
+		"each target takes, and why.\n"
+		"  -l, --list       list the dmafs filesystems on this machine's block devices\n"
+		"                   (or the one named) with their members, missing ones named\n"
 		"  -r, --require P  exit 0 only if path P (or a faster one) is available for some\n"
 		"                   target on MOUNT, 1 otherwise\n"
 		"  -j, --json       print one JSON document\n"
 		"  -h, --help       this text\n"
-		"Exit status: 0 ok, 1 required path missing, 2 error. See dmafs-check(1).\n");
+		"Exit status: 0 ok, 1 required path missing (--list: a member missing, or no\n"
+		"filesystem by that name), 2 error. See dmafs-check(1).\n");
 }
 
 int main(int argc, char **argv)
@@ -571,15 +787,16 @@ int main(int argc, char **argv)
 	static const struct option lopts[] = {
 		{ "require", required_argument, NULL, 'r' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "list", no_argument, NULL, 'l' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *mount = NULL;
-	int c, require = 0, ok = -2, have_cuda_dev;
+	int c, require = 0, ok = -2, have_cuda_dev, list = 0;
 	struct gpu *g;
 	char why[256];
 
-	while ((c = getopt_long(argc, argv, "r:jh", lopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "r:jlh", lopts, NULL)) != -1) {
 		switch (c) {
 		case 'r':
 			if (!strcmp(optarg, "p2p"))
@@ -596,6 +813,9 @@ int main(int argc, char **argv)
 		case 'j':
 			json = 1;
 			break;
+		case 'l':
+			list = 1;
+			break;
 		case 'h':
 			usage(stdout);
 			return EXIT_OK;
@@ -609,6 +829,13 @@ int main(int argc, char **argv)
 	if (optind < argc) {
 		usage(stderr);
 		return EXIT_ERR;
+	}
+	if (list) {
+		if (require) {
+			fprintf(stderr, "dmafs-check: --require checks a mount; --list takes none\n");
+			return EXIT_ERR;
+		}
+		return list_filesystems(mount);
 	}
 	if (require && !mount) {
 		fprintf(stderr, "dmafs-check: --require needs a MOUNT or FILE to check\n");

@@ -136,9 +136,11 @@ struct found {
 };
 
 /*
- * Records in @dir written by root or @uid. For the unmount, @m names the mount (its device
- * and mount point must match); for --wait, @mnt names the mount point. A live daemon is
- * preferred; among dead ones, the last started.
+ * Records in @dir written by root or @uid. For the unmount, @m names the mount: a live
+ * daemon's record must have its device (the mount may be a bind mount, or moved: its own
+ * mount point may differ), a dead one's its mount point too (device numbers are reused). For
+ * --wait, @mnt names the mount point. A live daemon is preferred; among dead ones, the
+ * last started.
  */
 static void scan(const char *dir, uid_t uid, const struct mountrec_mnt *m, const char *mnt,
 		 struct found *best, int *nfound)
@@ -158,12 +160,13 @@ static void scan(const char *dir, uid_t uid, const struct mountrec_mnt *m, const
 		if (stat(f.path, &st) < 0 || (st.st_uid != 0 && st.st_uid != uid) ||
 		    (st.st_mode & 022) || mountrec_read(f.path, &f.r))
 			continue;
-		if (m && (f.r.major != m->major || f.r.minor != m->minor ||
-			  strcmp(f.r.mountpoint, m->target)))
+		if (m && (f.r.major != m->major || f.r.minor != m->minor))
 			continue;
 		if (mnt && strcmp(f.r.mountpoint, mnt))
 			continue;
 		f.alive = mountrec_alive(&f.r);
+		if (m && !f.alive && strcmp(f.r.mountpoint, m->target))
+			continue;
 		(*nfound)++;
 		if (*nfound == 1 || (f.alive && !best->alive) ||
 		    (f.alive == best->alive && f.r.start > best->r.start))
@@ -207,11 +210,15 @@ static int open_pidfd(struct found *f)
 #endif
 }
 
-/* Wait, without a time limit, until the daemon has exited; say so when it takes a while. */
+/*
+ * Wait, without a time limit, until the daemon has exited. When it takes a while, say so
+ * on a terminal (a person waits there) or with -v; a script or a unit's log gets nothing
+ * from an unmount that works.
+ */
 static void wait_exit(const struct found *f, int pidfd, const char *mnt)
 {
 	double t0 = now(), next = t0 + 1.0;
-	int said = 0;
+	int said = 0, tell = verbose || isatty(STDERR_FILENO);
 
 	for (;;) {
 		double t = now();
@@ -231,7 +238,7 @@ static void wait_exit(const struct found *f, int pidfd, const char *mnt)
 			usleep(10000);
 		}
 		t = now();
-		if (t >= next) {
+		if (t >= next && tell) {
 			if (!said)
 				msg("waiting for dmafs daemon %d to finish writing %s...", (int)f->r.pid, mnt);
 			else
@@ -269,12 +276,63 @@ static int report(const struct found *f, const char *mnt)
 	return EX_UNFINISHED;
 }
 
+/* Is anything still mounted from device @major:@minor? */
+struct devq {
+	unsigned major, minor;
+};
+
+static int dev_mounted(const struct mountrec_mnt *m, void *arg)
+{
+	const struct devq *q = arg;
+
+	return m->major == q->major && m->minor == q->minor;
+}
+
+struct devcount {
+	unsigned major, minor;
+	int n;
+};
+
+static int count_one(const struct mountrec_mnt *m, void *arg)
+{
+	struct devcount *c = arg;
+
+	if (m->major == c->major && m->minor == c->minor)
+		c->n++;
+	return 0;
+}
+
+/* How many mounts of device @major:@minor this mount namespace has. */
+static int dev_count(unsigned major, unsigned minor)
+{
+	struct devcount c = { major, minor, 0 };
+
+	mountrec_mounts(count_one, &c);
+	return c.n;
+}
+
+/*
+ * Does the superblock of FUSE connection @minor live on? Its directory in the fusectl
+ * filesystem goes when the last mount of it does, before umount2() returns; a mount in
+ * another namespace keeps it. Without fusectl mounted, this cannot tell: no.
+ */
+static int conn_alive(unsigned major, unsigned minor)
+{
+	char path[64];
+	struct stat st;
+
+	if (major != 0)
+		return 0;
+	snprintf(path, sizeof(path), "/sys/fs/fuse/connections/%u", minor);
+	return stat(path, &st) == 0;
+}
+
 static int do_unmount(const char *arg, int lazy, int force)
 {
 	char mnt[PATH_MAX];
 	struct mountrec_mnt m;
 	struct found f;
-	int ret, pidfd = -1, n, flags = UMOUNT_NOFOLLOW;
+	int ret, pidfd = -1, n, others, flags = UMOUNT_NOFOLLOW;
 
 	if (mountrec_find_mount(arg, &m) == 0) {
 		snprintf(mnt, sizeof(mnt), "%s", arg);
@@ -296,6 +354,12 @@ static int do_unmount(const char *arg, int lazy, int force)
 	}
 
 	n = find_daemon(&m, NULL, m.user_id > 0 ? (uid_t)m.user_id : 0, &f);
+	/*
+	 * The daemon ends with the last mount of its filesystem: a bind mount (of a directory, a
+	 * file or the whole mount) is one more mount of the same device, and unmounting it, or
+	 * the daemon's own mount while binds remain, leaves the daemon serving the others.
+	 */
+	others = dev_count(m.major, m.minor) - 1;
 	if (f.alive)
 		pidfd = open_pidfd(&f);
 	if (verbose) {
@@ -303,6 +367,11 @@ static int do_unmount(const char *arg, int lazy, int force)
 			msg("%s: served by dmafs daemon %d (record %s)", mnt, (int)f.r.pid, f.path);
 		else
 			msg("%s: no running dmafs daemon recorded for it", mnt);
+		if (strcmp(m.root, "/"))
+			msg("%s: a bind mount of %s", mnt, m.root);
+		if (others > 0)
+			msg("%s: %d other mount%s of this filesystem stay%s", mnt, others, others > 1 ? "s" : "",
+			    others > 1 ? "" : "s");
 	}
 
 	/*
@@ -310,7 +379,7 @@ static int do_unmount(const char *arg, int lazy, int force)
 	 * then small, and an error shows up while the filesystem is still there. Not with -f
 	 * (the daemon may not answer) or -l (which must not block).
 	 */
-	if (f.alive && !lazy && !force) {
+	if (f.alive && !lazy && !force && others <= 0) {
 		int fd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
 		if (fd >= 0) {
@@ -345,6 +414,15 @@ static int do_unmount(const char *arg, int lazy, int force)
 	if (verbose)
 		msg("%s: unmounted%s", mnt, lazy ? " (detached)" : "");
 
+	if (others > 0 || (!lazy && conn_alive(m.major, m.minor))) {
+		/* other mounts of the filesystem stay, here or in another mount namespace */
+		if (verbose)
+			msg("%s: the filesystem stays mounted elsewhere%s: its daemon goes on serving it", mnt,
+			    others > 0 ? "" : " (in another mount namespace?)");
+		if (pidfd >= 0)
+			close(pidfd);
+		return 0;
+	}
 	if (!n) {
 		msg("%s: unmounted, but no record of its dmafs daemon under /run/dmafs (a dmafs from before umount.dmafs, or one that could not write there): not waiting for it",
 		    mnt);
@@ -372,18 +450,6 @@ static int do_unmount(const char *arg, int lazy, int force)
 	if (ret)
 		utab_prune();
 	return ret;
-}
-
-/* Is anything still mounted from device @major:@minor? */
-struct devq {
-	unsigned major, minor;
-};
-
-static int dev_mounted(const struct mountrec_mnt *m, void *arg)
-{
-	const struct devq *q = arg;
-
-	return m->major == q->major && m->minor == q->minor;
 }
 
 static int do_wait(const char *arg)
