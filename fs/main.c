@@ -274,13 +274,12 @@ static int notify_fd = -1; /* the waiting parent, until the mount answers */
 /*
  * What the daemon notes about a mount that works but is not all it could be (written data
  * copied twice, no POSIX ACLs, fewer registrations): not failures, so a mount prints
- * nothing. They go to the daemon's log once it is up (syslog once detached, stderr with
- * -f) and into its mount record, where dmafs-check shows them; with -o verbose they reach
- * the terminal too.
+ * nothing. They are info messages, which wait for the log (util_log_hold_info: syslog once
+ * detached; stderr at once with -f or -o verbose), and go into the mount record, where
+ * dmafs-check shows them.
  */
 #define NOTES_MAX 8
 static struct {
-	int echo;		/* -o verbose without -f: also print them at once */
 	int n;
 	char text[NOTES_MAX][320];
 } notes;
@@ -298,9 +297,14 @@ static void note(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(notes.text[notes.n], sizeof(notes.text[0]), fmt, ap);
 	va_end(ap);
-	if (notes.echo)
-		fprintf(stderr, "dmafs: %s\n", notes.text[notes.n]);
+	log_info("%s", notes.text[notes.n]);
 	notes.n++;
+}
+
+/* atexit: a daemon that exits before it detached prints the info messages it held. */
+static void release_held(void)
+{
+	util_log_hold_info(0);
 }
 
 /* The notes into the mount record's notice, a line each. */
@@ -313,16 +317,16 @@ static void notes_to_record(void)
 		len += snprintf(rec.notice + len, sizeof(rec.notice) - len, "%s\n", notes.text[i]);
 }
 
-/* Once the mount answers: the notes into the log, and the record rewritten with them. */
-static void notes_publish(void)
+/* The record rewritten with the notes: before the mount is reported up, so that a
+ * dmafs-check right after the mount command finds them. */
+static void notes_record(void)
 {
-	for (int i = 0; i < notes.n; i++)
-		log_info("%s", notes.text[i]);
 	if (rec.pid && notes.n) {
 		notes_to_record();
 		mountrec_write(rec_dir, &rec);
 	}
 }
+
 
 /*
  * Detach like a daemon, but keep the parent until the kernel's INIT has been answered,
@@ -469,8 +473,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	}
 	if (ra_mnt && pthread_create(&t, NULL, readahead_thread, NULL) == 0)
 		pthread_detach(t);
+	notes_record();
 	mount_ready();
-	notes_publish();
 }
 
 /*
@@ -801,7 +805,15 @@ int main(int argc, char *argv[])
 		usage(stderr);
 		return 1;
 	}
-	notes.echo = o.verbose && !o.foreground;
+	/*
+	 * A mount that works prints nothing: info messages (notes, the engine's) wait for the
+	 * log until the daemon has detached, or reach stderr if the mount fails. -f keeps
+	 * stderr as the log, -o verbose wants them on the terminal.
+	 */
+	if (!o.foreground && !o.verbose) {
+		util_log_hold_info(1);
+		atexit(release_held);
+	}
 	if (o.threads == THREADS_AUTO)
 		o.threads = default_threads();
 	if (!o.place_threads)

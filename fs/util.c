@@ -3,6 +3,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,11 +15,62 @@
 static int use_syslog;
 static int max_level = LOG_LVL_INFO;
 
+#define HELD_MAX 32
+static struct {
+	pthread_mutex_t lock;
+	int on, n;	/* protected by lock */
+	char *msg[HELD_MAX];
+} held = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* Send the held messages to syslog or stderr, and hold no more. */
+static void held_flush(int to_syslog)
+{
+	pthread_mutex_lock(&held.lock);
+	for (int i = 0; i < held.n; i++) {
+		if (to_syslog)
+			syslog(LOG_INFO, "%s", held.msg[i]);
+		else
+			fprintf(stderr, "dmafs: %s\n", held.msg[i]);
+		free(held.msg[i]);
+	}
+	held.n = 0;
+	held.on = 0;
+	pthread_mutex_unlock(&held.lock);
+}
+
 void util_log_to_syslog(int on)
 {
 	use_syslog = on;
-	if (on)
+	if (on) {
 		openlog("dmafs", LOG_PID, LOG_DAEMON);
+		held_flush(1);
+	}
+}
+
+void util_log_hold_info(int on)
+{
+	if (on) {
+		pthread_mutex_lock(&held.lock);
+		held.on = 1;
+		pthread_mutex_unlock(&held.lock);
+	} else {
+		held_flush(0);
+	}
+}
+
+/* Keep an info message while they are held; 1 if kept (or dropped past HELD_MAX). */
+static int hold(const char *fmt, va_list ap)
+{
+	int kept = 0;
+
+	pthread_mutex_lock(&held.lock);
+	if (held.on) {
+		kept = 1;
+		if (held.n < HELD_MAX && vasprintf(&held.msg[held.n], fmt, ap) >= 0)
+			held.n++;
+	}
+	pthread_mutex_unlock(&held.lock);
+	return kept;
 }
 
 void util_log_set_level(int level) { max_level = level; }
@@ -31,6 +83,15 @@ void util_log(int level, const char *fmt, ...)
 
 	if (level > max_level)
 		return;
+	if (level == LOG_LVL_INFO && !use_syslog) {
+		int kept;
+
+		va_start(ap, fmt);
+		kept = hold(fmt, ap);
+		va_end(ap);
+		if (kept)
+			return;
+	}
 	va_start(ap, fmt);
 	if (use_syslog) {
 		vsyslog(prio[level], fmt, ap);

@@ -17,7 +17,15 @@
 /* Log levels; messages go to stderr, and to syslog once the daemon has detached. */
 enum { LOG_LVL_ERR, LOG_LVL_WARN, LOG_LVL_INFO, LOG_LVL_DEBUG };
 void util_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* From now on, log to syslog; info messages held back (below) go there first. */
 void util_log_to_syslog(int on);
+/*
+ * @on: hold back info messages instead of printing them, until util_log_to_syslog(1) sends
+ * them to syslog (a daemon that mounted fine and detached: the command that made the mount
+ * prints nothing, its log still gets them). Warnings and errors are printed at once. 0:
+ * print those still held on stderr (the mount failed: they may explain why). Thread-safe.
+ */
+void util_log_hold_info(int on);
 void util_log_set_level(int level);
 /* Whether messages of @level are logged. */
 int util_log_enabled(int level);
