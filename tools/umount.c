@@ -32,6 +32,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -327,12 +328,35 @@ static int conn_alive(unsigned major, unsigned minor)
 	return stat(path, &st) == 0;
 }
 
+/*
+ * Unmount as a user: the kernel lets only root umount2() a FUSE mount, and fusermount3
+ * (setuid root) unmounts one the caller mounted itself (its user_id= is the caller's),
+ * which is what a fstab `user` mount made through mount(8) is. Returns 0, or the errno
+ * of umount2 (EPERM when fusermount3 refused too: it said why on stderr).
+ */
+static int user_unmount(const char *mnt, int lazy)
+{
+	int st;
+	pid_t pid;
+
+	if (getuid() == 0)
+		return EPERM;
+	pid = fork();
+	if (pid == 0) {
+		execlp("fusermount3", "fusermount3", lazy ? "-uz" : "-u", "--", mnt, (char *)NULL);
+		_exit(127);
+	}
+	if (pid < 0 || waitpid(pid, &st, 0) < 0)
+		return EPERM;
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : EPERM;
+}
+
 static int do_unmount(const char *arg, int lazy, int force)
 {
 	char mnt[PATH_MAX];
 	struct mountrec_mnt m;
 	struct found f;
-	int ret, pidfd = -1, n, others, flags = UMOUNT_NOFOLLOW;
+	int ret, e, pidfd = -1, n, others, flags = UMOUNT_NOFOLLOW;
 
 	if (mountrec_find_mount(arg, &m) == 0) {
 		snprintf(mnt, sizeof(mnt), "%s", arg);
@@ -393,8 +417,10 @@ static int do_unmount(const char *arg, int lazy, int force)
 		flags |= MNT_DETACH;
 	if (force)
 		flags |= MNT_FORCE;
-	if (umount2(mnt, flags) < 0) {
-		int e = errno;
+	e = umount2(mnt, flags) < 0 ? errno : 0;
+	if (e == EPERM)
+		e = user_unmount(mnt, lazy);
+	if (e) {
 
 		if (pidfd >= 0)
 			close(pidfd);
@@ -405,7 +431,7 @@ static int do_unmount(const char *arg, int lazy, int force)
 			return EX_FAIL;
 		}
 		if (e == EPERM) {
-			msg("%s: must be superuser to unmount (fusermount3 -u unmounts your own FUSE mounts)", mnt);
+			msg("%s: must be superuser to unmount, or the user who mounted it (fusermount3 -u refused too)", mnt);
 			return EX_USAGE;
 		}
 		msg("%s: %s", mnt, e == EINVAL ? "not mounted" : strerror(e));
