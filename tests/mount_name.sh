@@ -20,7 +20,7 @@ t_require_root_fuse
 t_require_python
 CHECK=$top_builddir/tools/dmafs-check
 UMOUNT_HELPER=$(readlink -f "$top_builddir/tools/umount.dmafs")
-MOUNT_HELPER=$(readlink -f "$top_srcdir/tools/mount.dmafs")
+MOUNT_HELPER=$(readlink -f "$T_MOUNT_HELPER")
 FSCK=$top_builddir/tools/dmafs-fsck
 [ -x "$CHECK" ] || t_skip "dmafs-check not built: $CHECK"
 [ -x "$UMOUNT_HELPER" ] || t_skip "umount.dmafs not built: $top_builddir/tools/umount.dmafs"

@@ -206,7 +206,7 @@ t_umount "$M"
 # that root made.
 if mount --version 2>/dev/null | grep -q util-linux; then
 	# mount(8) finds helpers in /sbin only: link this one there unless one is installed
-	MOUNT_HELPER=$(readlink -f "$top_srcdir/tools/mount.dmafs")
+	MOUNT_HELPER=$(readlink -f "$T_MOUNT_HELPER")
 	via_mount=0
 	if [ -e /sbin/mount.dmafs ]; then
 		[ "$(readlink -f /sbin/mount.dmafs)" = "$MOUNT_HELPER" ] && via_mount=1

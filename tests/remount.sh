@@ -17,7 +17,7 @@ mount --version 2>/dev/null | grep -q util-linux || t_skip "mount(8) is not util
 
 # mount(8) runs /sbin/mount.fuse.dmafs for a remount of a fuse.dmafs mount (/sbin only):
 # link this build's helper there for the test, unless the same one is there already.
-HELPER=$(readlink -f "$top_srcdir/tools/mount.dmafs")
+HELPER=$(readlink -f "$T_MOUNT_HELPER")
 dst=/sbin/mount.fuse.dmafs
 [ -L "$dst" ] && [ ! -e "$dst" ] && rm -f "$dst" # dangling: left by an interrupted run
 if [ -e "$dst" ]; then
@@ -27,7 +27,7 @@ else
 	ln -s "$HELPER" "$dst" 2>/dev/null || t_skip "cannot link $dst to this build's mount.dmafs"
 	t_register file "$dst"
 fi
-# the helper finds the daemon at ../fs/dmafs beside its target; the build tree may differ
+# the helper finds the daemon beside its target (tests/sbin/dmafs); PATH for a run by hand
 export PATH="$top_builddir/fs:$PATH"
 
 t_workdir

@@ -13,6 +13,10 @@
 : "${top_builddir:=$top_srcdir}"
 : "${DMAFS:=$top_builddir/fs/dmafs}"
 : "${MKFS:=$top_builddir/tools/mkfs.dmafs}"
+# The mount.dmafs that tests link into /sbin for mount(8): make check's copy beside a link
+# to this build's daemon (tests/tests.am says why); the source tree's when run by hand.
+T_MOUNT_HELPER=$top_builddir/tests/sbin/mount.dmafs
+[ -f "$T_MOUNT_HELPER" ] || T_MOUNT_HELPER=$top_srcdir/tools/mount.dmafs
 T_NAME=$(basename "$0" .sh)
 # The interpreter itself (not a wrapper such as a pyenv shim), so that $! of a
 # backgrounded "$T_PY" is the python process.

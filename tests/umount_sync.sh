@@ -41,7 +41,7 @@ FAULTFS=$top_builddir/tests/faultfs
 
 # mount(8) finds /sbin/mount.dmafs the same way; round 2 mounts through it from an fstab
 # line (mount -T) when it can be linked there too.
-MOUNT_HELPER=$(readlink -f "$top_srcdir/tools/mount.dmafs")
+MOUNT_HELPER=$(readlink -f "$T_MOUNT_HELPER")
 fstab_mount=0
 if [ -e /sbin/mount.dmafs ]; then
 	[ "$(readlink -f /sbin/mount.dmafs)" = "$MOUNT_HELPER" ] && fstab_mount=1
