@@ -51,9 +51,8 @@
 extern "C" {
 #endif
 
-#define DMAFS_VERSION_MAJOR 0
-#define DMAFS_VERSION_MINOR 1
-#define DMAFS_VERSION_PATCH 0
+/* DMAFS_VERSION_MAJOR, _MINOR and _PATCH: configure makes them from its version. */
+#include "dmafs-version.h"
 #define DMAFS_VERSION_NUM (DMAFS_VERSION_MAJOR * 10000 + DMAFS_VERSION_MINOR * 100 + DMAFS_VERSION_PATCH)
 
 /* Paths, as in the results; values match the wire protocol. */
