@@ -77,51 +77,9 @@ echo "$out"
 grep -q "^model .* path host  target host  verified$" <<<"$out" || t_fail "dmafs-load: no verified model line by the host path"
 
 t_log "import dmafs (installed) and dmafs.load() of the model, byte for byte against the files"
-inst "$PY" - "$M/model" "$T_WORK/src" "$D$pythondir" "$D$libdir" "$V" <<'EOF' || t_fail "dmafs.load from the installed copy (see above)"
-import gc, json, os, struct, sys
-import torch
-mnt, src, pydir, libdir, version = sys.argv[1:]
-import dmafs
-where = os.path.dirname(os.path.abspath(dmafs.__file__))
-assert where == os.path.join(pydir, "dmafs"), f"dmafs imported from {where}, not {pydir}"
-assert dmafs.__version__ == version, f"dmafs.__version__ {dmafs.__version__}, not {version}"
-assert dmafs.library_version() == version, f"libdmafs {dmafs.library_version()}, not {version}"
-with open("/proc/self/maps") as f:
-    libs = {line.split()[-1] for line in f if "libdmafs.so" in line}
-assert libs == {os.path.realpath(os.path.join(libdir, "libdmafs.so.0"))}, f"libdmafs mapped from {libs}"
-
-# The reference: each shard's header and bytes as in the file (the copy outside dmafs).
-ref = {}
-for name in sorted(os.listdir(src)):
-    if name.endswith(".safetensors"):
-        with open(os.path.join(src, name), "rb") as f:
-            n = struct.unpack("<Q", f.read(8))[0]
-            header = json.loads(f.read(n))
-            data = f.read()
-        for key, info in header.items():
-            if key != "__metadata__":
-                a, b = info["data_offsets"]
-                ref[key] = (info["dtype"], info["shape"], data[a:b])
-assert ref, f"no tensors in {src}"
-
-sd = dmafs.load(mnt, device="cpu")
-stats = dmafs.last_stats()
-assert set(sd) == set(ref), f"keys differ: {sorted(set(sd) ^ set(ref))[:5]}"
-names = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32}
-total = 0
-for key, (dtype, shape, raw) in ref.items():
-    t = sd[key]
-    assert t.dtype == names[dtype], f"{key}: dtype {t.dtype}, file {dtype}"
-    assert list(t.shape) == shape, f"{key}: shape {list(t.shape)}, file {shape}"
-    got = t.contiguous().reshape(-1).view(torch.uint8)
-    assert torch.equal(got, torch.frombuffer(bytearray(raw), dtype=torch.uint8)), f"{key}: bytes differ"
-    total += len(raw)
-assert stats.path == "host", f"dmafs.load took the {stats.path} path, not host: {stats}"
-print(f"[install_use] {len(ref)} tensors, {total} bytes equal to the files; path {stats.path}; "
-      f"dmafs {dmafs.__version__} from {where}, libdmafs {dmafs.library_version()} from {libs.pop()}")
-del sd, t, got
-gc.collect()
-EOF
+# The check is read from stdin, so that nothing of the tree is on sys.path.
+inst "$PY" - "$T_NAME" "$M/model" "$T_WORK/src" "$D$pythondir" "$D$libdir/libdmafs.so.0" "$V" \
+	<"$top_srcdir/tests/t_load_check.py" || t_fail "dmafs.load from the installed copy (see above)"
 
 t_log "umount.dmafs unmounts and waits for the daemon; dmafs-fsck finds the members clean"
 out=$(inst umount.dmafs "$M" 2>&1) || t_fail "umount.dmafs $M exited $?: $out"

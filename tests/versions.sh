@@ -1,7 +1,8 @@
 #!/bin/bash
 # Description: dmafs has one version, configure.ac's: the built header's DMAFS_VERSION_*,
 # dmafs_version() of the built libdmafs, dmafs --version, dmafs.pc, the Python package's
-# __version__ and the title line of every manual page all say it.
+# __version__ (which lib/python/pyproject.toml takes for pip) and the title line of every
+# manual page all say it.
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/t_lib.sh"
 . "$top_builddir/tests/t_config.sh" || t_fail "no $top_builddir/tests/t_config.sh (configure makes it)"
@@ -36,6 +37,8 @@ for node in ast.parse(open(sys.argv[1]).read()).body:
     if isinstance(node, ast.Assign) and [t.id for t in node.targets] == ["__version__"]:
         print(node.value.value)' "$init" 2>&1)
 [ "$yv" = "$V" ] || bad "$init says __version__ = '$yv'"
+grep -qx 'version = {attr = "dmafs.__version__"}' "$top_srcdir/lib/python/pyproject.toml" ||
+	bad "lib/python/pyproject.toml does not take its version from dmafs.__version__"
 
 n=0
 for page in "$top_srcdir"/man/*.[1-8]; do

@@ -7,12 +7,15 @@ into OSError(errno, dmafs_strerror text, filename) once, here.
 
 The library is found, in this order:
   1. $DMAFS_LIBRARY (a full path; nothing else is tried when it is set),
-  2. the dynamic linker: ctypes.util.find_library("dmafs"), then "libdmafs.so.0",
+  2. the dynamic linker, by the soname these bindings are written for: "libdmafs.so.0"
+     (LD_LIBRARY_PATH, then the ld.so cache and the system's directories, where make
+     install puts it),
   3. the build tree this package sits in: lib/python/dmafs/../../.libs/libdmafs.so.0.
+ctypes.util.find_library("dmafs") is not asked: it would also take another soname
+(libdmafs.so.1, of an incompatible library), and it runs ldconfig and the compiler.
 """
 
 import ctypes
-import ctypes.util
 import errno as _errno
 import os
 
@@ -73,13 +76,7 @@ def _candidates():
     env = os.environ.get("DMAFS_LIBRARY")
     if env:
         return [("$DMAFS_LIBRARY", env)]
-    out = []
-    found = ctypes.util.find_library("dmafs")
-    if found:
-        out.append(("find_library('dmafs')", found))
-    out.append(("the dynamic linker", "libdmafs.so.0"))
-    out.append(("the build tree", BUILD_TREE_LIBRARY))
-    return out
+    return [("the dynamic linker", "libdmafs.so.0"), ("the build tree", BUILD_TREE_LIBRARY)]
 
 
 def _open_library():
@@ -91,8 +88,9 @@ def _open_library():
             tried.append(f"{name} ({where}): {e}")
     raise ImportError(
         "dmafs: cannot load libdmafs; tried " + "; ".join(tried) +
-        ". Install dmafs (make install, then ldconfig), build it in this tree (make), "
-        "or set DMAFS_LIBRARY to the full path of libdmafs.so.0")
+        ". Install dmafs (make install, then ldconfig), name its directory in "
+        "LD_LIBRARY_PATH, build it in this tree (make), or set DMAFS_LIBRARY to the full "
+        "path of libdmafs.so.0")
 
 
 lib, library_path = _open_library()
