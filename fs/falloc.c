@@ -295,11 +295,11 @@ static int log_touch(struct fs *fs, struct inode *ino, uint64_t size)
 {
 	struct fmt_rec r;
 
-	/* as file_modified() in the kernel's own fallocate: times change, setuid goes */
+	/* as file_modified() in the kernel's own fallocate: times change (privileges went
+	 * first, fs_killpriv) */
 	meta_inode_rec(ino, &r);
 	r.a.size = size;
 	r.a.mtime = r.a.ctime = fs_now();
-	r.a.mode = fs_kill_suid(r.a.mode);
 	return journal_log(&fs->j, &r);
 }
 
@@ -458,9 +458,11 @@ out:
 	return ret;
 }
 
-int fs_fallocate(struct fs *fs, uint64_t ino_nr, int mode, uint64_t off, uint64_t len)
+int fs_fallocate(struct fs *fs, const struct fs_ctx *c, uint64_t ino_nr, int mode, uint64_t off,
+		 uint64_t len)
 {
 	struct inode *ino;
+	int ret;
 
 	if (fs->ro)
 		return -EROFS;
@@ -482,10 +484,14 @@ int fs_fallocate(struct fs *fs, uint64_t ino_nr, int mode, uint64_t off, uint64_
 		return -EISDIR;
 	if (!S_ISREG(ino->a.mode))
 		return -ENODEV;
+	/* as file_modified() in xfs_file_fallocate(), whatever the mode */
+	ret = c ? fs_killpriv(fs, c, ino_nr) : 0;
+	if (ret)
+		return ret;
 	/* what write-behind holds of the file lands first: the extent map is then complete */
 	wback_wait(fs, ino, 0);
 	if (mode & FALLOC_FL_PUNCH_HOLE) {
-		int ret = fallocate_punch(fs, ino, off, len);
+		ret = fallocate_punch(fs, ino, off, len);
 
 		/* the zeroed partial blocks went through write-behind: on the members on return */
 		if (!ret)

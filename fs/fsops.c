@@ -704,16 +704,37 @@ out:
 
 static struct inode *wait_written(struct fs *fs, uint64_t ino, int take_err, int *err);
 
-int fs_setattr(struct fs *fs, uint64_t ino, const struct stat *in, int valid, struct stat *out)
+int fs_setattr(struct fs *fs, const struct fs_ctx *c, uint64_t ino, const struct stat *in,
+	       int valid, struct stat *out)
 {
 	struct inode *i;
 	int64_t now = fs_now();
+	uint32_t mode = 0, gid = 0, kill = 0;
 	int ret;
 
 	if (fs->ro)
 		return -EROFS;
-	/* buffered writes first: their mtime and suid clearing must not land after this */
-	wait_written(fs, ino, 0, &ret);
+	/* buffered writes first: their mtime must not land after this */
+	i = wait_written(fs, ino, 0, &ret);
+	if (i && (valid & (FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))) {
+		pthread_mutex_lock(&fs->meta.lock);
+		i = meta_iget(&fs->meta, ino);
+		if (i) {
+			mode = i->a.mode;
+			gid = i->a.gid;
+		}
+		pthread_mutex_unlock(&fs->meta.lock);
+		/*
+		 * What the change takes away (killpriv.c), decided before it (the rule looks
+		 * at the old group) and without meta.lock (it may read /proc):
+		 * chown_common() for a new owner or group, do_truncate()'s
+		 * dentry_needs_remove_privs() for a size.
+		 */
+		if (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))
+			kill = fs_killpriv_bits(c, mode, gid, 1);
+		if (valid & FUSE_SET_ATTR_SIZE)
+			kill |= fs_killpriv_bits(c, mode, gid, 0);
+	}
 	if (valid & FUSE_SET_ATTR_SIZE) {
 		pthread_mutex_lock(&fs->meta.lock);
 		i = meta_iget(&fs->meta, ino);
@@ -760,10 +781,11 @@ int fs_setattr(struct fs *fs, uint64_t ino, const struct stat *in, int valid, st
 		if (ret)
 			goto out;
 	}
-	if (((valid & FUSE_SET_ATTR_UID) && in->st_uid != i->a.uid) ||
-	    ((valid & FUSE_SET_ATTR_GID) && in->st_gid != i->a.gid))
-		if (!(valid & FUSE_SET_ATTR_MODE))
-			i->a.mode = fs_kill_suid(i->a.mode);
+	/*
+	 * Also over a mode that came with the size or owner: that is the kernel's own,
+	 * partial answer (see killpriv.c), never a chmod, which comes alone.
+	 */
+	i->a.mode &= ~kill;
 	if (valid & FUSE_SET_ATTR_UID)
 		i->a.uid = in->st_uid;
 	if (valid & FUSE_SET_ATTR_GID)
@@ -1298,21 +1320,3 @@ int fs_removexattr(struct fs *fs, uint64_t ino, const char *name)
 	return ret;
 }
 
-int fs_kill_caps(struct fs *fs, uint64_t ino)
-{
-	struct inode *i;
-	int ret = fs_begin(fs, REC_ROOM, 0);
-
-	if (ret)
-		return ret;
-	i = meta_iget(&fs->meta, ino);
-	if (i && xattr_get(i, CAPS_XATTR)) {
-		ret = log_xdel(fs, ino, CAPS_XATTR);
-		if (!ret) {
-			i->a.ctime = fs_now();
-			ret = log_attr(fs, i);
-		}
-	}
-	fs_end(fs);
-	return ret;
-}

@@ -101,8 +101,13 @@ int fs_link(struct fs *fs, uint64_t ino, uint64_t parent, const char *name, stru
 int fs_unlink(struct fs *fs, uint64_t parent, const char *name, int rmdir);
 int fs_rename(struct fs *fs, uint64_t parent, const char *name, uint64_t newparent,
 	      const char *newname, unsigned flags);
-/* @valid uses FUSE_SET_ATTR_* bits. */
-int fs_setattr(struct fs *fs, uint64_t ino, const struct stat *in, int valid, struct stat *out);
+/*
+ * @valid uses FUSE_SET_ATTR_* bits. A size change or a change of owner or group by @c
+ * drops set-user-ID and set-group-ID as fs_killpriv_bits() says (@c NULL: nothing is
+ * dropped), and the file's capabilities.
+ */
+int fs_setattr(struct fs *fs, const struct fs_ctx *c, uint64_t ino, const struct stat *in,
+	       int valid, struct stat *out);
 int fs_readlink(struct fs *fs, uint64_t ino, char *buf, size_t len);
 int fs_open(struct fs *fs, uint64_t ino, int flags);
 void fs_release(struct fs *fs, uint64_t ino);
@@ -139,9 +144,32 @@ int fs_setxattr(struct fs *fs, const struct fs_ctx *c, uint64_t ino, const char 
 		const void *val, size_t size, int flags);
 int fs_listxattr(struct fs *fs, const struct fs_ctx *c, uint64_t ino, char *buf, size_t size);
 int fs_removexattr(struct fs *fs, uint64_t ino, const char *name);
-/* Drop @ino's file capabilities (security.capability), as a write does: the kernel leaves
- * that to us for writes that bypass its page cache (FUSE_CAP_HANDLE_KILLPRIV). */
-int fs_kill_caps(struct fs *fs, uint64_t ino);
+
+/* killpriv.c: what changing a file takes away */
+/*
+ * The bits of @mode (set-user-ID, set-group-ID) that the daemon takes away when @c
+ * changes a file of group @gid, on top of what the kernel does itself (killpriv.c). A
+ * write, truncate or fallocate (@chown 0): the whole rule of setattr_should_drop_suidgid()
+ * for regular files: nothing when @c has CAP_FSETID, else set-user-ID, and set-group-ID
+ * when the file is group-executable or @c is not in group @gid. A change of owner or group
+ * (@chown 1): set-group-ID of a file that is not group-executable (not a directory) when
+ * @c is neither in the old group @gid nor has CAP_FSETID. None when @c is NULL (the
+ * daemon's own change, or a write-back from the page cache whose writer is not known) or
+ * when the kernel made the request for @c with other credentials (overlayfs, nfsd: that
+ * layer applied the rule with @c's). A caller /proc does not show (pid 0, another user
+ * namespace) counts as one without CAP_FSETID in no group but the request's. Reads
+ * /proc/PID/status only when @mode has one of the bits.
+ */
+uint32_t fs_killpriv_bits(const struct fs_ctx *c, uint32_t mode, uint32_t gid, int chown);
+/*
+ * A write or fallocate by @c is about to change regular file @ino: drop its file
+ * capabilities (security.capability; the kernel does that itself only for writes through
+ * its page cache) and the bits fs_killpriv_bits() names, logging the change. Returns 0,
+ * -ENOENT, or fs_begin's errors.
+ */
+int fs_killpriv(struct fs *fs, const struct fs_ctx *c, uint64_t ino);
+/* Would a write by @c take something from @ino now (a bit fs_killpriv_bits() names)? */
+int fs_killpriv_due(struct fs *fs, const struct fs_ctx *c, uint64_t ino);
 /* The layout text of a regular file from extent @first (one page of at most ~60 KB;
  * malloc'd, caller frees) or NULL with *err set. */
 char *fs_layout(struct fs *fs, uint64_t ino, size_t first, int *err);
@@ -188,12 +216,13 @@ void fs_io_error(struct fs *fs, const struct inode *ino, const struct uring_op *
 int fs_read_blocks(struct fs *fs, struct inode *ino, char *buf, uint64_t a, uint64_t b,
 		   int verify);
 /* Write (buffered by write-behind when it can); returns bytes accepted (short only at
- * ENOSPC) or -errno. */
+ * ENOSPC) or -errno. The daemon's own write: no privileges are dropped (fs_killpriv). */
 ssize_t fs_write(struct fs *fs, uint64_t ino, const char *data, size_t size, uint64_t off);
-/* The same, with the data brought in by @copy(@arg, dst, size) (0 or -errno), called
- * once, straight into write-behind's buffer when the write is buffered. */
-ssize_t fs_write_from(struct fs *fs, uint64_t ino, size_t size, uint64_t off,
-		      int (*copy)(void *arg, char *dst, size_t size), void *arg);
+/* A write by @c (fs_killpriv first; @c NULL: none), with the data brought in by
+ * @copy(@arg, dst, size) (0 or -errno), called once, straight into write-behind's buffer
+ * when the write is buffered. */
+ssize_t fs_write_from(struct fs *fs, const struct fs_ctx *c, uint64_t ino, size_t size,
+		      uint64_t off, int (*copy)(void *arg, char *dst, size_t size), void *arg);
 /* Write to the members now; returns bytes written (short only at ENOSPC) or -errno.
  * @mtime: when the write was accepted (ns; 0: now). Caller holds no lock of @ino. */
 ssize_t fs_write_inode(struct fs *fs, struct inode *ino, const char *data, size_t size,
@@ -259,8 +288,10 @@ int fs_set_ro(struct fs *fs, int ro, char *err, size_t errlen);
  * -EINVAL (len 0, or an offset or length that does not fit off_t), -EFBIG (past the largest
  * file), -EOPNOTSUPP (another mode, or PUNCH_HOLE without KEEP_SIZE), -EISDIR, -ENODEV (not
  * a regular file), -ENOENT, -EROFS, -ENOSPC (nothing reserved then), -EIO or -ENOMEM.
+ * Like a write, any of these first drops what fs_killpriv() says for @c.
  */
-int fs_fallocate(struct fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t len);
+int fs_fallocate(struct fs *fs, const struct fs_ctx *c, uint64_t ino, int mode, uint64_t off,
+		 uint64_t len);
 
 /*
  * Take meta.lock with room for @need bytes of log records (compacting if needed).
@@ -270,18 +301,5 @@ int fs_fallocate(struct fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t l
 int fs_begin(struct fs *fs, size_t need, int grows);
 void fs_end(struct fs *fs);
 int64_t fs_now(void);
-/*
- * Writing, truncating or chown of a file drops setuid, and setgid when group-executable
- * (the daemon handles this itself: FUSE_CAP_HANDLE_KILLPRIV is on by default).
- */
-static inline uint32_t fs_kill_suid(uint32_t mode)
-{
-	if (!S_ISREG(mode))
-		return mode;
-	mode &= ~S_ISUID;
-	if (mode & S_IXGRP)
-		mode &= ~S_ISGID;
-	return mode;
-}
 
 #endif

@@ -454,12 +454,20 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		note("written data is copied twice on its way in (no splice from /dev/fuse: %s)",
 		     splice_why);
 	/* the kernel's page cache is write-through unless writeback_cache is asked for */
-	if (want_writeback && (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
+	if (want_writeback && (conn->capable & FUSE_CAP_WRITEBACK_CACHE)) {
 		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
-	else
+		ops_opts.writeback_cache = 1;
+	} else
 		conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
 	if (conn->capable & FUSE_CAP_ASYNC_READ)
 		conn->want |= FUSE_CAP_ASYNC_READ;
+	/*
+	 * The kernel drops set-user-ID and set-group-ID itself; the daemon adds what its rule
+	 * lacks (killpriv.c). libfuse 3.14 asks for HANDLE_KILLPRIV but never sends it; a
+	 * later one would, and the kernel would then leave chown(2) to a daemon that cannot
+	 * tell it from overlayfs's copy-up.
+	 */
+	conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
 	/*
 	 * POSIX ACLs: the kernel enforces them and caches them, we keep them, keep the mode in
 	 * step and apply default ACLs to new inodes, which needs the umask unapplied

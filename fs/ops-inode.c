@@ -88,8 +88,12 @@ void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		struct fuse_file_info *fi)
 {
+	struct fs_ctx c;
 	struct stat st;
-	int ret = ops_durable(fs_setattr(ops_fs, ino, attr, to_set, &st), 0);
+	int ret;
+
+	ops_ctx(req, &c);
+	ret = ops_durable(fs_setattr(ops_fs, &c, ino, attr, to_set, &st), 0);
 
 	if (ret)
 		fuse_reply_err(req, -ret);

@@ -149,6 +149,13 @@ static uint32_t mode_of(struct fs *fs, uint64_t ino)
 	return st.st_mode;
 }
 
+/* The data of a write request at offset 0: t_write's pattern of seed 7. */
+static int copy_seed7(void *arg, char *dst, size_t size)
+{
+	t_fill(dst, size, 0, 7);
+	return 0;
+}
+
 static void test_engine(void)
 {
 	struct fs fs;
@@ -209,7 +216,7 @@ static void test_engine(void)
 	/* chmod rewrites the ACL's owner, mask and other */
 	memset(&st, 0, sizeof(st));
 	st.st_mode = 0604;
-	T_EQ(fs_setattr(&fs, g, &st, FUSE_SET_ATTR_MODE, &st), 0);
+	T_EQ(fs_setattr(&fs, NULL, g, &st, FUSE_SET_ATTR_MODE, &st), 0);
 	T_EQ(fs_getxattr(&fs, g, ACL_XATTR_ACCESS, got, sizeof(got)), (int)len);
 	T_EQ(perm_of(got, len, ACL_TAG_USER_OBJ), 6);
 	T_EQ(perm_of(got, len, ACL_TAG_MASK), 0);
@@ -221,7 +228,7 @@ static void test_engine(void)
 	T_EQ(fs_setxattr(&fs, &c, s, "security.selinux", "l", 1, 0), 0);
 	T_EQ(fs_setxattr(&fs, &c, s, "user.u", "x", 1, 0), -EPERM);
 	T_EQ(fs_setxattr(&fs, &c, g, "security.capability", "cap", 3, 0), 0);
-	T_EQ(t_write(&fs, g, 0, 4096, 7), 0);
+	T_EQ(fs_write_from(&fs, &c, g, 4096, 0, copy_seed7, NULL), 4096); /* a write request */
 	T_EQ(fs_getxattr(&fs, g, "security.capability", got, sizeof(got)), -ENODATA);
 
 	/* all of it after a crash (replayed from the log), then after a clean remount */
