@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -69,6 +70,33 @@ static int mark_extents(struct inode *ino, void *arg)
 	return 0;
 }
 
+/*
+ * A read-write mount of a version 2 filesystem makes it version 3 (format.h), whose INODE
+ * records can carry generation numbers and flags. The superblocks change first, so that a
+ * dmafs that reads only version 2 refuses the filesystem, naming its version, before it
+ * could meet a record it does not know.
+ */
+static int upgrade(struct fs *fs, char *err, size_t errlen)
+{
+	unsigned from = fs->members[0].sb.version;
+	int ret;
+
+	if (from == FMT_VERSION)
+		return 0;
+	for (unsigned i = 0; i < fs->n; i++) {
+		fs->members[i].sb.version = FMT_VERSION;
+		ret = member_write_sb(&fs->members[i]);
+		if (ret) {
+			snprintf(err, errlen, "member %u (%s): cannot write its superblock (upgrade to on-disk format version %d): %s",
+				 i, fs->members[i].path, FMT_VERSION, strerror(-ret));
+			return ret;
+		}
+	}
+	log_info("mount: on-disk format upgraded from version %u to %d (inode generation numbers and flags); a dmafs that reads only version %u refuses it now",
+		 from, FMT_VERSION, from);
+	return 0;
+}
+
 int fs_mount(struct fs *fs, struct member *ms, unsigned n, int ro, char *err, size_t errlen)
 {
 	uint64_t start[FMT_MAX_MEMBERS], end[FMT_MAX_MEMBERS];
@@ -117,7 +145,12 @@ int fs_mount(struct fs *fs, struct member *ms, unsigned n, int ro, char *err, si
 		if (!fs->cc[i].blk)
 			return -ENOMEM;
 	}
+	if (getrandom(&fs->next_gen, sizeof(fs->next_gen), GRND_NONBLOCK) != sizeof(fs->next_gen))
+		fs->next_gen = (uint32_t)util_now_ns() ^ (uint32_t)getpid();
 	if (!ro) {
+		ret = upgrade(fs, err, errlen);
+		if (ret)
+			return ret;
 		/* A fresh snapshot in the other half: unifies the mirrors, drops a torn tail. */
 		ret = journal_compact(&fs->j);
 		if (ret == -ENOSPC) {
@@ -291,10 +324,13 @@ int fs_lookup(struct fs *fs, uint64_t parent, const char *name, struct stat *st)
 	if (strlen(name) > FMT_NAME_MAX)
 		return -ENAMETOOLONG;
 	pthread_mutex_lock(&fs->meta.lock);
-	ret = lookup_locked(fs, parent, name, &dir, &child, &de);
-	if (!ret && !strcmp(name, "."))
-		child = dir;
-	else if (!ret && !strcmp(name, ".."))
+	if (!strcmp(name, ".")) { /* fuse_get_dentry(): any inode that still lives */
+		child = meta_iget(&fs->meta, parent);
+		ret = child ? 0 : -ENOENT;
+	} else {
+		ret = lookup_locked(fs, parent, name, &dir, &child, &de);
+	}
+	if (!ret && !strcmp(name, "..")) /* fuse_get_parent(): directories only */
 		child = meta_iget(&fs->meta, dir->dir->parent ? dir->dir->parent : FMT_ROOT_INO);
 	if (!ret && !child)
 		ret = -ENOENT;
@@ -304,6 +340,19 @@ int fs_lookup(struct fs *fs, uint64_t parent, const char *name, struct stat *st)
 	}
 	pthread_mutex_unlock(&fs->meta.lock);
 	return ret;
+}
+
+uint64_t fs_generation(struct fs *fs, uint64_t ino)
+{
+	struct inode *i;
+	uint64_t gen = 0;
+
+	pthread_mutex_lock(&fs->meta.lock);
+	i = meta_iget(&fs->meta, ino);
+	if (i)
+		gen = i->a.generation;
+	pthread_mutex_unlock(&fs->meta.lock);
+	return gen;
 }
 
 /* Log a change of @ino's attributes. Caller holds meta.lock. */
@@ -453,6 +502,11 @@ int fs_mknod(struct fs *fs, const struct fs_ctx *c, uint64_t parent, const char 
 	r.a.rdev = rdev;
 	r.a.atime = r.a.mtime = r.a.ctime = now;
 	r.a.start_member = r.ino % fs->n;
+	if (fs->members[0].sb.version >= 3) { /* version 2 has none (and no rw mount) */
+		if (!fs->next_gen) /* 0: none, the version 2 form */
+			fs->next_gen++;
+		r.a.generation = fs->next_gen++;
+	}
 	ret = journal_log(&fs->j, &r);
 	if (ret)
 		goto out;

@@ -56,6 +56,13 @@ struct fs {
 	unsigned commit_interval, writebehind_mb; /* to start them when going read-write */
 	struct fs_csum_cache cc[FMT_MAX_MEMBERS];
 	struct wback wb;
+	/*
+	 * The generation number of the next new inode (meta.lock). It starts at a random
+	 * value at each mount: an inode number handed out again after a crash lost the
+	 * inode that first had it then gets another generation, and file handles of the
+	 * lost inode stay stale.
+	 */
+	uint32_t next_gen;
 	int finished;	     /* fs_finish has run; its result: */
 	int finish_ret;
 	char finish_err[256];
@@ -87,8 +94,16 @@ int fs_unmount(struct fs *fs);
 
 void fs_stat(struct fs *fs, const struct inode *ino, struct stat *st);
 int fs_getattr(struct fs *fs, uint64_t ino, struct stat *st);
-/* On success the kernel holds one more reference (nlookup) on the returned inode. */
+/*
+ * On success the kernel holds one more reference (nlookup) on the returned inode. "." is
+ * @parent itself, of any type, while it lives (linked or not); ".." the parent of
+ * directory @parent (the root's is the root): the kernel asks for them only to turn a
+ * file handle back into an inode (FUSE_CAP_EXPORT_SUPPORT).
+ */
 int fs_lookup(struct fs *fs, uint64_t parent, const char *name, struct stat *st);
+/* The generation number of @ino (0 when gone): with the inode number, what a file handle
+ * names. */
+uint64_t fs_generation(struct fs *fs, uint64_t ino);
 void fs_forget(struct fs *fs, uint64_t ino, uint64_t n);
 /*
  * Create a file (S_IFREG), directory, symlink (@target) or special file. Counts a lookup.

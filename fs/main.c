@@ -469,6 +469,13 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 */
 	conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
 	/*
+	 * File handles (open_by_handle_at, NFS export, fanotify): the kernel turns one whose
+	 * inode it no longer caches back into it by a lookup of "." (and of ".." for a
+	 * directory's parent), and checks the generation number (fs_lookup).
+	 */
+	if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
+		conn->want |= FUSE_CAP_EXPORT_SUPPORT;
+	/*
 	 * POSIX ACLs: the kernel enforces them and caches them, we keep them, keep the mode in
 	 * step and apply default ACLs to new inodes, which needs the umask unapplied
 	 * (DONT_MASK: the kernel passes it along, and we apply it where no default ACL is).

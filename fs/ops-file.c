@@ -42,6 +42,7 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		return;
 	}
 	e.ino = e.attr.st_ino;
+	e.generation = fs_generation(ops_fs, e.ino);
 	ops_open_flags(fi);
 	e.attr_timeout = ops_opts.attr_timeout;
 	e.entry_timeout = ops_entry_timeout(e.attr.st_mode);

@@ -39,6 +39,7 @@ void ops_entry(fuse_req_t req, int ret, const struct stat *st)
 	}
 	memset(&e, 0, sizeof(e));
 	e.ino = st->st_ino;
+	e.generation = fs_generation(ops_fs, st->st_ino); /* held by the lookup just counted */
 	e.attr = *st;
 	e.attr_timeout = ops_opts.attr_timeout;
 	e.entry_timeout = ops_entry_timeout(st->st_mode);
