@@ -938,7 +938,7 @@ int fs_flush(struct fs *fs, uint64_t ino)
 	return err;
 }
 
-int fs_opendir(struct fs *fs, uint64_t ino)
+int fs_opendir(struct fs *fs, uint64_t ino, uint64_t *limit)
 {
 	struct inode *i;
 	int ret = 0;
@@ -950,8 +950,8 @@ int fs_opendir(struct fs *fs, uint64_t ino)
 	else if (!i->dir)
 		ret = -ENOTDIR;
 	else {
-		i->dir->nopen++;
-		i->nopen++;
+		i->nopen++; /* readdir offsets do not need the slots to stay put (meta.h) */
+		*limit = i->dir->next_cookie;
 	}
 	pthread_mutex_unlock(&fs->meta.lock);
 	return ret;
@@ -963,16 +963,14 @@ void fs_releasedir(struct fs *fs, uint64_t ino)
 
 	pthread_mutex_lock(&fs->meta.lock);
 	i = meta_iget(&fs->meta, ino);
-	if (i && i->dir && i->dir->nopen) {
-		i->dir->nopen--;
+	if (i && i->dir && i->nopen) {
 		i->nopen--;
-		meta_dir_compact(i->dir);
 		maybe_drop(fs, i);
 	}
 	pthread_mutex_unlock(&fs->meta.lock);
 }
 
-int fs_readdir(struct fs *fs, uint64_t ino, uint64_t off,
+int fs_readdir(struct fs *fs, uint64_t ino, uint64_t off, uint64_t *limit,
 	       int (*fill)(void *arg, const char *name, const struct stat *st, uint64_t next),
 	       void *arg)
 {
@@ -986,7 +984,9 @@ int fs_readdir(struct fs *fs, uint64_t ino, uint64_t off,
 		ret = i ? -ENOTDIR : -ENOENT;
 		goto out;
 	}
-	/* cookies: "." -> 1, ".." -> 2, slot s -> s + 3; stable while the handle is open */
+	/* offsets: "." -> 1, ".." -> 2, an entry -> its cookie + 3 (meta.h) */
+	if (off == 0)
+		*limit = i->dir->next_cookie;
 	memset(&st, 0, sizeof(st));
 	if (off < 1) {
 		st.st_ino = ino;
@@ -1002,16 +1002,19 @@ int fs_readdir(struct fs *fs, uint64_t ino, uint64_t off,
 			goto out;
 		off = 2;
 	}
-	for (uint64_t s = off - 2; s < i->dir->nslots; s++) {
+	/* after the entry whose offset is off: the first cookie past off - 3 */
+	for (size_t s = meta_dir_seek(i->dir, off - 2); s < i->dir->nslots; s++) {
 		struct dentry *de = i->dir->slots[s];
 		struct inode *c;
 
+		if (i->dir->cookies[s] >= *limit)
+			break;
 		if (!de)
 			continue;
 		c = meta_iget(&fs->meta, de->ino);
 		st.st_ino = de->ino;
 		st.st_mode = c ? c->a.mode & S_IFMT : 0;
-		if (fill(arg, de->name, &st, s + 3))
+		if (fill(arg, de->name, &st, i->dir->cookies[s] + 3))
 			break;
 	}
 out:

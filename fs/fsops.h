@@ -126,13 +126,20 @@ int fs_setattr(struct fs *fs, const struct fs_ctx *c, uint64_t ino, const struct
 int fs_readlink(struct fs *fs, uint64_t ino, char *buf, size_t len);
 int fs_open(struct fs *fs, uint64_t ino, int flags);
 void fs_release(struct fs *fs, uint64_t ino);
-int fs_opendir(struct fs *fs, uint64_t ino);
+/*
+ * Open directory @ino for reading. *@limit (kept by the caller for this open) gets the
+ * first cookie (meta.h) that the open does not list: entries made after it, a renamed one
+ * among them, are left out, so a walk that renames what it finds ends (as btrfs does).
+ */
+int fs_opendir(struct fs *fs, uint64_t ino, uint64_t *limit);
 void fs_releasedir(struct fs *fs, uint64_t ino);
 /*
- * Walk a directory from cookie @off; @fill returns non-zero when the reply is full.
- * The next cookie of each entry is passed to fill.
+ * Walk a directory from offset @off (0: the start, which also renews *@limit, as
+ * rewinddir(3) must show the directory as it is now; "." is 1, ".." 2, and an entry's
+ * offset is the one readdir gave with it): entries made before *@limit. @fill returns
+ * non-zero when the reply is full; it gets each entry's offset.
  */
-int fs_readdir(struct fs *fs, uint64_t ino, uint64_t off,
+int fs_readdir(struct fs *fs, uint64_t ino, uint64_t off, uint64_t *limit,
 	       int (*fill)(void *arg, const char *name, const struct stat *st, uint64_t next),
 	       void *arg);
 int fs_statfs(struct fs *fs, struct statvfs *sv);
