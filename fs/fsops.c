@@ -438,6 +438,16 @@ void fs_forget(struct fs *fs, uint64_t ino, uint64_t n)
 	pthread_mutex_unlock(&fs->meta.lock);
 }
 
+/* The generation number of a new inode (none on a version 2 filesystem). Locked. */
+static uint32_t new_generation(struct fs *fs)
+{
+	if (fs->members[0].sb.version < 3) /* read-only: nothing is made */
+		return 0;
+	if (!fs->next_gen) /* 0: none, the version 2 form */
+		fs->next_gen++;
+	return fs->next_gen++;
+}
+
 int fs_mknod(struct fs *fs, const struct fs_ctx *c, uint64_t parent, const char *name,
 	     mode_t mode, dev_t rdev, const char *target, struct stat *st)
 {
@@ -502,11 +512,7 @@ int fs_mknod(struct fs *fs, const struct fs_ctx *c, uint64_t parent, const char 
 	r.a.rdev = rdev;
 	r.a.atime = r.a.mtime = r.a.ctime = now;
 	r.a.start_member = r.ino % fs->n;
-	if (fs->members[0].sb.version >= 3) { /* version 2 has none (and no rw mount) */
-		if (!fs->next_gen) /* 0: none, the version 2 form */
-			fs->next_gen++;
-		r.a.generation = fs->next_gen++;
-	}
+	r.a.generation = new_generation(fs);
 	ret = journal_log(&fs->j, &r);
 	if (ret)
 		goto out;
@@ -648,24 +654,55 @@ static int is_within(struct fs *fs, uint64_t ino, uint64_t anc)
 	return 1;
 }
 
-int fs_rename(struct fs *fs, uint64_t parent, const char *name, uint64_t newparent,
-	      const char *newname, unsigned flags)
+/*
+ * Put a whiteout at @name of @dir (which has no entry there now): what vfs_whiteout()
+ * makes, a character device 0:0 with no permission bits, owned as a new file of @c is
+ * (the group of a set-group-ID directory). Locked.
+ */
+static int make_whiteout(struct fs *fs, const struct fs_ctx *c, struct inode *dir,
+			 const char *name, int64_t now)
+{
+	struct fmt_rec r;
+	int ret;
+
+	memset(&r, 0, sizeof(r));
+	r.type = REC_INODE;
+	r.ino = fs->meta.next_ino;
+	r.a.mode = S_IFCHR;
+	r.a.uid = c->uid;
+	r.a.gid = (dir->a.mode & S_ISGID) ? dir->a.gid : c->gid;
+	r.a.nlink = 1;
+	r.a.rdev = 0;
+	r.a.atime = r.a.mtime = r.a.ctime = now;
+	r.a.start_member = r.ino % fs->n;
+	r.a.generation = new_generation(fs);
+	ret = journal_log(&fs->j, &r);
+	if (!ret)
+		ret = log_link(fs, dir->ino, r.ino, name);
+	return ret;
+}
+
+int fs_rename(struct fs *fs, const struct fs_ctx *c, uint64_t parent, const char *name,
+	      uint64_t newparent, const char *newname, unsigned flags)
 {
 	struct inode *sdir, *src, *ddir, *dst;
 	struct dentry *sde, *dde;
 	int64_t now = fs_now();
 	int ret;
 
-	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE))
+	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT))
 		return -EINVAL;
-	if ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE))
+	/* as do_renameat2(): EXCHANGE goes with neither of the others */
+	if ((flags & RENAME_EXCHANGE) && (flags & (RENAME_NOREPLACE | RENAME_WHITEOUT)))
+		return -EINVAL;
+	if ((flags & RENAME_WHITEOUT) && !c)
 		return -EINVAL;
 	ret = check_name(newname);
 	if (!ret)
 		ret = check_name(name);
 	if (ret)
 		return ret;
-	ret = fs_begin(fs, 2 * REC_ROOM, 0);
+	ret = fs_begin(fs, 3 * REC_ROOM, !!(flags & RENAME_WHITEOUT));
 	if (ret)
 		return ret;
 	ret = lookup_locked(fs, parent, name, &sdir, &src, &sde);
@@ -746,6 +783,9 @@ int fs_rename(struct fs *fs, uint64_t parent, const char *name, uint64_t newpare
 	src->a.ctime = now;
 	if (!ret)
 		ret = log_attr(fs, src);
+	/* in the same batch as the move: the old name is never seen empty after a crash */
+	if (!ret && (flags & RENAME_WHITEOUT))
+		ret = make_whiteout(fs, c, sdir, name, now);
 touch:
 	if (!ret)
 		ret = log_touch(fs, sdir, now);

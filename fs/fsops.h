@@ -114,8 +114,14 @@ int fs_mknod(struct fs *fs, const struct fs_ctx *c, uint64_t parent, const char 
 	     mode_t mode, dev_t rdev, const char *target, struct stat *st);
 int fs_link(struct fs *fs, uint64_t ino, uint64_t parent, const char *name, struct stat *st);
 int fs_unlink(struct fs *fs, uint64_t parent, const char *name, int rmdir);
-int fs_rename(struct fs *fs, uint64_t parent, const char *name, uint64_t newparent,
-	      const char *newname, unsigned flags);
+/*
+ * rename(2) with renameat2(2)'s @flags RENAME_NOREPLACE, RENAME_EXCHANGE and
+ * RENAME_WHITEOUT (with NOREPLACE or alone): the last leaves at @name a whiteout, a
+ * character device 0:0 without permission bits owned by @c, in the same change (overlayfs
+ * upper layers). -EINVAL for other flags or combinations.
+ */
+int fs_rename(struct fs *fs, const struct fs_ctx *c, uint64_t parent, const char *name,
+	      uint64_t newparent, const char *newname, unsigned flags);
 /*
  * @valid uses FUSE_SET_ATTR_* bits. A size change or a change of owner or group by @c
  * drops set-user-ID and set-group-ID as fs_killpriv_bits() says (@c NULL: nothing is

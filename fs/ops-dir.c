@@ -64,7 +64,11 @@ void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 	       const char *newname, unsigned int flags)
 {
-	fuse_reply_err(req, -ops_durable(fs_rename(ops_fs, parent, name, newparent, newname, flags), 1));
+	struct fs_ctx c;
+
+	ops_ctx(req, &c);
+	fuse_reply_err(req, -ops_durable(fs_rename(ops_fs, &c, parent, name, newparent, newname,
+						   flags), 1));
 }
 
 /* A directory handle: fi->fh points at what fs_readdir keeps for the open. */
