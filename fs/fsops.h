@@ -312,10 +312,13 @@ int fs_set_ro(struct fs *fs, int ro, char *err, size_t errlen);
  * fallocate(2) on regular file @ino. @mode 0 or FALLOC_FL_KEEP_SIZE reserves the blocks of
  * [off, off + len) that have none (zeroed on the members, with their checksums), mode 0
  * also extending the size to off + len; FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE frees
- * the whole blocks inside the range and zeroes the bytes of the partial ones. Returns 0,
- * -EINVAL (len 0, or an offset or length that does not fit off_t), -EFBIG (past the largest
- * file), -EOPNOTSUPP (another mode, or PUNCH_HOLE without KEEP_SIZE), -EISDIR, -ENODEV (not
- * a regular file), -ENOENT, -EROFS, -ENOSPC (nothing reserved then), -EIO or -ENOMEM.
+ * the whole blocks inside the range and zeroes the bytes of the partial ones;
+ * FALLOC_FL_ZERO_RANGE does the same, and without KEEP_SIZE then extends the size to
+ * off + len (the zeroed whole blocks are holes, not reserved). Returns 0, -EINVAL (len 0,
+ * or an offset or length that does not fit off_t), -EFBIG (past the largest file),
+ * -EOPNOTSUPP (another mode, PUNCH_HOLE without KEEP_SIZE or with ZERO_RANGE), -EISDIR,
+ * -ENODEV (not a regular file), -ENOENT, -EROFS, -ENOSPC (nothing reserved then), -EIO or
+ * -ENOMEM.
  * Like a write, any of these first drops what fs_killpriv() says for @c.
  */
 int fs_fallocate(struct fs *fs, const struct fs_ctx *c, uint64_t ino, int mode, uint64_t off,
