@@ -59,7 +59,9 @@ int acl_create(void *val, size_t len, uint32_t *mode);
 void acl_chmod(void *val, size_t len, uint32_t mode);
 
 /* Capability numbers used here, as in <linux/capability.h> */
+#define ACL_CAP_FOWNER 3
 #define ACL_CAP_FSETID 4
+#define ACL_CAP_LINUX_IMMUTABLE 9
 #define ACL_CAP_SYS_ADMIN 21
 /*
  * Does process (thread) @pid have capability @cap in its effective set, in the daemon's

@@ -816,11 +816,23 @@ ssize_t fs_write_from(struct fs *fs, const struct fs_ctx *c, uint64_t ino_nr, si
 		return -EFBIG;
 	pthread_mutex_lock(&fs->meta.lock);
 	ino = meta_iget(&fs->meta, ino_nr);
-	if (ino) /* something fs_killpriv may take away: a bit, or an xattr */
+	if (ino) { /* something fs_killpriv may take away: a bit, or an xattr */
 		priv = (ino->a.mode & (S_ISUID | S_ISGID)) || ino->xattrs;
+		/*
+		 * An append-only file takes data only at its end. The kernel sends O_APPEND
+		 * writes there; a descriptor whose O_APPEND was cleared (F_SETFL, which the
+		 * kernel cannot refuse: it does not see the flag) or a mapping would not.
+		 * (An immutable file's descriptors opened for writing before it became
+		 * immutable keep writing, as on xfs.)
+		 */
+		if (fs_append(ino) && off != MAX(ino->a.size, wback_size(ino)))
+			priv = -EPERM;
+	}
 	pthread_mutex_unlock(&fs->meta.lock);
 	if (!ino)
 		return -ENOENT;
+	if (priv < 0)
+		return priv;
 	if (!S_ISREG(ino->a.mode))
 		return -EINVAL;
 	/* as file_remove_privs() before the kernel's own filesystems write */

@@ -498,6 +498,9 @@ int fs_fallocate(struct fs *fs, const struct fs_ctx *c, uint64_t ino_nr, int mod
 		return -EISDIR;
 	if (!S_ISREG(ino->a.mode))
 		return -ENODEV;
+	/* vfs_fallocate(): nothing on an immutable file, only reservations on an append-only */
+	if (fs_immutable(ino) || (fs_append(ino) && (mode & ~FALLOC_FL_KEEP_SIZE)))
+		return -EPERM;
 	/* as file_modified() in xfs_file_fallocate(), whatever the mode */
 	ret = c ? fs_killpriv(fs, c, ino_nr) : 0;
 	if (ret)

@@ -146,7 +146,10 @@ struct fmt_attr {
 	uint32_t flags;	     /* FMT_IFL_*; other bits are refused */
 };
 
-#define FMT_IFL_KNOWN 0u /* the flags this version defines */
+/* Inode flags (fmt_attr.flags), chattr(1)'s i and a */
+#define FMT_IFL_IMMUTABLE 1u /* no change at all, no new name, no removal */
+#define FMT_IFL_APPEND 2u    /* data only appended; no removal; a directory: names only added */
+#define FMT_IFL_KNOWN (FMT_IFL_IMMUTABLE | FMT_IFL_APPEND) /* the flags this version defines */
 
 /*
  * One decoded record. Which fields mean something depends on type; name/val point into

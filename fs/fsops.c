@@ -473,6 +473,8 @@ int fs_mknod(struct fs *fs, const struct fs_ctx *c, uint64_t parent, const char 
 		ret = -EEXIST;
 	if (!ret && dir->a.nlink == 0)
 		ret = -ENOENT; /* directory removed while open */
+	if (!ret && fs_immutable(dir))
+		ret = -EPERM;
 	if (!ret && S_ISDIR(mode) && dir->a.nlink >= UINT32_MAX - 1)
 		ret = -EMLINK;
 	if (ret)
@@ -570,6 +572,8 @@ int fs_link(struct fs *fs, uint64_t ino, uint64_t parent, const char *name, stru
 		ret = -ENOENT;
 	if (!ret && src->a.nlink >= 65000)
 		ret = -EMLINK;
+	if (!ret && (fs_undeletable(src) || fs_immutable(dir)))
+		ret = -EPERM; /* vfs_link(), may_create() */
 	if (!ret)
 		ret = log_link(fs, parent, ino, name);
 	if (!ret) {
@@ -624,6 +628,8 @@ int fs_unlink(struct fs *fs, uint64_t parent, const char *name, int rmdir)
 		ret = rmdir ? (strcmp(name, ".") ? -ENOTEMPTY : -EINVAL) : -EISDIR;
 	if (!ret && !child)
 		ret = -ENOENT;
+	if (!ret && (fs_undeletable(dir) || fs_undeletable(child)))
+		ret = -EPERM; /* may_delete() */
 	if (!ret && rmdir && !child->dir)
 		ret = -ENOTDIR;
 	if (!ret && !rmdir && child->dir)
@@ -724,6 +730,16 @@ int fs_rename(struct fs *fs, const struct fs_ctx *c, uint64_t parent, const char
 		ret = -ENOENT;
 		goto out;
 	}
+	/*
+	 * may_delete() of the source, and of the target it replaces or exchanges: neither
+	 * entry nor inode may be immutable or append-only; may_create() in the target
+	 * directory: not immutable.
+	 */
+	if (fs_undeletable(sdir) || fs_undeletable(src) || fs_immutable(ddir) ||
+	    (dst && (fs_undeletable(ddir) || fs_undeletable(dst)))) {
+		ret = -EPERM;
+		goto out;
+	}
 	/* a directory cannot move into itself or below itself */
 	if ((src->dir && is_within(fs, newparent, src->ino)) ||
 	    ((flags & RENAME_EXCHANGE) && dst->dir && is_within(fs, parent, dst->ino))) {
@@ -798,6 +814,29 @@ out:
 
 static struct inode *wait_written(struct fs *fs, uint64_t ino, int take_err, int *err);
 
+/*
+ * may_setattr() and do_truncate() for an immutable or append-only inode: mode, owner and
+ * explicit times never change; the immutable one's times not even to now (ATTR_TOUCH), nor
+ * its size, except through a descriptor opened for writing before it became immutable
+ * (ftruncate, which sends FILE); the append-only one's size never. Locked.
+ */
+static int setattr_forbidden(const struct inode *i, int valid)
+{
+	int explicit_times = ((valid & FUSE_SET_ATTR_ATIME) && !(valid & FUSE_SET_ATTR_ATIME_NOW)) ||
+			     ((valid & FUSE_SET_ATTR_MTIME) && !(valid & FUSE_SET_ATTR_MTIME_NOW));
+	int times = valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_CTIME);
+
+	if (!fs_immutable(i) && !fs_append(i))
+		return 0;
+	if ((valid & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) || explicit_times)
+		return -EPERM;
+	if (fs_append(i))
+		return valid & FUSE_SET_ATTR_SIZE ? -EPERM : 0;
+	if (valid & FUSE_SET_ATTR_SIZE)
+		return valid & FUSE_SET_ATTR_FILE ? 0 : -EPERM;
+	return times ? -EPERM : 0;
+}
+
 int fs_setattr(struct fs *fs, const struct fs_ctx *c, uint64_t ino, const struct stat *in,
 	       int valid, struct stat *out)
 {
@@ -810,6 +849,14 @@ int fs_setattr(struct fs *fs, const struct fs_ctx *c, uint64_t ino, const struct
 		return -EROFS;
 	/* buffered writes first: their mtime must not land after this */
 	i = wait_written(fs, ino, 0, &ret);
+	if (i) {
+		pthread_mutex_lock(&fs->meta.lock);
+		i = meta_iget(&fs->meta, ino);
+		ret = i ? setattr_forbidden(i, valid) : 0;
+		pthread_mutex_unlock(&fs->meta.lock);
+		if (ret)
+			return ret;
+	}
 	if (i && (valid & (FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))) {
 		pthread_mutex_lock(&fs->meta.lock);
 		i = meta_iget(&fs->meta, ino);
@@ -934,6 +981,12 @@ int fs_open(struct fs *fs, uint64_t ino, int flags)
 		ret = -EISDIR;
 	else if (fs->ro && (flags & O_ACCMODE) != O_RDONLY)
 		ret = -EROFS;
+	/* may_open(): no writing an immutable file, and only appending to an append-only one */
+	else if (fs_immutable(i) && ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC)))
+		ret = -EPERM;
+	else if (fs_append(i) && (((flags & O_ACCMODE) != O_RDONLY && !(flags & O_APPEND)) ||
+				  (flags & O_TRUNC)))
+		ret = -EPERM;
 	else
 		i->nopen++;
 	pthread_mutex_unlock(&fs->meta.lock);
@@ -1303,7 +1356,9 @@ int fs_setxattr(struct fs *fs, const struct fs_ctx *c, uint64_t ino, const char 
 		ret = -ENOENT;
 		goto out;
 	}
-	if (ns == XNS_USER && !S_ISREG(i->a.mode) && !S_ISDIR(i->a.mode))
+	if (fs_undeletable(i))
+		ret = -EPERM; /* xattr_permission() */
+	else if (ns == XNS_USER && !S_ISREG(i->a.mode) && !S_ISDIR(i->a.mode))
 		ret = -EPERM; /* like ext4: user xattrs only on regular files and directories */
 	else if (ns == XNS_ACL_ACCESS && S_ISLNK(i->a.mode))
 		ret = -EOPNOTSUPP; /* symlinks have no ACLs */
@@ -1405,6 +1460,8 @@ int fs_removexattr(struct fs *fs, uint64_t ino, const char *name)
 		x = xattr_get(i, name);
 	if (!i)
 		ret = -ENOENT;
+	else if (fs_undeletable(i))
+		ret = -EPERM; /* xattr_permission() */
 	else if (!x)
 		ret = -ENODATA;
 	if (!ret)

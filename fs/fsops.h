@@ -68,6 +68,16 @@ struct fs {
 	char finish_err[256];
 };
 
+/*
+ * chattr +i and +a (iflags.c): every change the kernel's own filesystems refuse to an
+ * immutable or append-only inode is refused here with -EPERM, since the kernel cannot see
+ * these flags of a FUSE inode (it checks IS_IMMUTABLE and IS_APPEND, which stay clear).
+ */
+static inline int fs_immutable(const struct inode *i) { return i->a.flags & FMT_IFL_IMMUTABLE; }
+static inline int fs_append(const struct inode *i) { return i->a.flags & FMT_IFL_APPEND; }
+/* Neither may lose a name, nor be renamed or linked to. */
+static inline int fs_undeletable(const struct inode *i) { return fs_immutable(i) || fs_append(i); }
+
 /* fs.atime */
 enum { FS_ATIME_RELATIME, FS_ATIME_STRICT, FS_ATIME_NEVER };
 
@@ -123,7 +133,8 @@ int fs_unlink(struct fs *fs, uint64_t parent, const char *name, int rmdir);
 int fs_rename(struct fs *fs, const struct fs_ctx *c, uint64_t parent, const char *name,
 	      uint64_t newparent, const char *newname, unsigned flags);
 /*
- * @valid uses FUSE_SET_ATTR_* bits. A size change or a change of owner or group by @c
+ * @valid uses FUSE_SET_ATTR_* bits (FUSE_SET_ATTR_FILE: through an open file, as
+ * ftruncate). A size change or a change of owner or group by @c
  * drops set-user-ID and set-group-ID as fs_killpriv_bits() says (@c NULL: nothing is
  * dropped), and the file's capabilities.
  */
@@ -172,6 +183,22 @@ int fs_setxattr(struct fs *fs, const struct fs_ctx *c, uint64_t ino, const char 
 		const void *val, size_t size, int flags);
 int fs_listxattr(struct fs *fs, const struct fs_ctx *c, uint64_t ino, char *buf, size_t size);
 int fs_removexattr(struct fs *fs, uint64_t ino, const char *name);
+
+/* iflags.c: chattr +i, +a */
+/*
+ * The flags of @ino as FS_IOC_GETFLAGS gives them (FS_IMMUTABLE_FL, FS_APPEND_FL) in
+ * *@flags. Returns 0 or -ENOENT.
+ */
+int fs_getflags(struct fs *fs, uint64_t ino, uint32_t *flags);
+/*
+ * FS_IOC_SETFLAGS by @c: @flags may hold FS_IMMUTABLE_FL and FS_APPEND_FL (others:
+ * -EOPNOTSUPP). Only the owner or a holder of CAP_FOWNER may set flags, and changing
+ * either of these two takes CAP_LINUX_IMMUTABLE (-EPERM), judged from @c's credentials in
+ * /proc (pid 0: none). Kept in the inode's INODE records (format version 3: a version 2
+ * filesystem is only ever mounted read-only, -EROFS). Returns 0, -ENOENT, -EPERM, -EROFS,
+ * -EOPNOTSUPP or fs_begin's errors.
+ */
+int fs_setflags(struct fs *fs, const struct fs_ctx *c, uint64_t ino, uint32_t flags);
 
 /* killpriv.c: what changing a file takes away */
 /*

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* Description: POSIX ACL xattr values: validation of hostile input (no out-of-bounds reads, EINVAL), mode agreement, inheritance and chmod, in the engine too (setxattr, create, chmod, remount). */
+#include <linux/fs.h>
+
 #include "t_fs.h"
 
 #include <sys/xattr.h>
@@ -261,10 +263,52 @@ static void test_engine(void)
 	t_umount(&fs);
 }
 
+/*
+ * chattr +i: only a caller with CAP_LINUX_IMMUTABLE sets it (a caller /proc does not show
+ * has none), unknown flags are refused, the flag refuses changes and survives a crash.
+ */
+static void test_iflags(void)
+{
+	struct fs fs;
+	struct fs_ctx none = { .uid = 0, .gid = 0, .pid = 0 };
+	struct fs_ctx me = { .uid = 0, .gid = 0, .pid = getpid() };
+	struct stat st = { .st_mode = 0600 };
+	uint32_t fl = 0;
+	uint64_t f;
+
+	t_images(2, 128, NULL);
+	T_EQ(t_mount(&fs, 0), 0);
+	f = t_create(&fs, FMT_ROOT_INO, "f");
+	T_EQ(fs_setflags(&fs, &none, f, FS_IMMUTABLE_FL), -EPERM);
+	T_EQ(fs_setflags(&fs, &me, f, FS_IMMUTABLE_FL | FS_NOATIME_FL), -EOPNOTSUPP);
+	if (!acl_pid_capable(getpid(), ACL_CAP_LINUX_IMMUTABLE)) {
+		printf("unit_acl: no CAP_LINUX_IMMUTABLE: the rest of test_iflags is not run\n");
+		t_umount(&fs);
+		return;
+	}
+	T_EQ(fs_setflags(&fs, &me, f, FS_IMMUTABLE_FL), 0);
+	T_EQ(fs_fsync(&fs), 0);
+	t_crash(&fs);
+	T_EQ(t_mount(&fs, 0), 0);
+	f = t_lookup(&fs, FMT_ROOT_INO, "f");
+	T_EQ(fs_getflags(&fs, f, &fl), 0);
+	T_EQ(fl, FS_IMMUTABLE_FL);
+	T_EQ(fs_open(&fs, f, O_WRONLY), -EPERM);
+	T_EQ(fs_setattr(&fs, &me, f, &st, FUSE_SET_ATTR_MODE, &st), -EPERM);
+	T_EQ(fs_setxattr(&fs, &me, f, "user.x", "1", 1, 0), -EPERM);
+	T_EQ(fs_fallocate(&fs, &me, f, 0, 0, 4096), -EPERM);
+	T_EQ(fs_unlink(&fs, FMT_ROOT_INO, "f", 0), -EPERM);
+	T_EQ(fs_setflags(&fs, &none, f, 0), -EPERM);
+	T_EQ(fs_setflags(&fs, &me, f, 0), 0);
+	T_EQ(fs_unlink(&fs, FMT_ROOT_INO, "f", 0), 0);
+	t_umount(&fs);
+}
+
 int main(void)
 {
 	test_check();
 	test_mode();
 	test_engine();
+	test_iflags();
 	return t_done("unit_acl");
 }
