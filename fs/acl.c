@@ -215,6 +215,29 @@ int acl_pid_capable(pid_t pid, int cap)
 	return ret;
 }
 
+int acl_pid_same_creds(pid_t pid, uint32_t fsuid, uint32_t fsgid)
+{
+	FILE *f = status_open(pid);
+	char line[256];
+	int uid_ok = -1, gid_ok = -1;
+
+	if (!f)
+		return -1;
+	/* "Uid:" and "Gid:" list the real, effective, saved and filesystem ids */
+	while (fgets(line, sizeof(line), f) && (uid_ok < 0 || gid_ok < 0)) {
+		unsigned long r, e, s, fs;
+
+		if (sscanf(line, "Uid: %lu %lu %lu %lu", &r, &e, &s, &fs) == 4)
+			uid_ok = fs == fsuid;
+		else if (sscanf(line, "Gid: %lu %lu %lu %lu", &r, &e, &s, &fs) == 4)
+			gid_ok = fs == fsgid;
+	}
+	fclose(f);
+	if (uid_ok < 0 || gid_ok < 0)
+		return -1;
+	return uid_ok && gid_ok;
+}
+
 int acl_pid_in_group(pid_t pid, uint32_t fsgid, uint32_t gid)
 {
 	FILE *f;

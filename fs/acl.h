@@ -59,7 +59,9 @@ int acl_create(void *val, size_t len, uint32_t *mode);
 void acl_chmod(void *val, size_t len, uint32_t mode);
 
 /* Capability numbers used here, as in <linux/capability.h> */
+#define ACL_CAP_FOWNER 3
 #define ACL_CAP_FSETID 4
+#define ACL_CAP_LINUX_IMMUTABLE 9
 #define ACL_CAP_SYS_ADMIN 21
 /*
  * Does process (thread) @pid have capability @cap in its effective set, in the daemon's
@@ -71,5 +73,12 @@ void acl_chmod(void *val, size_t len, uint32_t mode);
 int acl_pid_capable(pid_t pid, int cap);
 /* Is @gid the filesystem group @fsgid or one of process @pid's supplementary groups? */
 int acl_pid_in_group(pid_t pid, uint32_t fsgid, uint32_t gid);
+/*
+ * Are @fsuid and @fsgid, the credentials a request came with, process @pid's own
+ * filesystem uid and gid? 1 yes, 0 no: the kernel acted for it with other credentials
+ * (overlayfs with its mounter's, nfsd with a client's), -1 when it cannot be told
+ * (pid 0, another user namespace, the process has gone).
+ */
+int acl_pid_same_creds(pid_t pid, uint32_t fsuid, uint32_t fsgid);
 
 #endif

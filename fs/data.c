@@ -799,14 +799,14 @@ static int copy_mem(void *arg, char *dst, size_t size)
 
 ssize_t fs_write(struct fs *fs, uint64_t ino_nr, const char *data, size_t size, uint64_t off)
 {
-	return fs_write_from(fs, ino_nr, size, off, copy_mem, (void *)data);
+	return fs_write_from(fs, NULL, ino_nr, size, off, copy_mem, (void *)data);
 }
 
-ssize_t fs_write_from(struct fs *fs, uint64_t ino_nr, size_t size, uint64_t off,
-		      int (*copy)(void *arg, char *dst, size_t size), void *arg)
+ssize_t fs_write_from(struct fs *fs, const struct fs_ctx *c, uint64_t ino_nr, size_t size,
+		      uint64_t off, int (*copy)(void *arg, char *dst, size_t size), void *arg)
 {
 	struct inode *ino;
-	int caps = 0;
+	int priv = 0;
 
 	if (fs->ro)
 		return -EROFS;
@@ -816,19 +816,28 @@ ssize_t fs_write_from(struct fs *fs, uint64_t ino_nr, size_t size, uint64_t off,
 		return -EFBIG;
 	pthread_mutex_lock(&fs->meta.lock);
 	ino = meta_iget(&fs->meta, ino_nr);
-	for (struct xattr *x = ino ? ino->xattrs : NULL; x && !caps; x = x->next)
-		caps = !strcmp(x->name, "security.capability");
+	if (ino) { /* something fs_killpriv may take away: a bit, or an xattr */
+		priv = (ino->a.mode & (S_ISUID | S_ISGID)) || ino->xattrs;
+		/*
+		 * An append-only file takes data only at its end. The kernel sends O_APPEND
+		 * writes there; a descriptor whose O_APPEND was cleared (F_SETFL, which the
+		 * kernel cannot refuse: it does not see the flag) or a mapping would not.
+		 * (An immutable file's descriptors opened for writing before it became
+		 * immutable keep writing, as on xfs.)
+		 */
+		if (fs_append(ino) && off != MAX(ino->a.size, wback_size(ino)))
+			priv = -EPERM;
+	}
 	pthread_mutex_unlock(&fs->meta.lock);
 	if (!ino)
 		return -ENOENT;
+	if (priv < 0)
+		return priv;
 	if (!S_ISREG(ino->a.mode))
 		return -EINVAL;
-	/*
-	 * A write takes the file's capabilities away. Writes through the kernel's page cache
-	 * have it remove them first; direct writes leave it to us (FUSE_CAP_HANDLE_KILLPRIV).
-	 */
-	if (caps) {
-		int ret = fs_kill_caps(fs, ino_nr);
+	/* as file_remove_privs() before the kernel's own filesystems write */
+	if (c && priv) {
+		int ret = fs_killpriv(fs, c, ino_nr);
 
 		if (ret)
 			return ret;
@@ -932,7 +941,6 @@ ssize_t fs_write_inode(struct fs *fs, struct inode *ino, const char *data, size_
 		meta_inode_rec(ino, &r);
 		r.a.size = MAX(ino->a.size, end);
 		r.a.mtime = r.a.ctime = now;
-		r.a.mode = fs_kill_suid(r.a.mode);
 		ret = journal_log(&fs->j, &r);
 	}
 	if (!ret) /* these records are in the current epoch's batch */
@@ -970,7 +978,6 @@ static int truncate_log(struct fs *fs, struct inode *ino, uint64_t size, struct 
 	if (!ret) { /* like ftruncate(2) on Linux: mtime changes even if the size does not */
 		meta_inode_rec(ino, &r);
 		r.a.mtime = r.a.ctime = fs_now();
-		r.a.mode = fs_kill_suid(r.a.mode);
 		ret = journal_log(&fs->j, &r);
 	}
 	fs_end(fs);

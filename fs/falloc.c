@@ -295,11 +295,11 @@ static int log_touch(struct fs *fs, struct inode *ino, uint64_t size)
 {
 	struct fmt_rec r;
 
-	/* as file_modified() in the kernel's own fallocate: times change, setuid goes */
+	/* as file_modified() in the kernel's own fallocate: times change (privileges went
+	 * first, fs_killpriv) */
 	meta_inode_rec(ino, &r);
 	r.a.size = size;
 	r.a.mtime = r.a.ctime = fs_now();
-	r.a.mode = fs_kill_suid(r.a.mode);
 	return journal_log(&fs->j, &r);
 }
 
@@ -389,12 +389,14 @@ static int fallocate_reserve(struct fs *fs, struct inode *ino, int keep, uint64_
 }
 
 /*
- * Punch: whole blocks inside the range are unmapped (a PUNCH record; their space is
- * reusable once it is durable, as for truncate), and the bytes of partial blocks that lie
- * before the end of file are overwritten with zeros by an ordinary write. Bytes past the
- * end of file are zeros on disk already.
+ * Punch, and zero range: whole blocks inside the range are unmapped (a PUNCH record; their
+ * space is reusable once it is durable, as for truncate), and the bytes of partial blocks
+ * that lie before the end of file are overwritten with zeros by an ordinary write. Bytes
+ * past the end of file are zeros on disk already, so a zero range that extends the file
+ * (@newsize larger than its size) only changes the size, at the end.
  */
-static int fallocate_punch(struct fs *fs, struct inode *ino, uint64_t off, uint64_t len)
+static int fallocate_punch(struct fs *fs, struct inode *ino, uint64_t off, uint64_t len,
+			   uint64_t newsize)
 {
 	uint64_t end = off + len, a = ALIGN_UP(off, DMAFS_BLOCK), b = ALIGN_DOWN(end, DMAFS_BLOCK);
 	uint64_t part[2][2], size;
@@ -455,19 +457,33 @@ out:
 		if (n < 0)
 			ret = (int)n;
 	}
+	/* the zeroed bytes go through write-behind: on the members first */
+	if (!ret)
+		ret = wback_wait(fs, ino, 1);
+	if (!ret && newsize) {
+		ret = fs_begin(fs, 256, 0);
+		if (!ret) {
+			if (newsize > ino->a.size)
+				ret = log_touch(fs, ino, newsize);
+			fs_end(fs);
+		}
+	}
 	return ret;
 }
 
-int fs_fallocate(struct fs *fs, uint64_t ino_nr, int mode, uint64_t off, uint64_t len)
+int fs_fallocate(struct fs *fs, const struct fs_ctx *c, uint64_t ino_nr, int mode, uint64_t off,
+		 uint64_t len)
 {
 	struct inode *ino;
+	int ret;
 
 	if (fs->ro)
 		return -EROFS;
-	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE))
+	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))
 		return -EOPNOTSUPP;
-	/* as vfs_fallocate(): a punch never changes the size */
-	if ((mode & FALLOC_FL_PUNCH_HOLE) && !(mode & FALLOC_FL_KEEP_SIZE))
+	/* as vfs_fallocate(): a punch never changes the size, and zeroes nothing more */
+	if ((mode & FALLOC_FL_PUNCH_HOLE) &&
+	    (!(mode & FALLOC_FL_KEEP_SIZE) || (mode & FALLOC_FL_ZERO_RANGE)))
 		return -EOPNOTSUPP;
 	if (len == 0 || off > INT64_MAX || len > INT64_MAX)
 		return -EINVAL;
@@ -482,15 +498,22 @@ int fs_fallocate(struct fs *fs, uint64_t ino_nr, int mode, uint64_t off, uint64_
 		return -EISDIR;
 	if (!S_ISREG(ino->a.mode))
 		return -ENODEV;
+	/* vfs_fallocate(): nothing on an immutable file, only reservations on an append-only */
+	if (fs_immutable(ino) || (fs_append(ino) && (mode & ~FALLOC_FL_KEEP_SIZE)))
+		return -EPERM;
+	/* as file_modified() in xfs_file_fallocate(), whatever the mode */
+	ret = c ? fs_killpriv(fs, c, ino_nr) : 0;
+	if (ret)
+		return ret;
 	/* what write-behind holds of the file lands first: the extent map is then complete */
 	wback_wait(fs, ino, 0);
-	if (mode & FALLOC_FL_PUNCH_HOLE) {
-		int ret = fallocate_punch(fs, ino, off, len);
-
-		/* the zeroed partial blocks went through write-behind: on the members on return */
-		if (!ret)
-			ret = wback_wait(fs, ino, 1);
-		return ret;
-	}
+	/*
+	 * A zero range is a punch, which may then extend the file: there are no unwritten
+	 * extents, and reserving zeroed blocks would cost writes while guaranteeing nothing,
+	 * since an overwrite of committed blocks needs new space anyway (copy on write).
+	 */
+	if (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))
+		return fallocate_punch(fs, ino, off, len,
+				       (mode & FALLOC_FL_KEEP_SIZE) ? 0 : off + len);
 	return fallocate_reserve(fs, ino, mode & FALLOC_FL_KEEP_SIZE, off, len);
 }

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* format.c - encode and decode the dmafs v2 on-disk structures (see man/dmafs.5). */
+/* format.c - encode and decode the dmafs v3 (and v2) on-disk structures (see man/dmafs.5). */
 #include "format.h"
 
 #include <errno.h>
@@ -91,7 +91,7 @@ int fmt_sb_decode(const uint8_t b[FMT_SB_SIZE], struct fmt_sb *sb)
 		return -EBADMSG;
 	memset(sb, 0, sizeof(*sb));
 	sb->version = get_u32(b + 8);
-	if (sb->version != FMT_VERSION)
+	if (sb->version < FMT_VERSION_MIN || sb->version > FMT_VERSION)
 		return -EPROTONOSUPPORT;
 	sb->flags = get_u32(b + 12);
 	memcpy(sb->fs_uuid, b + 16, 16);
@@ -140,7 +140,7 @@ void fmt_loghdr_encode(const struct fmt_loghdr *h, uint8_t b[DMAFS_BLOCK])
 {
 	memset(b, 0, DMAFS_BLOCK);
 	memcpy(b, FMT_LOG_MAGIC, 8);
-	put_u32(b + 8, FMT_VERSION);
+	put_u32(b + 8, h->version ? h->version : FMT_VERSION);
 	memcpy(b + 16, h->fs_uuid, 16);
 	put_u64(b + 32, h->gen);
 	put_u64(b + 40, h->first_seq);
@@ -154,7 +154,9 @@ int fmt_loghdr_decode(const uint8_t b[DMAFS_BLOCK], struct fmt_loghdr *h)
 {
 	if (memcmp(b, FMT_LOG_MAGIC, 8))
 		return -ENODATA;
-	if (get_u64(b + 4088) != fmt_hash(b, 4088) || get_u32(b + 8) != FMT_VERSION)
+	h->version = get_u32(b + 8);
+	if (get_u64(b + 4088) != fmt_hash(b, 4088) || h->version < FMT_VERSION_MIN ||
+	    h->version > FMT_VERSION)
 		return -EBADMSG;
 	memcpy(h->fs_uuid, b + 16, 16);
 	h->gen = get_u64(b + 32);
@@ -190,10 +192,13 @@ int fmt_txhdr_decode(const uint8_t b[FMT_TX_HDR], struct fmt_txhdr *h)
 }
 
 /* Record layout: u16 type, u32 body length, body. Fixed-size body prefixes per type: */
+#define INODE_V2 (8 + 4 * 4 + 8 * 2 + 8 * 3 + 4) /* version 2's INODE body */
+#define INODE_V3 (INODE_V2 + 4 + 4)		 /* ... with generation and flags */
+
 static size_t fixed_len(uint16_t type)
 {
 	switch (type) {
-	case REC_INODE: return 8 + 4 * 4 + 8 * 2 + 8 * 3 + 4;
+	case REC_INODE: return INODE_V2;
 	case REC_SYMLINK: return 8;
 	case REC_EXTENT: return 8 + 8 + 4 + 4 + 8;
 	case REC_TRUNC: return 16;
@@ -231,6 +236,9 @@ int fmt_rec_encode(struct buf *b, const struct fmt_rec *r)
 	default:
 		nl = 0;
 	}
+	/* the version 2 form where it says everything: version 2 filesystems keep it */
+	if (r->type == REC_INODE && (r->a.generation || r->a.flags))
+		fl = INODE_V3;
 	body = fl + nl + (r->type == REC_XSET ? r->val_len : 0);
 	ret = buf_reserve(b, 6 + body);
 	if (ret)
@@ -252,6 +260,10 @@ int fmt_rec_encode(struct buf *b, const struct fmt_rec *r)
 		put_u64(p + 48, (uint64_t)r->a.mtime);
 		put_u64(p + 56, (uint64_t)r->a.ctime);
 		put_u32(p + 64, r->a.start_member);
+		if (fl == INODE_V3) {
+			put_u32(p + 68, r->a.generation);
+			put_u32(p + 72, r->a.flags);
+		}
 		break;
 	case REC_EXTENT:
 		put_u64(p + 8, r->off);
@@ -315,8 +327,14 @@ int fmt_rec_decode(const uint8_t *buf, size_t len, size_t *pos, struct fmt_rec *
 		r->a.mtime = (int64_t)get_u64(p + 48);
 		r->a.ctime = (int64_t)get_u64(p + 56);
 		r->a.start_member = get_u32(p + 64);
-		if (rest)
+		if (rest == INODE_V3 - INODE_V2) {
+			r->a.generation = get_u32(p + 68);
+			r->a.flags = get_u32(p + 72);
+			if (r->a.flags & ~FMT_IFL_KNOWN)
+				return -EBADMSG;
+		} else if (rest) {
 			return -EBADMSG;
+		}
 		break;
 	case REC_EXTENT:
 		r->off = get_u64(p + 8);

@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * format.h - the dmafs on-disk format v2: superblock, log half header, batch header,
- * metadata records and data block checksums. Encoders and decoders only; nothing here does I/O. Documented for users
- * in man/dmafs.5; keep the two in step.
+ * format.h - the dmafs on-disk format v3: superblock, log half header, batch header,
+ * metadata records and data block checksums. Encoders and decoders only; nothing here
+ * does I/O. Documented for users in man/dmafs.5; keep the two in step.
+ *
+ * Version 3 differs from version 2 only in that INODE records may carry an inode's
+ * generation number and flags; version 2 filesystems are read as they are, and a
+ * read-write mount makes them version 3 (fs_mount).
  */
 #ifndef DMAFS_FORMAT_H
 #define DMAFS_FORMAT_H
@@ -12,7 +16,8 @@
 
 #include "util.h"
 
-#define FMT_VERSION 2
+#define FMT_VERSION 3
+#define FMT_VERSION_MIN 2 /* the oldest version read */
 #define FMT_MAX_MEMBERS 64
 #define FMT_SB_SIZE 4096
 #define FMT_SB_MAGIC "DMAFSSB1"
@@ -87,6 +92,7 @@ void fmt_sb_encode(const struct fmt_sb *sb, uint8_t buf[FMT_SB_SIZE]);
 int fmt_sb_decode(const uint8_t buf[FMT_SB_SIZE], struct fmt_sb *sb);
 
 struct fmt_loghdr {
+	uint32_t version; /* the filesystem's (superblock) version; 0 in encode: FMT_VERSION */
 	uint8_t fs_uuid[16];
 	uint64_t gen;
 	uint64_t first_seq;
@@ -95,7 +101,7 @@ struct fmt_loghdr {
 	uint64_t snap_xxh3;
 };
 void fmt_loghdr_encode(const struct fmt_loghdr *h, uint8_t buf[DMAFS_BLOCK]);
-/* Returns 0, -ENODATA (no header), -EBADMSG (checksum). */
+/* Returns 0, -ENODATA (no header), -EBADMSG (checksum, or a version not read). */
 int fmt_loghdr_decode(const uint8_t buf[DMAFS_BLOCK], struct fmt_loghdr *h);
 
 struct fmt_txhdr {
@@ -126,13 +132,24 @@ enum fmt_rec_type {
 	REC_PUNCH = 10,
 };
 
-/* Inode attributes as logged; times are nanoseconds since the epoch. */
+/*
+ * Inode attributes as logged; times are nanoseconds since the epoch. generation and flags
+ * are version 3: an INODE record carries them when either is not 0 (and a version 2
+ * record reads as both 0).
+ */
 struct fmt_attr {
 	uint32_t mode, uid, gid, nlink;
 	uint64_t rdev, size;
 	int64_t atime, mtime, ctime;
 	uint32_t start_member;
+	uint32_t generation; /* with the inode number, names the inode for its whole life */
+	uint32_t flags;	     /* FMT_IFL_*; other bits are refused */
 };
+
+/* Inode flags (fmt_attr.flags), chattr(1)'s i and a */
+#define FMT_IFL_IMMUTABLE 1u /* no change at all, no new name, no removal */
+#define FMT_IFL_APPEND 2u    /* data only appended; no removal; a directory: names only added */
+#define FMT_IFL_KNOWN (FMT_IFL_IMMUTABLE | FMT_IFL_APPEND) /* the flags this version defines */
 
 /*
  * One decoded record. Which fields mean something depends on type; name/val point into

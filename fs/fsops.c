@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -69,6 +70,33 @@ static int mark_extents(struct inode *ino, void *arg)
 	return 0;
 }
 
+/*
+ * A read-write mount of a version 2 filesystem makes it version 3 (format.h), whose INODE
+ * records can carry generation numbers and flags. The superblocks change first, so that a
+ * dmafs that reads only version 2 refuses the filesystem, naming its version, before it
+ * could meet a record it does not know.
+ */
+static int upgrade(struct fs *fs, char *err, size_t errlen)
+{
+	unsigned from = fs->members[0].sb.version;
+	int ret;
+
+	if (from == FMT_VERSION)
+		return 0;
+	for (unsigned i = 0; i < fs->n; i++) {
+		fs->members[i].sb.version = FMT_VERSION;
+		ret = member_write_sb(&fs->members[i]);
+		if (ret) {
+			snprintf(err, errlen, "member %u (%s): cannot write its superblock (upgrade to on-disk format version %d): %s",
+				 i, fs->members[i].path, FMT_VERSION, strerror(-ret));
+			return ret;
+		}
+	}
+	log_info("mount: on-disk format upgraded from version %u to %d (inode generation numbers and flags); a dmafs that reads only version %u refuses it now",
+		 from, FMT_VERSION, from);
+	return 0;
+}
+
 int fs_mount(struct fs *fs, struct member *ms, unsigned n, int ro, char *err, size_t errlen)
 {
 	uint64_t start[FMT_MAX_MEMBERS], end[FMT_MAX_MEMBERS];
@@ -117,7 +145,12 @@ int fs_mount(struct fs *fs, struct member *ms, unsigned n, int ro, char *err, si
 		if (!fs->cc[i].blk)
 			return -ENOMEM;
 	}
+	if (getrandom(&fs->next_gen, sizeof(fs->next_gen), GRND_NONBLOCK) != sizeof(fs->next_gen))
+		fs->next_gen = (uint32_t)util_now_ns() ^ (uint32_t)getpid();
 	if (!ro) {
+		ret = upgrade(fs, err, errlen);
+		if (ret)
+			return ret;
 		/* A fresh snapshot in the other half: unifies the mirrors, drops a torn tail. */
 		ret = journal_compact(&fs->j);
 		if (ret == -ENOSPC) {
@@ -291,10 +324,13 @@ int fs_lookup(struct fs *fs, uint64_t parent, const char *name, struct stat *st)
 	if (strlen(name) > FMT_NAME_MAX)
 		return -ENAMETOOLONG;
 	pthread_mutex_lock(&fs->meta.lock);
-	ret = lookup_locked(fs, parent, name, &dir, &child, &de);
-	if (!ret && !strcmp(name, "."))
-		child = dir;
-	else if (!ret && !strcmp(name, ".."))
+	if (!strcmp(name, ".")) { /* fuse_get_dentry(): any inode that still lives */
+		child = meta_iget(&fs->meta, parent);
+		ret = child ? 0 : -ENOENT;
+	} else {
+		ret = lookup_locked(fs, parent, name, &dir, &child, &de);
+	}
+	if (!ret && !strcmp(name, "..")) /* fuse_get_parent(): directories only */
 		child = meta_iget(&fs->meta, dir->dir->parent ? dir->dir->parent : FMT_ROOT_INO);
 	if (!ret && !child)
 		ret = -ENOENT;
@@ -304,6 +340,19 @@ int fs_lookup(struct fs *fs, uint64_t parent, const char *name, struct stat *st)
 	}
 	pthread_mutex_unlock(&fs->meta.lock);
 	return ret;
+}
+
+uint64_t fs_generation(struct fs *fs, uint64_t ino)
+{
+	struct inode *i;
+	uint64_t gen = 0;
+
+	pthread_mutex_lock(&fs->meta.lock);
+	i = meta_iget(&fs->meta, ino);
+	if (i)
+		gen = i->a.generation;
+	pthread_mutex_unlock(&fs->meta.lock);
+	return gen;
 }
 
 /* Log a change of @ino's attributes. Caller holds meta.lock. */
@@ -389,6 +438,16 @@ void fs_forget(struct fs *fs, uint64_t ino, uint64_t n)
 	pthread_mutex_unlock(&fs->meta.lock);
 }
 
+/* The generation number of a new inode (none on a version 2 filesystem). Locked. */
+static uint32_t new_generation(struct fs *fs)
+{
+	if (fs->members[0].sb.version < 3) /* read-only: nothing is made */
+		return 0;
+	if (!fs->next_gen) /* 0: none, the version 2 form */
+		fs->next_gen++;
+	return fs->next_gen++;
+}
+
 int fs_mknod(struct fs *fs, const struct fs_ctx *c, uint64_t parent, const char *name,
 	     mode_t mode, dev_t rdev, const char *target, struct stat *st)
 {
@@ -414,6 +473,8 @@ int fs_mknod(struct fs *fs, const struct fs_ctx *c, uint64_t parent, const char 
 		ret = -EEXIST;
 	if (!ret && dir->a.nlink == 0)
 		ret = -ENOENT; /* directory removed while open */
+	if (!ret && fs_immutable(dir))
+		ret = -EPERM;
 	if (!ret && S_ISDIR(mode) && dir->a.nlink >= UINT32_MAX - 1)
 		ret = -EMLINK;
 	if (ret)
@@ -453,6 +514,7 @@ int fs_mknod(struct fs *fs, const struct fs_ctx *c, uint64_t parent, const char 
 	r.a.rdev = rdev;
 	r.a.atime = r.a.mtime = r.a.ctime = now;
 	r.a.start_member = r.ino % fs->n;
+	r.a.generation = new_generation(fs);
 	ret = journal_log(&fs->j, &r);
 	if (ret)
 		goto out;
@@ -510,6 +572,8 @@ int fs_link(struct fs *fs, uint64_t ino, uint64_t parent, const char *name, stru
 		ret = -ENOENT;
 	if (!ret && src->a.nlink >= 65000)
 		ret = -EMLINK;
+	if (!ret && (fs_undeletable(src) || fs_immutable(dir)))
+		ret = -EPERM; /* vfs_link(), may_create() */
 	if (!ret)
 		ret = log_link(fs, parent, ino, name);
 	if (!ret) {
@@ -564,6 +628,8 @@ int fs_unlink(struct fs *fs, uint64_t parent, const char *name, int rmdir)
 		ret = rmdir ? (strcmp(name, ".") ? -ENOTEMPTY : -EINVAL) : -EISDIR;
 	if (!ret && !child)
 		ret = -ENOENT;
+	if (!ret && (fs_undeletable(dir) || fs_undeletable(child)))
+		ret = -EPERM; /* may_delete() */
 	if (!ret && rmdir && !child->dir)
 		ret = -ENOTDIR;
 	if (!ret && !rmdir && child->dir)
@@ -594,24 +660,55 @@ static int is_within(struct fs *fs, uint64_t ino, uint64_t anc)
 	return 1;
 }
 
-int fs_rename(struct fs *fs, uint64_t parent, const char *name, uint64_t newparent,
-	      const char *newname, unsigned flags)
+/*
+ * Put a whiteout at @name of @dir (which has no entry there now): what vfs_whiteout()
+ * makes, a character device 0:0 with no permission bits, owned as a new file of @c is
+ * (the group of a set-group-ID directory). Locked.
+ */
+static int make_whiteout(struct fs *fs, const struct fs_ctx *c, struct inode *dir,
+			 const char *name, int64_t now)
+{
+	struct fmt_rec r;
+	int ret;
+
+	memset(&r, 0, sizeof(r));
+	r.type = REC_INODE;
+	r.ino = fs->meta.next_ino;
+	r.a.mode = S_IFCHR;
+	r.a.uid = c->uid;
+	r.a.gid = (dir->a.mode & S_ISGID) ? dir->a.gid : c->gid;
+	r.a.nlink = 1;
+	r.a.rdev = 0;
+	r.a.atime = r.a.mtime = r.a.ctime = now;
+	r.a.start_member = r.ino % fs->n;
+	r.a.generation = new_generation(fs);
+	ret = journal_log(&fs->j, &r);
+	if (!ret)
+		ret = log_link(fs, dir->ino, r.ino, name);
+	return ret;
+}
+
+int fs_rename(struct fs *fs, const struct fs_ctx *c, uint64_t parent, const char *name,
+	      uint64_t newparent, const char *newname, unsigned flags)
 {
 	struct inode *sdir, *src, *ddir, *dst;
 	struct dentry *sde, *dde;
 	int64_t now = fs_now();
 	int ret;
 
-	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE))
+	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT))
 		return -EINVAL;
-	if ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE))
+	/* as do_renameat2(): EXCHANGE goes with neither of the others */
+	if ((flags & RENAME_EXCHANGE) && (flags & (RENAME_NOREPLACE | RENAME_WHITEOUT)))
+		return -EINVAL;
+	if ((flags & RENAME_WHITEOUT) && !c)
 		return -EINVAL;
 	ret = check_name(newname);
 	if (!ret)
 		ret = check_name(name);
 	if (ret)
 		return ret;
-	ret = fs_begin(fs, 2 * REC_ROOM, 0);
+	ret = fs_begin(fs, 3 * REC_ROOM, !!(flags & RENAME_WHITEOUT));
 	if (ret)
 		return ret;
 	ret = lookup_locked(fs, parent, name, &sdir, &src, &sde);
@@ -631,6 +728,16 @@ int fs_rename(struct fs *fs, uint64_t parent, const char *name, uint64_t newpare
 	}
 	if (ddir->a.nlink == 0) {
 		ret = -ENOENT;
+		goto out;
+	}
+	/*
+	 * may_delete() of the source, and of the target it replaces or exchanges: neither
+	 * entry nor inode may be immutable or append-only; may_create() in the target
+	 * directory: not immutable.
+	 */
+	if (fs_undeletable(sdir) || fs_undeletable(src) || fs_immutable(ddir) ||
+	    (dst && (fs_undeletable(ddir) || fs_undeletable(dst)))) {
+		ret = -EPERM;
 		goto out;
 	}
 	/* a directory cannot move into itself or below itself */
@@ -692,6 +799,9 @@ int fs_rename(struct fs *fs, uint64_t parent, const char *name, uint64_t newpare
 	src->a.ctime = now;
 	if (!ret)
 		ret = log_attr(fs, src);
+	/* in the same batch as the move: the old name is never seen empty after a crash */
+	if (!ret && (flags & RENAME_WHITEOUT))
+		ret = make_whiteout(fs, c, sdir, name, now);
 touch:
 	if (!ret)
 		ret = log_touch(fs, sdir, now);
@@ -704,16 +814,68 @@ out:
 
 static struct inode *wait_written(struct fs *fs, uint64_t ino, int take_err, int *err);
 
-int fs_setattr(struct fs *fs, uint64_t ino, const struct stat *in, int valid, struct stat *out)
+/*
+ * may_setattr() and do_truncate() for an immutable or append-only inode: mode, owner and
+ * explicit times never change; the immutable one's times not even to now (ATTR_TOUCH), nor
+ * its size, except through a descriptor opened for writing before it became immutable
+ * (ftruncate, which sends FILE); the append-only one's size never. Locked.
+ */
+static int setattr_forbidden(const struct inode *i, int valid)
+{
+	int explicit_times = ((valid & FUSE_SET_ATTR_ATIME) && !(valid & FUSE_SET_ATTR_ATIME_NOW)) ||
+			     ((valid & FUSE_SET_ATTR_MTIME) && !(valid & FUSE_SET_ATTR_MTIME_NOW));
+	int times = valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_CTIME);
+
+	if (!fs_immutable(i) && !fs_append(i))
+		return 0;
+	if ((valid & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) || explicit_times)
+		return -EPERM;
+	if (fs_append(i))
+		return valid & FUSE_SET_ATTR_SIZE ? -EPERM : 0;
+	if (valid & FUSE_SET_ATTR_SIZE)
+		return valid & FUSE_SET_ATTR_FILE ? 0 : -EPERM;
+	return times ? -EPERM : 0;
+}
+
+int fs_setattr(struct fs *fs, const struct fs_ctx *c, uint64_t ino, const struct stat *in,
+	       int valid, struct stat *out)
 {
 	struct inode *i;
 	int64_t now = fs_now();
+	uint32_t mode = 0, gid = 0, kill = 0;
 	int ret;
 
 	if (fs->ro)
 		return -EROFS;
-	/* buffered writes first: their mtime and suid clearing must not land after this */
-	wait_written(fs, ino, 0, &ret);
+	/* buffered writes first: their mtime must not land after this */
+	i = wait_written(fs, ino, 0, &ret);
+	if (i) {
+		pthread_mutex_lock(&fs->meta.lock);
+		i = meta_iget(&fs->meta, ino);
+		ret = i ? setattr_forbidden(i, valid) : 0;
+		pthread_mutex_unlock(&fs->meta.lock);
+		if (ret)
+			return ret;
+	}
+	if (i && (valid & (FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))) {
+		pthread_mutex_lock(&fs->meta.lock);
+		i = meta_iget(&fs->meta, ino);
+		if (i) {
+			mode = i->a.mode;
+			gid = i->a.gid;
+		}
+		pthread_mutex_unlock(&fs->meta.lock);
+		/*
+		 * What the change takes away (killpriv.c), decided before it (the rule looks
+		 * at the old group) and without meta.lock (it may read /proc):
+		 * chown_common() for a new owner or group, do_truncate()'s
+		 * dentry_needs_remove_privs() for a size.
+		 */
+		if (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))
+			kill = fs_killpriv_bits(c, mode, gid, 1);
+		if (valid & FUSE_SET_ATTR_SIZE)
+			kill |= fs_killpriv_bits(c, mode, gid, 0);
+	}
 	if (valid & FUSE_SET_ATTR_SIZE) {
 		pthread_mutex_lock(&fs->meta.lock);
 		i = meta_iget(&fs->meta, ino);
@@ -760,10 +922,11 @@ int fs_setattr(struct fs *fs, uint64_t ino, const struct stat *in, int valid, st
 		if (ret)
 			goto out;
 	}
-	if (((valid & FUSE_SET_ATTR_UID) && in->st_uid != i->a.uid) ||
-	    ((valid & FUSE_SET_ATTR_GID) && in->st_gid != i->a.gid))
-		if (!(valid & FUSE_SET_ATTR_MODE))
-			i->a.mode = fs_kill_suid(i->a.mode);
+	/*
+	 * Also over a mode that came with the size or owner: that is the kernel's own,
+	 * partial answer (see killpriv.c), never a chmod, which comes alone.
+	 */
+	i->a.mode &= ~kill;
 	if (valid & FUSE_SET_ATTR_UID)
 		i->a.uid = in->st_uid;
 	if (valid & FUSE_SET_ATTR_GID)
@@ -818,6 +981,12 @@ int fs_open(struct fs *fs, uint64_t ino, int flags)
 		ret = -EISDIR;
 	else if (fs->ro && (flags & O_ACCMODE) != O_RDONLY)
 		ret = -EROFS;
+	/* may_open(): no writing an immutable file, and only appending to an append-only one */
+	else if (fs_immutable(i) && ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC)))
+		ret = -EPERM;
+	else if (fs_append(i) && (((flags & O_ACCMODE) != O_RDONLY && !(flags & O_APPEND)) ||
+				  (flags & O_TRUNC)))
+		ret = -EPERM;
 	else
 		i->nopen++;
 	pthread_mutex_unlock(&fs->meta.lock);
@@ -862,7 +1031,7 @@ int fs_flush(struct fs *fs, uint64_t ino)
 	return err;
 }
 
-int fs_opendir(struct fs *fs, uint64_t ino)
+int fs_opendir(struct fs *fs, uint64_t ino, uint64_t *limit)
 {
 	struct inode *i;
 	int ret = 0;
@@ -874,8 +1043,8 @@ int fs_opendir(struct fs *fs, uint64_t ino)
 	else if (!i->dir)
 		ret = -ENOTDIR;
 	else {
-		i->dir->nopen++;
-		i->nopen++;
+		i->nopen++; /* readdir offsets do not need the slots to stay put (meta.h) */
+		*limit = i->dir->next_cookie;
 	}
 	pthread_mutex_unlock(&fs->meta.lock);
 	return ret;
@@ -887,16 +1056,14 @@ void fs_releasedir(struct fs *fs, uint64_t ino)
 
 	pthread_mutex_lock(&fs->meta.lock);
 	i = meta_iget(&fs->meta, ino);
-	if (i && i->dir && i->dir->nopen) {
-		i->dir->nopen--;
+	if (i && i->dir && i->nopen) {
 		i->nopen--;
-		meta_dir_compact(i->dir);
 		maybe_drop(fs, i);
 	}
 	pthread_mutex_unlock(&fs->meta.lock);
 }
 
-int fs_readdir(struct fs *fs, uint64_t ino, uint64_t off,
+int fs_readdir(struct fs *fs, uint64_t ino, uint64_t off, uint64_t *limit,
 	       int (*fill)(void *arg, const char *name, const struct stat *st, uint64_t next),
 	       void *arg)
 {
@@ -910,7 +1077,9 @@ int fs_readdir(struct fs *fs, uint64_t ino, uint64_t off,
 		ret = i ? -ENOTDIR : -ENOENT;
 		goto out;
 	}
-	/* cookies: "." -> 1, ".." -> 2, slot s -> s + 3; stable while the handle is open */
+	/* offsets: "." -> 1, ".." -> 2, an entry -> its cookie + 3 (meta.h) */
+	if (off == 0)
+		*limit = i->dir->next_cookie;
 	memset(&st, 0, sizeof(st));
 	if (off < 1) {
 		st.st_ino = ino;
@@ -926,16 +1095,19 @@ int fs_readdir(struct fs *fs, uint64_t ino, uint64_t off,
 			goto out;
 		off = 2;
 	}
-	for (uint64_t s = off - 2; s < i->dir->nslots; s++) {
+	/* after the entry whose offset is off: the first cookie past off - 3 */
+	for (size_t s = meta_dir_seek(i->dir, off - 2); s < i->dir->nslots; s++) {
 		struct dentry *de = i->dir->slots[s];
 		struct inode *c;
 
+		if (i->dir->cookies[s] >= *limit)
+			break;
 		if (!de)
 			continue;
 		c = meta_iget(&fs->meta, de->ino);
 		st.st_ino = de->ino;
 		st.st_mode = c ? c->a.mode & S_IFMT : 0;
-		if (fill(arg, de->name, &st, s + 3))
+		if (fill(arg, de->name, &st, i->dir->cookies[s] + 3))
 			break;
 	}
 out:
@@ -1184,7 +1356,9 @@ int fs_setxattr(struct fs *fs, const struct fs_ctx *c, uint64_t ino, const char 
 		ret = -ENOENT;
 		goto out;
 	}
-	if (ns == XNS_USER && !S_ISREG(i->a.mode) && !S_ISDIR(i->a.mode))
+	if (fs_undeletable(i))
+		ret = -EPERM; /* xattr_permission() */
+	else if (ns == XNS_USER && !S_ISREG(i->a.mode) && !S_ISDIR(i->a.mode))
 		ret = -EPERM; /* like ext4: user xattrs only on regular files and directories */
 	else if (ns == XNS_ACL_ACCESS && S_ISLNK(i->a.mode))
 		ret = -EOPNOTSUPP; /* symlinks have no ACLs */
@@ -1286,6 +1460,8 @@ int fs_removexattr(struct fs *fs, uint64_t ino, const char *name)
 		x = xattr_get(i, name);
 	if (!i)
 		ret = -ENOENT;
+	else if (fs_undeletable(i))
+		ret = -EPERM; /* xattr_permission() */
 	else if (!x)
 		ret = -ENODATA;
 	if (!ret)
@@ -1298,21 +1474,3 @@ int fs_removexattr(struct fs *fs, uint64_t ino, const char *name)
 	return ret;
 }
 
-int fs_kill_caps(struct fs *fs, uint64_t ino)
-{
-	struct inode *i;
-	int ret = fs_begin(fs, REC_ROOM, 0);
-
-	if (ret)
-		return ret;
-	i = meta_iget(&fs->meta, ino);
-	if (i && xattr_get(i, CAPS_XATTR)) {
-		ret = log_xdel(fs, ino, CAPS_XATTR);
-		if (!ret) {
-			i->a.ctime = fs_now();
-			ret = log_attr(fs, i);
-		}
-	}
-	fs_end(fs);
-	return ret;
-}

@@ -56,10 +56,27 @@ struct fs {
 	unsigned commit_interval, writebehind_mb; /* to start them when going read-write */
 	struct fs_csum_cache cc[FMT_MAX_MEMBERS];
 	struct wback wb;
+	/*
+	 * The generation number of the next new inode (meta.lock). It starts at a random
+	 * value at each mount: an inode number handed out again after a crash lost the
+	 * inode that first had it then gets another generation, and file handles of the
+	 * lost inode stay stale.
+	 */
+	uint32_t next_gen;
 	int finished;	     /* fs_finish has run; its result: */
 	int finish_ret;
 	char finish_err[256];
 };
+
+/*
+ * chattr +i and +a (iflags.c): every change the kernel's own filesystems refuse to an
+ * immutable or append-only inode is refused here with -EPERM, since the kernel cannot see
+ * these flags of a FUSE inode (it checks IS_IMMUTABLE and IS_APPEND, which stay clear).
+ */
+static inline int fs_immutable(const struct inode *i) { return i->a.flags & FMT_IFL_IMMUTABLE; }
+static inline int fs_append(const struct inode *i) { return i->a.flags & FMT_IFL_APPEND; }
+/* Neither may lose a name, nor be renamed or linked to. */
+static inline int fs_undeletable(const struct inode *i) { return fs_immutable(i) || fs_append(i); }
 
 /* fs.atime */
 enum { FS_ATIME_RELATIME, FS_ATIME_STRICT, FS_ATIME_NEVER };
@@ -87,8 +104,16 @@ int fs_unmount(struct fs *fs);
 
 void fs_stat(struct fs *fs, const struct inode *ino, struct stat *st);
 int fs_getattr(struct fs *fs, uint64_t ino, struct stat *st);
-/* On success the kernel holds one more reference (nlookup) on the returned inode. */
+/*
+ * On success the kernel holds one more reference (nlookup) on the returned inode. "." is
+ * @parent itself, of any type, while it lives (linked or not); ".." the parent of
+ * directory @parent (the root's is the root): the kernel asks for them only to turn a
+ * file handle back into an inode (FUSE_CAP_EXPORT_SUPPORT).
+ */
 int fs_lookup(struct fs *fs, uint64_t parent, const char *name, struct stat *st);
+/* The generation number of @ino (0 when gone): with the inode number, what a file handle
+ * names. */
+uint64_t fs_generation(struct fs *fs, uint64_t ino);
 void fs_forget(struct fs *fs, uint64_t ino, uint64_t n);
 /*
  * Create a file (S_IFREG), directory, symlink (@target) or special file. Counts a lookup.
@@ -99,20 +124,39 @@ int fs_mknod(struct fs *fs, const struct fs_ctx *c, uint64_t parent, const char 
 	     mode_t mode, dev_t rdev, const char *target, struct stat *st);
 int fs_link(struct fs *fs, uint64_t ino, uint64_t parent, const char *name, struct stat *st);
 int fs_unlink(struct fs *fs, uint64_t parent, const char *name, int rmdir);
-int fs_rename(struct fs *fs, uint64_t parent, const char *name, uint64_t newparent,
-	      const char *newname, unsigned flags);
-/* @valid uses FUSE_SET_ATTR_* bits. */
-int fs_setattr(struct fs *fs, uint64_t ino, const struct stat *in, int valid, struct stat *out);
+/*
+ * rename(2) with renameat2(2)'s @flags RENAME_NOREPLACE, RENAME_EXCHANGE and
+ * RENAME_WHITEOUT (with NOREPLACE or alone): the last leaves at @name a whiteout, a
+ * character device 0:0 without permission bits owned by @c, in the same change (overlayfs
+ * upper layers). -EINVAL for other flags or combinations.
+ */
+int fs_rename(struct fs *fs, const struct fs_ctx *c, uint64_t parent, const char *name,
+	      uint64_t newparent, const char *newname, unsigned flags);
+/*
+ * @valid uses FUSE_SET_ATTR_* bits (FUSE_SET_ATTR_FILE: through an open file, as
+ * ftruncate). A size change or a change of owner or group by @c
+ * drops set-user-ID and set-group-ID as fs_killpriv_bits() says (@c NULL: nothing is
+ * dropped), and the file's capabilities.
+ */
+int fs_setattr(struct fs *fs, const struct fs_ctx *c, uint64_t ino, const struct stat *in,
+	       int valid, struct stat *out);
 int fs_readlink(struct fs *fs, uint64_t ino, char *buf, size_t len);
 int fs_open(struct fs *fs, uint64_t ino, int flags);
 void fs_release(struct fs *fs, uint64_t ino);
-int fs_opendir(struct fs *fs, uint64_t ino);
+/*
+ * Open directory @ino for reading. *@limit (kept by the caller for this open) gets the
+ * first cookie (meta.h) that the open does not list: entries made after it, a renamed one
+ * among them, are left out, so a walk that renames what it finds ends (as btrfs does).
+ */
+int fs_opendir(struct fs *fs, uint64_t ino, uint64_t *limit);
 void fs_releasedir(struct fs *fs, uint64_t ino);
 /*
- * Walk a directory from cookie @off; @fill returns non-zero when the reply is full.
- * The next cookie of each entry is passed to fill.
+ * Walk a directory from offset @off (0: the start, which also renews *@limit, as
+ * rewinddir(3) must show the directory as it is now; "." is 1, ".." 2, and an entry's
+ * offset is the one readdir gave with it): entries made before *@limit. @fill returns
+ * non-zero when the reply is full; it gets each entry's offset.
  */
-int fs_readdir(struct fs *fs, uint64_t ino, uint64_t off,
+int fs_readdir(struct fs *fs, uint64_t ino, uint64_t off, uint64_t *limit,
 	       int (*fill)(void *arg, const char *name, const struct stat *st, uint64_t next),
 	       void *arg);
 int fs_statfs(struct fs *fs, struct statvfs *sv);
@@ -139,9 +183,48 @@ int fs_setxattr(struct fs *fs, const struct fs_ctx *c, uint64_t ino, const char 
 		const void *val, size_t size, int flags);
 int fs_listxattr(struct fs *fs, const struct fs_ctx *c, uint64_t ino, char *buf, size_t size);
 int fs_removexattr(struct fs *fs, uint64_t ino, const char *name);
-/* Drop @ino's file capabilities (security.capability), as a write does: the kernel leaves
- * that to us for writes that bypass its page cache (FUSE_CAP_HANDLE_KILLPRIV). */
-int fs_kill_caps(struct fs *fs, uint64_t ino);
+
+/* iflags.c: chattr +i, +a */
+/*
+ * The flags of @ino as FS_IOC_GETFLAGS gives them (FS_IMMUTABLE_FL, FS_APPEND_FL) in
+ * *@flags. Returns 0 or -ENOENT.
+ */
+int fs_getflags(struct fs *fs, uint64_t ino, uint32_t *flags);
+/*
+ * FS_IOC_SETFLAGS by @c: @flags may hold FS_IMMUTABLE_FL and FS_APPEND_FL (others:
+ * -EOPNOTSUPP). Only the owner or a holder of CAP_FOWNER may set flags, and changing
+ * either of these two takes CAP_LINUX_IMMUTABLE (-EPERM), judged from @c's credentials in
+ * /proc (pid 0: none). Kept in the inode's INODE records (format version 3: a version 2
+ * filesystem is only ever mounted read-only, -EROFS). Returns 0, -ENOENT, -EPERM, -EROFS,
+ * -EOPNOTSUPP or fs_begin's errors.
+ */
+int fs_setflags(struct fs *fs, const struct fs_ctx *c, uint64_t ino, uint32_t flags);
+
+/* killpriv.c: what changing a file takes away */
+/*
+ * The bits of @mode (set-user-ID, set-group-ID) that the daemon takes away when @c
+ * changes a file of group @gid, on top of what the kernel does itself (killpriv.c). A
+ * write, truncate or fallocate (@chown 0): the whole rule of setattr_should_drop_suidgid()
+ * for regular files: nothing when @c has CAP_FSETID, else set-user-ID, and set-group-ID
+ * when the file is group-executable or @c is not in group @gid. A change of owner or group
+ * (@chown 1): set-group-ID of a file that is not group-executable (not a directory) when
+ * @c is neither in the old group @gid nor has CAP_FSETID. None when @c is NULL (the
+ * daemon's own change, or a write-back from the page cache whose writer is not known) or
+ * when the kernel made the request for @c with other credentials (overlayfs, nfsd: that
+ * layer applied the rule with @c's). A caller /proc does not show (pid 0, another user
+ * namespace) counts as one without CAP_FSETID in no group but the request's. Reads
+ * /proc/PID/status only when @mode has one of the bits.
+ */
+uint32_t fs_killpriv_bits(const struct fs_ctx *c, uint32_t mode, uint32_t gid, int chown);
+/*
+ * A write or fallocate by @c is about to change regular file @ino: drop its file
+ * capabilities (security.capability; the kernel does that itself only for writes through
+ * its page cache) and the bits fs_killpriv_bits() names, logging the change. Returns 0,
+ * -ENOENT, or fs_begin's errors.
+ */
+int fs_killpriv(struct fs *fs, const struct fs_ctx *c, uint64_t ino);
+/* Would a write by @c take something from @ino now (a bit fs_killpriv_bits() names)? */
+int fs_killpriv_due(struct fs *fs, const struct fs_ctx *c, uint64_t ino);
 /* The layout text of a regular file from extent @first (one page of at most ~60 KB;
  * malloc'd, caller frees) or NULL with *err set. */
 char *fs_layout(struct fs *fs, uint64_t ino, size_t first, int *err);
@@ -188,12 +271,13 @@ void fs_io_error(struct fs *fs, const struct inode *ino, const struct uring_op *
 int fs_read_blocks(struct fs *fs, struct inode *ino, char *buf, uint64_t a, uint64_t b,
 		   int verify);
 /* Write (buffered by write-behind when it can); returns bytes accepted (short only at
- * ENOSPC) or -errno. */
+ * ENOSPC) or -errno. The daemon's own write: no privileges are dropped (fs_killpriv). */
 ssize_t fs_write(struct fs *fs, uint64_t ino, const char *data, size_t size, uint64_t off);
-/* The same, with the data brought in by @copy(@arg, dst, size) (0 or -errno), called
- * once, straight into write-behind's buffer when the write is buffered. */
-ssize_t fs_write_from(struct fs *fs, uint64_t ino, size_t size, uint64_t off,
-		      int (*copy)(void *arg, char *dst, size_t size), void *arg);
+/* A write by @c (fs_killpriv first; @c NULL: none), with the data brought in by
+ * @copy(@arg, dst, size) (0 or -errno), called once, straight into write-behind's buffer
+ * when the write is buffered. */
+ssize_t fs_write_from(struct fs *fs, const struct fs_ctx *c, uint64_t ino, size_t size,
+		      uint64_t off, int (*copy)(void *arg, char *dst, size_t size), void *arg);
 /* Write to the members now; returns bytes written (short only at ENOSPC) or -errno.
  * @mtime: when the write was accepted (ns; 0: now). Caller holds no lock of @ino. */
 ssize_t fs_write_inode(struct fs *fs, struct inode *ino, const char *data, size_t size,
@@ -255,12 +339,17 @@ int fs_set_ro(struct fs *fs, int ro, char *err, size_t errlen);
  * fallocate(2) on regular file @ino. @mode 0 or FALLOC_FL_KEEP_SIZE reserves the blocks of
  * [off, off + len) that have none (zeroed on the members, with their checksums), mode 0
  * also extending the size to off + len; FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE frees
- * the whole blocks inside the range and zeroes the bytes of the partial ones. Returns 0,
- * -EINVAL (len 0, or an offset or length that does not fit off_t), -EFBIG (past the largest
- * file), -EOPNOTSUPP (another mode, or PUNCH_HOLE without KEEP_SIZE), -EISDIR, -ENODEV (not
- * a regular file), -ENOENT, -EROFS, -ENOSPC (nothing reserved then), -EIO or -ENOMEM.
+ * the whole blocks inside the range and zeroes the bytes of the partial ones;
+ * FALLOC_FL_ZERO_RANGE does the same, and without KEEP_SIZE then extends the size to
+ * off + len (the zeroed whole blocks are holes, not reserved). Returns 0, -EINVAL (len 0,
+ * or an offset or length that does not fit off_t), -EFBIG (past the largest file),
+ * -EOPNOTSUPP (another mode, PUNCH_HOLE without KEEP_SIZE or with ZERO_RANGE), -EISDIR,
+ * -ENODEV (not a regular file), -ENOENT, -EROFS, -ENOSPC (nothing reserved then), -EIO or
+ * -ENOMEM.
+ * Like a write, any of these first drops what fs_killpriv() says for @c.
  */
-int fs_fallocate(struct fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t len);
+int fs_fallocate(struct fs *fs, const struct fs_ctx *c, uint64_t ino, int mode, uint64_t off,
+		 uint64_t len);
 
 /*
  * Take meta.lock with room for @need bytes of log records (compacting if needed).
@@ -270,18 +359,5 @@ int fs_fallocate(struct fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t l
 int fs_begin(struct fs *fs, size_t need, int grows);
 void fs_end(struct fs *fs);
 int64_t fs_now(void);
-/*
- * Writing, truncating or chown of a file drops setuid, and setgid when group-executable
- * (the daemon handles this itself: FUSE_CAP_HANDLE_KILLPRIV is on by default).
- */
-static inline uint32_t fs_kill_suid(uint32_t mode)
-{
-	if (!S_ISREG(mode))
-		return mode;
-	mode &= ~S_ISUID;
-	if (mode & S_IXGRP)
-		mode &= ~S_ISGID;
-	return mode;
-}
 
 #endif

@@ -341,6 +341,7 @@ static int compact_locked(struct journal *j)
 	half = !j->active;
 	memset(&h, 0, sizeof(h));
 	memcpy(h.fs_uuid, j->fs_uuid, 16);
+	h.version = j->copy[0]->sb.version; /* a version 2 log stays one until fs_mount upgrades */
 	h.gen = j->gen + 1;
 	h.first_seq = j->next_seq;
 	h.next_ino = j->meta->next_ino;
@@ -543,6 +544,7 @@ int journal_format(struct member *ms, unsigned n, const struct buf *snap, uint64
 	memset(io, 0, len);
 	memset(&h, 0, sizeof(h));
 	memcpy(h.fs_uuid, ms[0].sb.fs_uuid, 16);
+	h.version = ms[0].sb.version;
 	h.gen = 1;
 	h.first_seq = 1;
 	h.next_ino = next_ino;

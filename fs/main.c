@@ -34,7 +34,7 @@ struct options {
 	unsigned commit, threads, readahead_kb, staging_mb, writebehind_mb, copy_delay_us;
 	unsigned place_threads, reg_max, reg_max_user;
 	char *reg_bytes, *reg_bytes_user;
-	int writeback, verify_place, wronly_cache, verbose;
+	int writeback, verify_place, wronly_cache, verbose, no_handles;
 	char *p2p, *gpu_setup;
 	int ro, foreground, debug, help, version;
 	int atime, nodiratime, sync, dirsync; /* fs.atime (FS_ATIME_*), ... */
@@ -66,6 +66,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("writeback_cache", writeback),
 	OPT("verify_place", verify_place),
 	OPT("wronly_cache", wronly_cache),
+	OPT("no_handles", no_handles),
 	OPT("verbose", verbose),
 	FUSE_OPT_KEY("ro", KEY_RO),
 	FUSE_OPT_KEY("rw", KEY_RW),
@@ -237,6 +238,8 @@ static void usage(FILE *f)
 		"                      (by default they bypass it: one copy fewer per write)\n"
 		"  -o writeback_cache  let the kernel batch writes in its page cache (faster\n"
 		"                      buffered writes; unsynced data dies with the daemon)\n"
+		"  -o no_handles       file handles of inodes the kernel has cached only (for\n"
+		"                      an overlayfs lower layer; see dmafs(8))\n"
 		"  -o fsname=NAME      source shown in /proc/mounts\n"
 		"  -o user=NAME        the user mount(8) mounts for: recorded in\n"
 		"                      /run/mount/utab, where umount(8) looks for it\n"
@@ -378,7 +381,7 @@ static void mount_ready(void)
 	notify_fd = -1;
 }
 
-static int want_writeback;
+static int want_writeback, want_handles;
 static const char *ra_mnt;
 static unsigned ra_kb;
 static void set_readahead(const char *mnt, unsigned kb);
@@ -454,12 +457,27 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		note("written data is copied twice on its way in (no splice from /dev/fuse: %s)",
 		     splice_why);
 	/* the kernel's page cache is write-through unless writeback_cache is asked for */
-	if (want_writeback && (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
+	if (want_writeback && (conn->capable & FUSE_CAP_WRITEBACK_CACHE)) {
 		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
-	else
+		ops_opts.writeback_cache = 1;
+	} else
 		conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
 	if (conn->capable & FUSE_CAP_ASYNC_READ)
 		conn->want |= FUSE_CAP_ASYNC_READ;
+	/*
+	 * The kernel drops set-user-ID and set-group-ID itself; the daemon adds what its rule
+	 * lacks (killpriv.c). libfuse 3.14 asks for HANDLE_KILLPRIV but never sends it; a
+	 * later one would, and the kernel would then leave chown(2) to a daemon that cannot
+	 * tell it from overlayfs's copy-up.
+	 */
+	conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
+	/*
+	 * File handles (open_by_handle_at, NFS export, fanotify): the kernel turns one whose
+	 * inode it no longer caches back into it by a lookup of "." (and of ".." for a
+	 * directory's parent), and checks the generation number (fs_lookup).
+	 */
+	if (want_handles && (conn->capable & FUSE_CAP_EXPORT_SUPPORT))
+		conn->want |= FUSE_CAP_EXPORT_SUPPORT;
 	/*
 	 * POSIX ACLs: the kernel enforces them and caches them, we keep them, keep the mode in
 	 * step and apply default ACLs to new inodes, which needs the umask unapplied
@@ -929,6 +947,7 @@ int main(int argc, char *argv[])
 		     o.mountpoint, strerror(-ret));
 	ret = 1;
 	want_writeback = o.writeback;
+	want_handles = !o.no_handles;
 	fs.verify_place = o.verify_place;
 	ra_mnt = o.mountpoint;
 	ra_kb = o.readahead_kb;

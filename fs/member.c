@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "busy.h"
+
 int member_open(struct member *m, const char *path, int rdonly, char *err, size_t errlen)
 {
 	struct stat st;
@@ -43,12 +45,17 @@ int member_open(struct member *m, const char *path, int rdonly, char *err, size_
 		m->fd = open(path, flags);
 		if (m->fd >= 0 || errno != EBUSY)
 			break;
+		if (busy_mounted(path)) { /* a mounted daemon does not let go */
+			errno = EBUSY;
+			break;
+		}
 		usleep(100000);
 	}
 	if (m->fd < 0) {
 		ret = -errno;
 		if (errno == EBUSY)
-			snprintf(err, errlen, "%s: device is busy (mounted or in use by another program)", path);
+			busy_explain(path, "device is busy (mounted or in use by another program)", err,
+				     errlen);
 		else if (errno == EINVAL)
 			snprintf(err, errlen, "%s: O_DIRECT not supported by the filesystem holding this image (tmpfs before Linux 6.6?); use a loop device", path);
 		else
@@ -58,13 +65,18 @@ int member_open(struct member *m, const char *path, int rdonly, char *err, size_
 	for (int tries = 0; !m->is_blkdev; tries++) {
 		if (flock(m->fd, (rdonly ? LOCK_SH : LOCK_EX) | LOCK_NB) == 0)
 			break;
-		if (errno == EWOULDBLOCK && tries < 50) {
+		ret = -errno;
+		/* (a daemon that was just unmounted lets go soon; a mounted one does not) */
+		if (ret == -EWOULDBLOCK && tries < 50 && !busy_mounted(path)) {
 			usleep(100000);
 			continue;
 		}
-		ret = -errno;
-		snprintf(err, errlen, "%s: in use by another dmafs process (flock: %s)", path,
-			 strerror(errno));
+		if (ret != -EWOULDBLOCK)
+			snprintf(err, errlen, "%s: cannot lock it: %s", path, strerror(-ret));
+		else
+			busy_explain(path,
+				     "in use by another dmafs daemon, which holds its lock: a dmafs filesystem is served by one daemon (bind-mount its mount to show it at another place: mount --bind MOUNTPOINT DIR)",
+				     err, errlen);
 		return ret;
 	}
 	if (m->is_blkdev) {

@@ -55,6 +55,7 @@ static void dir_free(struct dir *d)
 	for (size_t i = 0; i < d->nslots; i++)
 		free(d->slots[i]);
 	free(d->slots);
+	free(d->cookies);
 	htab_destroy(&d->names);
 	free(d);
 }
@@ -330,13 +331,19 @@ static int slot_add(struct dir *d, struct dentry *de)
 	if (d->nslots == d->capslots) {
 		size_t cap = d->capslots ? d->capslots * 2 : 16;
 		struct dentry **s = realloc(d->slots, cap * sizeof(*s));
+		uint64_t *c;
 
 		if (!s)
 			return -ENOMEM;
 		d->slots = s;
+		c = realloc(d->cookies, cap * sizeof(*c));
+		if (!c)
+			return -ENOMEM;
+		d->cookies = c;
 		d->capslots = cap;
 	}
 	de->slot = d->nslots;
+	d->cookies[d->nslots] = d->next_cookie++;
 	d->slots[d->nslots++] = de;
 	return 0;
 }
@@ -350,12 +357,28 @@ void meta_dir_compact(struct dir *d)
 	for (size_t i = 0; i < d->nslots; i++) {
 		if (d->slots[i]) {
 			d->slots[k] = d->slots[i];
+			d->cookies[k] = d->cookies[i]; /* cookies move with their entries */
 			d->slots[k]->slot = k;
 			k++;
 		}
 	}
 	d->nslots = k;
 	d->holes = 0;
+}
+
+size_t meta_dir_seek(const struct dir *d, uint64_t cookie)
+{
+	size_t lo = 0, hi = d->nslots;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (d->cookies[mid] < cookie)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
 }
 
 static int apply_link(struct meta *m, const struct fmt_rec *r)

@@ -35,18 +35,27 @@ struct xattr {
 struct dentry {
 	struct hnode h; /* key: fmt_hash(name) */
 	uint64_t ino;
-	size_t slot;	/* index in dir->slots; readdir cookie is slot + 3 */
+	size_t slot;	/* index in dir->slots */
 	uint16_t namelen;
 	char name[];	/* NUL terminated */
 };
 
+/*
+ * Directory entries in creation order, for readdir. Each entry gets a cookie when it is
+ * made, from a counter that only grows, and keeps it while it lives: the offset readdir
+ * hands out after an entry is its cookie + 3 ("." and ".." are 1 and 2), so an offset
+ * stays valid across creates, unlinks and slot compaction, also in another open of the
+ * directory (telldir/seekdir, NFS). Cookies start again from 0 at each mount.
+ */
 struct dir {
 	struct htab names;
 	struct dentry **slots; /* creation order; NULL where removed */
+	uint64_t *cookies;     /* cookie of each slot (removed ones too): increasing */
+	uint64_t next_cookie;
 	size_t nslots, capslots, holes;
 	size_t count;
 	uint64_t parent;
-	unsigned nopen;	/* open handles; slots are compacted only when 0 */
+	unsigned nopen;	/* walks of the slots inside the daemon; no compaction meanwhile */
 };
 
 struct wbi;
@@ -104,8 +113,10 @@ static inline uint32_t meta_slot_member(const struct meta *m, const struct inode
 }
 /* Fill attrs into a record of type INODE for @ino. */
 void meta_inode_rec(const struct inode *ino, struct fmt_rec *r);
-/* Drop dead directory slots when no handle is open. */
+/* Drop dead directory slots (when many, and no walk is under way). */
 void meta_dir_compact(struct dir *d);
+/* Index of the first slot of @d whose cookie is @cookie or more (nslots if none). */
+size_t meta_dir_seek(const struct dir *d, uint64_t cookie);
 /*
  * After replay: delete inodes with nlink 0 (orphans of a crash), drop entries pointing at
  * missing inodes, and fix directory parents. Returns the number of repairs made.

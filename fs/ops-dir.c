@@ -64,17 +64,29 @@ void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 	       const char *newname, unsigned int flags)
 {
-	fuse_reply_err(req, -ops_durable(fs_rename(ops_fs, parent, name, newparent, newname, flags), 1));
+	struct fs_ctx c;
+
+	ops_ctx(req, &c);
+	fuse_reply_err(req, -ops_durable(fs_rename(ops_fs, &c, parent, name, newparent, newname,
+						   flags), 1));
 }
 
+/* A directory handle: fi->fh points at what fs_readdir keeps for the open. */
 void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	int ret = fs_opendir(ops_fs, ino);
+	uint64_t *limit = malloc(sizeof(*limit));
+	int ret = limit ? fs_opendir(ops_fs, ino, limit) : -ENOMEM;
 
-	if (ret)
+	if (ret) {
+		free(limit);
 		fuse_reply_err(req, -ret);
-	else
-		fuse_reply_open(req, fi);
+		return;
+	}
+	fi->fh = (uintptr_t)limit;
+	if (fuse_reply_open(req, fi) == -ENOENT) { /* interrupted: no release will come */
+		fs_releasedir(ops_fs, ino);
+		free(limit);
+	}
 }
 
 struct dirbuf {
@@ -105,7 +117,7 @@ void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	ret = fs_readdir(ops_fs, ino, off, fill, &d);
+	ret = fs_readdir(ops_fs, ino, off, (uint64_t *)(uintptr_t)fi->fh, fill, &d);
 	if (!ret)
 		fs_accessed(ops_fs, ino);
 	if (ret)
@@ -118,6 +130,7 @@ void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	fs_releasedir(ops_fs, ino);
+	free((void *)(uintptr_t)fi->fh);
 	fuse_reply_err(req, 0);
 }
 

@@ -42,6 +42,7 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		return;
 	}
 	e.ino = e.attr.st_ino;
+	e.generation = fs_generation(ops_fs, e.ino);
 	ops_open_flags(fi);
 	e.attr_timeout = ops_opts.attr_timeout;
 	e.entry_timeout = ops_entry_timeout(e.attr.st_mode);
@@ -58,8 +59,10 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* FUSE_CAP_ATOMIC_O_TRUNC (libfuse's default): O_TRUNC arrives here, not as setattr */
 	if (!ret && (fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY) {
 		struct stat in = { .st_size = 0 }, out;
+		struct fs_ctx c;
 
-		ret = ops_durable(fs_setattr(ops_fs, ino, &in, FUSE_SET_ATTR_SIZE, &out), 0);
+		ops_ctx(req, &c);
+		ret = ops_durable(fs_setattr(ops_fs, &c, ino, &in, FUSE_SET_ATTR_SIZE, &out), 0);
 		if (ret)
 			fs_release(ops_fs, ino);
 	}
@@ -68,6 +71,18 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	ops_open_flags(fi);
+	/*
+	 * With writeback_cache, written data reaches us later without its writer, and the
+	 * kernel's own rule for write(2) keeps set-group-ID where the writer is outside the
+	 * file's group (killpriv.c): such a writer's writes come to us directly instead.
+	 */
+	if (ops_opts.writeback_cache && (fi->flags & O_ACCMODE) != O_RDONLY) {
+		struct fs_ctx c;
+
+		ops_ctx(req, &c);
+		if (fs_killpriv_due(ops_fs, &c, ino))
+			fi->direct_io = 1;
+	}
 	/*
 	 * The kernel serves cached pages without asking the daemon, so a read would not
 	 * update the atime: when the next read must (relatime: the first read after a
@@ -110,14 +125,25 @@ void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv, off_
 		  struct fuse_file_info *fi)
 {
 	size_t size = fuse_buf_size(bufv);
-	ssize_t n = off < 0 ? -EINVAL : fs_write_from(ops_fs, ino, size, off, copy_bufvec, bufv);
+	struct fs_ctx c;
+	ssize_t n;
+
+	ops_ctx(req, &c);
+	/*
+	 * A write-back from the page cache (a mapping, or writeback_cache) has no writer to
+	 * judge: the kernel ran its rule when write(2) dirtied the pages, and the kernel's own
+	 * filesystems drop nothing for stores through a mapping.
+	 */
+	n = off < 0 ? -EINVAL
+		    : fs_write_from(ops_fs, fi->writepage ? NULL : &c, ino, size, off, copy_bufvec,
+				    bufv);
 
 	/* mount option sync: the data and the metadata that finds it are durable first */
 	if (n >= 0 && ops_fs->sync) {
-		int c = fs_fsync_file(ops_fs, ino);
+		int err = fs_fsync_file(ops_fs, ino);
 
-		if (c)
-			n = c;
+		if (err)
+			n = err;
 	}
 	if (n < 0)
 		fuse_reply_err(req, -n);
@@ -144,14 +170,16 @@ void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
 		  struct fuse_file_info *fi)
 {
+	struct fs_ctx c;
 	int ret;
 
+	ops_ctx(req, &c);
 	/* the kernel checks all of this first (vfs_fallocate); the daemon does not rely on it */
 	if (offset < 0 || length <= 0)
 		ret = -EINVAL;
 	else if (fi->fh == O_RDONLY + 1)
 		ret = -EBADF;
 	else
-		ret = ops_durable(fs_fallocate(ops_fs, ino, mode, offset, length), 0);
+		ret = ops_durable(fs_fallocate(ops_fs, &c, ino, mode, offset, length), 0);
 	fuse_reply_err(req, -ret);
 }

@@ -39,6 +39,7 @@ void ops_entry(fuse_req_t req, int ret, const struct stat *st)
 	}
 	memset(&e, 0, sizeof(e));
 	e.ino = st->st_ino;
+	e.generation = fs_generation(ops_fs, st->st_ino); /* held by the lookup just counted */
 	e.attr = *st;
 	e.attr_timeout = ops_opts.attr_timeout;
 	e.entry_timeout = ops_entry_timeout(st->st_mode);
@@ -88,8 +89,14 @@ void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		struct fuse_file_info *fi)
 {
+	struct fs_ctx c;
 	struct stat st;
-	int ret = ops_durable(fs_setattr(ops_fs, ino, attr, to_set, &st), 0);
+	int ret;
+
+	ops_ctx(req, &c);
+	/* libfuse drops FATTR_FH from to_set and passes @fi instead */
+	ret = ops_durable(fs_setattr(ops_fs, &c, ino, attr, to_set | (fi ? FUSE_SET_ATTR_FILE : 0),
+				     &st), 0);
 
 	if (ret)
 		fuse_reply_err(req, -ret);

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * ops-ioctl.c - the placement channel's FUSE ioctl handler: decode, call place.c, reply.
+ * ops-ioctl.c - FUSE ioctl handler: the placement channel (decode, call place.c, reply),
+ * and the inode flags of chattr(1) (FS_IOC_GETFLAGS, FS_IOC_SETFLAGS and their fsxattr
+ * forms, which the kernel sends for chattr, lsattr and xfs_io; engine in iflags.c).
  *
  * REGISTER and PLACE can take long (populating a large buffer, reading gigabytes) and are
  * run on the placement threads (placeq.h); the FUSE worker that received them is free at
@@ -10,6 +12,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,6 +76,58 @@ static int queue(fuse_req_t req, fuse_ino_t ino, const struct place_caller *c, u
 	return ret;
 }
 
+/*
+ * The inode flags. The kernel's fileattr code sends these itself, with a 4-byte int for
+ * the FLAGS pair (whatever the ioctl number says) and a struct fsxattr for the other;
+ * fsxattr carries the same two flags as FS_XFLAG_IMMUTABLE and FS_XFLAG_APPEND.
+ */
+static void iflags_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, const void *in_buf,
+			 size_t in_bufsz, size_t out_bufsz)
+{
+	struct fs_ctx c;
+	struct fsxattr fa;
+	uint32_t f = 0;
+	int ret;
+
+	switch (cmd) {
+	case FS_IOC_GETFLAGS:
+		ret = out_bufsz < sizeof(f) ? -EINVAL : fs_getflags(ops_fs, ino, &f);
+		reply(req, ret, &f, sizeof(f));
+		return;
+	case FS_IOC_FSGETXATTR:
+		ret = out_bufsz < sizeof(fa) ? -EINVAL : fs_getflags(ops_fs, ino, &f);
+		memset(&fa, 0, sizeof(fa));
+		fa.fsx_xflags = (f & FS_IMMUTABLE_FL ? FS_XFLAG_IMMUTABLE : 0) |
+				(f & FS_APPEND_FL ? FS_XFLAG_APPEND : 0);
+		reply(req, ret, &fa, sizeof(fa));
+		return;
+	case FS_IOC_SETFLAGS:
+		if (in_bufsz < sizeof(f)) {
+			fuse_reply_err(req, EINVAL);
+			return;
+		}
+		memcpy(&f, in_buf, sizeof(f));
+		break;
+	case FS_IOC_FSSETXATTR:
+		if (in_bufsz < sizeof(fa)) {
+			fuse_reply_err(req, EINVAL);
+			return;
+		}
+		memcpy(&fa, in_buf, sizeof(fa));
+		if (fa.fsx_extsize || fa.fsx_projid || fa.fsx_cowextsize ||
+		    (fa.fsx_xflags & ~(FS_XFLAG_IMMUTABLE | FS_XFLAG_APPEND))) {
+			fuse_reply_err(req, EOPNOTSUPP);
+			return;
+		}
+		f = (fa.fsx_xflags & FS_XFLAG_IMMUTABLE ? FS_IMMUTABLE_FL : 0) |
+		    (fa.fsx_xflags & FS_XFLAG_APPEND ? FS_APPEND_FL : 0);
+		break;
+	}
+	ops_ctx(req, &c);
+	ret = ops_durable(fs_setflags(ops_fs, &c, ino, f), 0);
+	reply(req, ret, NULL, 0);
+}
+
 void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 	      struct fuse_file_info *fi, unsigned flags, const void *in_buf, size_t in_bufsz,
 	      size_t out_bufsz)
@@ -90,6 +145,11 @@ void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 	}
 	if (cmd == DMAFS_IOC_MODE) {
 		remount_ioctl(req, ino, flags, in_buf, in_bufsz, out_bufsz);
+		return;
+	}
+	if (cmd == FS_IOC_GETFLAGS || cmd == FS_IOC_SETFLAGS || cmd == FS_IOC_FSGETXATTR ||
+	    cmd == FS_IOC_FSSETXATTR) {
+		iflags_ioctl(req, ino, cmd, in_buf, in_bufsz, out_bufsz);
 		return;
 	}
 	switch (cmd) {

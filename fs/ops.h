@@ -12,6 +12,7 @@
 struct dmafs_opts {
 	double attr_timeout, entry_timeout;
 	int wronly_direct; /* write-only opens bypass the kernel's page cache (ops-file.c) */
+	int writeback_cache; /* the kernel agreed to FUSE_CAP_WRITEBACK_CACHE */
 };
 
 extern struct fs *ops_fs;

@@ -274,7 +274,7 @@ want = [
     ("negative length", 0, 0, -1, errno.EINVAL),
     ("PUNCH_HOLE without KEEP_SIZE", 0x02, 0, 4096, errno.EOPNOTSUPP),
     ("COLLAPSE_RANGE", 0x08, 0, 4096, errno.EOPNOTSUPP),
-    ("ZERO_RANGE", 0x10, 0, 4096, errno.EOPNOTSUPP),
+    ("ZERO_RANGE with PUNCH_HOLE", 0x13, 0, 4096, errno.EOPNOTSUPP),
     ("INSERT_RANGE", 0x20, 0, 4096, errno.EOPNOTSUPP),
     ("UNSHARE_RANGE", 0x40, 0, 4096, errno.EOPNOTSUPP),
     ("past the largest file", 0, (1 << 60) - 4096, 8192, errno.EFBIG),

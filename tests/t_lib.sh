@@ -141,6 +141,24 @@ t_loops() {
 	T_MEMBERS=$(IFS=,; echo "${T_LOOPDEVS[*]}")
 }
 
+# t_xfs SIZE MNT - an xfs filesystem on a loop device over a sparse file in the work dir,
+# mounted on MNT: the kernel's own filesystem that dmafs is compared with. Skips without
+# mkfs.xfs or xfs in the kernel.
+t_xfs() {
+	local size=$1 mnt=$2 saved=("${T_LOOPDEVS[@]}") members=$T_MEMBERS dev
+	command -v mkfs.xfs >/dev/null || t_skip "mkfs.xfs not installed (Debian package xfsprogs)"
+	grep -qw xfs /proc/filesystems || modprobe xfs 2>/dev/null || true
+	grep -qw xfs /proc/filesystems || t_skip "the kernel has no xfs"
+	t_loops 1 "$size" xfs
+	dev=${T_LOOPDEVS[0]}
+	T_LOOPDEVS=("${saved[@]}")
+	T_MEMBERS=$members
+	mkfs.xfs -q -f "$dev" >/dev/null 2>&1 || t_fail "mkfs.xfs $dev failed"
+	mkdir -p "$mnt" || t_fail "mkdir $mnt"
+	mount -t xfs "$dev" "$mnt" || t_fail "mount -t xfs $dev $mnt failed"
+	t_register kmnt "$mnt"
+}
+
 # t_mkfs ARGS... - run mkfs.dmafs -q ARGS; fails the test if mkfs fails.
 t_mkfs() {
 	local out
@@ -316,8 +334,13 @@ t_cleanup() {
 	[ -f "$T_STATE" ] || exit $rc
 	# Unmount in reverse order of mounting.
 	while read -r kind val; do
-		[ "$kind" = mnt ] || continue
+		[ "$kind" = mnt ] || [ "$kind" = kmnt ] || continue
 		t_is_mounted "$val" || continue
+		if [ "$kind" = kmnt ]; then # a kernel filesystem (t_xfs), possibly under overlays
+			umount -R "$val" 2>/dev/null || umount -l "$val" 2>/dev/null ||
+				echo "[$T_NAME] cleanup: cannot unmount $val" >&2
+			continue
+		fi
 		fusermount3 -u "$val" 2>/dev/null || fusermount3 -u -z "$val" 2>/dev/null ||
 			umount -l "$val" 2>/dev/null ||
 			echo "[$T_NAME] cleanup: cannot unmount $val" >&2

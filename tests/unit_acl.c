@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* Description: POSIX ACL xattr values: validation of hostile input (no out-of-bounds reads, EINVAL), mode agreement, inheritance and chmod, in the engine too (setxattr, create, chmod, remount). */
+#include <linux/fs.h>
+
 #include "t_fs.h"
 
 #include <sys/xattr.h>
@@ -149,6 +151,13 @@ static uint32_t mode_of(struct fs *fs, uint64_t ino)
 	return st.st_mode;
 }
 
+/* The data of a write request at offset 0: t_write's pattern of seed 7. */
+static int copy_seed7(void *arg, char *dst, size_t size)
+{
+	t_fill(dst, size, 0, 7);
+	return 0;
+}
+
 static void test_engine(void)
 {
 	struct fs fs;
@@ -209,7 +218,7 @@ static void test_engine(void)
 	/* chmod rewrites the ACL's owner, mask and other */
 	memset(&st, 0, sizeof(st));
 	st.st_mode = 0604;
-	T_EQ(fs_setattr(&fs, g, &st, FUSE_SET_ATTR_MODE, &st), 0);
+	T_EQ(fs_setattr(&fs, NULL, g, &st, FUSE_SET_ATTR_MODE, &st), 0);
 	T_EQ(fs_getxattr(&fs, g, ACL_XATTR_ACCESS, got, sizeof(got)), (int)len);
 	T_EQ(perm_of(got, len, ACL_TAG_USER_OBJ), 6);
 	T_EQ(perm_of(got, len, ACL_TAG_MASK), 0);
@@ -221,7 +230,7 @@ static void test_engine(void)
 	T_EQ(fs_setxattr(&fs, &c, s, "security.selinux", "l", 1, 0), 0);
 	T_EQ(fs_setxattr(&fs, &c, s, "user.u", "x", 1, 0), -EPERM);
 	T_EQ(fs_setxattr(&fs, &c, g, "security.capability", "cap", 3, 0), 0);
-	T_EQ(t_write(&fs, g, 0, 4096, 7), 0);
+	T_EQ(fs_write_from(&fs, &c, g, 4096, 0, copy_seed7, NULL), 4096); /* a write request */
 	T_EQ(fs_getxattr(&fs, g, "security.capability", got, sizeof(got)), -ENODATA);
 
 	/* all of it after a crash (replayed from the log), then after a clean remount */
@@ -254,10 +263,52 @@ static void test_engine(void)
 	t_umount(&fs);
 }
 
+/*
+ * chattr +i: only a caller with CAP_LINUX_IMMUTABLE sets it (a caller /proc does not show
+ * has none), unknown flags are refused, the flag refuses changes and survives a crash.
+ */
+static void test_iflags(void)
+{
+	struct fs fs;
+	struct fs_ctx none = { .uid = 0, .gid = 0, .pid = 0 };
+	struct fs_ctx me = { .uid = 0, .gid = 0, .pid = getpid() };
+	struct stat st = { .st_mode = 0600 };
+	uint32_t fl = 0;
+	uint64_t f;
+
+	t_images(2, 128, NULL);
+	T_EQ(t_mount(&fs, 0), 0);
+	f = t_create(&fs, FMT_ROOT_INO, "f");
+	T_EQ(fs_setflags(&fs, &none, f, FS_IMMUTABLE_FL), -EPERM);
+	T_EQ(fs_setflags(&fs, &me, f, FS_IMMUTABLE_FL | FS_NOATIME_FL), -EOPNOTSUPP);
+	if (!acl_pid_capable(getpid(), ACL_CAP_LINUX_IMMUTABLE)) {
+		printf("unit_acl: no CAP_LINUX_IMMUTABLE: the rest of test_iflags is not run\n");
+		t_umount(&fs);
+		return;
+	}
+	T_EQ(fs_setflags(&fs, &me, f, FS_IMMUTABLE_FL), 0);
+	T_EQ(fs_fsync(&fs), 0);
+	t_crash(&fs);
+	T_EQ(t_mount(&fs, 0), 0);
+	f = t_lookup(&fs, FMT_ROOT_INO, "f");
+	T_EQ(fs_getflags(&fs, f, &fl), 0);
+	T_EQ(fl, FS_IMMUTABLE_FL);
+	T_EQ(fs_open(&fs, f, O_WRONLY), -EPERM);
+	T_EQ(fs_setattr(&fs, &me, f, &st, FUSE_SET_ATTR_MODE, &st), -EPERM);
+	T_EQ(fs_setxattr(&fs, &me, f, "user.x", "1", 1, 0), -EPERM);
+	T_EQ(fs_fallocate(&fs, &me, f, 0, 0, 4096), -EPERM);
+	T_EQ(fs_unlink(&fs, FMT_ROOT_INO, "f", 0), -EPERM);
+	T_EQ(fs_setflags(&fs, &none, f, 0), -EPERM);
+	T_EQ(fs_setflags(&fs, &me, f, 0), 0);
+	T_EQ(fs_unlink(&fs, FMT_ROOT_INO, "f", 0), 0);
+	t_umount(&fs);
+}
+
 int main(void)
 {
 	test_check();
 	test_mode();
 	test_engine();
+	test_iflags();
 	return t_done("unit_acl");
 }

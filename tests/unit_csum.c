@@ -293,9 +293,9 @@ static void test_truncate(void)
 	T_EQ(t_write(&fs, f, 0, 3 * K4, 9), 0);
 	T_EQ(fs_fsync(&fs), 0);
 	st.st_size = K4 + 100;
-	T_EQ(fs_setattr(&fs, f, &st, FUSE_SET_ATTR_SIZE, &st), 0);
+	T_EQ(fs_setattr(&fs, NULL, f, &st, FUSE_SET_ATTR_SIZE, &st), 0);
 	st.st_size = 3 * K4;
-	T_EQ(fs_setattr(&fs, f, &st, FUSE_SET_ATTR_SIZE, &st), 0);
+	T_EQ(fs_setattr(&fs, NULL, f, &st, FUSE_SET_ATTR_SIZE, &st), 0);
 	t_fill(want, K4 + 100, 0, 9);
 	T_EQ(fs_read(&fs, f, 0, 3 * K4, &got), 3 * K4);
 	T_CHECK(!memcmp(got, want, 3 * K4), "truncate down and up");
@@ -328,7 +328,7 @@ static void test_old_version(void)
 	}
 	fclose(f);
 	T_EQ(members_open(t_list, 1, &ms, err, sizeof(err)), -EPROTONOSUPPORT);
-	T_CHECK(strstr(err, "format version 1; this dmafs reads version 2 (made before data checksums)") != NULL,
+	T_CHECK(strstr(err, "format version 1; this dmafs reads version 3 (made before data checksums)") != NULL,
 		"message: %s", err);
 }
 

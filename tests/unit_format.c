@@ -51,9 +51,13 @@ static void test_sb(void)
 	sb.version = 1; /* v1 had no data checksums */
 	fmt_sb_encode(&sb, b);
 	T_EQ(fmt_sb_decode(b, &out), -EPROTONOSUPPORT);
-	sb.version = 3;
+	sb.version = FMT_VERSION + 1;
 	fmt_sb_encode(&sb, b);
 	T_EQ(fmt_sb_decode(b, &out), -EPROTONOSUPPORT);
+	sb.version = 2; /* version 2 is read (a read-write mount upgrades it) */
+	fmt_sb_encode(&sb, b);
+	T_EQ(fmt_sb_decode(b, &out), 0);
+	T_EQ(out.version, 2);
 	sb.version = FMT_VERSION;
 	sb.member_index = 4;
 	fmt_sb_encode(&sb, b);
@@ -94,6 +98,16 @@ static void test_headers(void)
 	T_EQ(ho.first_seq, 99);
 	T_EQ(ho.next_ino, 1234);
 	T_EQ(ho.snap_len, 4000);
+	T_EQ(ho.version, FMT_VERSION);
+	h.version = 2; /* a version 2 filesystem's log is written as one */
+	fmt_loghdr_encode(&h, b);
+	T_EQ(fmt_loghdr_decode(b, &ho), 0);
+	T_EQ(ho.version, 2);
+	h.version = FMT_VERSION + 1;
+	fmt_loghdr_encode(&h, b);
+	T_EQ(fmt_loghdr_decode(b, &ho), -EBADMSG);
+	h.version = 0;
+	fmt_loghdr_encode(&h, b);
 	b[40] ^= 1;
 	T_EQ(fmt_loghdr_decode(b, &ho), -EBADMSG);
 	memset(b, 0, sizeof(b));
@@ -172,6 +186,40 @@ static void test_records(void)
 	T_EQ(o.off, 8192);
 	T_EQ(o.plen, 3ull << 32);
 	T_EQ(fmt_rec_decode(b.p, b.len, &pos, &o), 0);
+
+	/*
+	 * INODE records: without generation and flags, version 2's 68-byte body (what a
+	 * version 2 filesystem holds and keeps); with them, version 3's 76 bytes.
+	 */
+	{
+		struct buf e = { 0 };
+
+		r = (struct fmt_rec){ .type = REC_INODE, .ino = 9, .a = { .mode = S_IFREG | 0600 } };
+		T_EQ(fmt_rec_encode(&e, &r), 0);
+		T_EQ(e.len, 6 + 68);
+		T_EQ(get_u32(e.p + 2), 68);
+		r.a.generation = 0xdeadbeef;
+		T_EQ(fmt_rec_encode(&e, &r), 0);
+		T_EQ(e.len, 2 * 6 + 68 + 76);
+		T_EQ(get_u32(e.p + 6 + 68 + 2), 76);
+		T_EQ(get_u32(e.p + 6 + 68 + 6 + 68), 0xdeadbeef);
+		pos = 0;
+		T_EQ(fmt_rec_decode(e.p, e.len, &pos, &o), 1);
+		T_EQ(o.a.generation, 0);
+		T_EQ(o.a.flags, 0);
+		T_EQ(fmt_rec_decode(e.p, e.len, &pos, &o), 1);
+		T_EQ(o.a.generation, 0xdeadbeef);
+		T_EQ(o.a.mode, S_IFREG | 0600);
+		/* flags this version does not define, and other body lengths, are refused */
+		put_u32(e.p + 6 + 68 + 6 + 72, 0x80000000u);
+		pos = 6 + 68;
+		T_EQ(fmt_rec_decode(e.p, e.len, &pos, &o), -EBADMSG);
+		put_u32(e.p + 6 + 68 + 6 + 72, 0);
+		put_u32(e.p + 6 + 68 + 2, 72);
+		pos = 6 + 68;
+		T_EQ(fmt_rec_decode(e.p, e.len, &pos, &o), -EBADMSG);
+		buf_free(&e);
+	}
 
 	/* encoder refuses what the decoder would refuse */
 	memset(longname, 'a', sizeof(longname));

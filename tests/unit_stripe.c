@@ -71,7 +71,7 @@ static void test_unaligned_holes_truncate(void)
 			uint64_t cut = t_rand(&seed) % fsize;
 			struct stat in = { .st_size = cut }, out;
 
-			T_EQ(fs_setattr(&fs, f, &in, FUSE_SET_ATTR_SIZE, &out), 0);
+			T_EQ(fs_setattr(&fs, NULL, f, &in, FUSE_SET_ATTR_SIZE, &out), 0);
 			memset(model + cut, 0, size - cut);
 			fsize = cut;
 		}

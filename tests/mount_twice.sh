@@ -1,0 +1,51 @@
+#!/bin/bash
+# Description: one filesystem mounted twice: the second dmafs (read-write or read-only,
+# members as image files or as loop devices) fails without mounting, and its message says
+# that a dmafs filesystem is served by one daemon, names the mount that has it and the
+# bind mount to use; that bind mount then shows the same files both ways.
+[ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
+. "$(dirname "$0")/t_lib.sh"
+t_require_root_fuse
+t_workdir
+
+# second MEMBERS M1 OPTS - a second mount of the filesystem mounted on M1 must fail so.
+second() {
+	local members=$1 m1=$2 opts=$3 m2=$T_WORK/second out rc
+	mkdir -p "$m2"
+	out=$("$DMAFS" ${opts:+-o "$opts"} "$members" "$m2" 2>&1)
+	rc=$?
+	t_is_mounted "$m2" && { t_register mnt "$m2"; t_fail "a second daemon mounted $members on $m2"; }
+	[ $rc != 0 ] || t_fail "second mount${opts:+ -o $opts} exited 0: $out"
+	case $out in
+	*"served by one daemon"*"mount --bind $m1 DIR"*) ;;
+	*) t_fail "second mount${opts:+ -o $opts}: the message does not say it plainly: $out" ;;
+	esac
+	case $out in *flock*) t_fail "the message still speaks of flock: $out" ;; esac
+	t_log "refused: $out"
+}
+
+t_log "image files"
+t_images 2 128M
+t_mkfs "${T_IMGS[@]}"
+M=$T_WORK/mnt
+t_mount "$T_MEMBERS" "$M"
+second "$T_MEMBERS" "$M" ""
+second "$T_MEMBERS" "$M" ro
+t_log "the bind mount it points to"
+B=$T_WORK/bind
+mkdir -p "$B"
+mount --bind "$M" "$B" || t_fail "mount --bind $M $B"
+t_register kmnt "$B"
+echo via-bind >"$B/f" && [ "$(cat "$M/f")" = via-bind ] || t_fail "a file written through the bind mount is not in the mount"
+echo via-mount >"$M/g" && [ "$(cat "$B/g")" = via-mount ] || t_fail "a file written through the mount is not in the bind mount"
+umount "$B" || t_fail "umount $B"
+t_umount "$M"
+
+t_log "loop devices"
+t_loops 2 128M
+t_mkfs "${T_LOOPDEVS[@]}"
+M2=$T_WORK/mnt2
+t_mount "$T_MEMBERS" "$M2"
+second "$T_MEMBERS" "$M2" ""
+t_umount "$M2"
+t_log "PASS"
