@@ -32,7 +32,7 @@ struct options {
 	char *mountpoint;
 	char *user; /* user=NAME from mount(8): recorded in utab, for umount(8) */
 	unsigned commit, threads, readahead_kb, staging_mb, writebehind_mb, copy_delay_us;
-	unsigned place_threads, reg_max, reg_max_user;
+	unsigned place_threads, place_queue, reg_max, reg_max_user;
 	char *reg_bytes, *reg_bytes_user;
 	int writeback, verify_place, wronly_cache, verbose, no_handles;
 	char *p2p, *gpu_setup;
@@ -56,6 +56,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("copy_delay_us=%u", copy_delay_us),
 	OPT("writebehind_mb=%u", writebehind_mb),
 	OPT("place_threads=%u", place_threads),
+	OPT("place_queue=%u", place_queue),
 	OPT("reg_max=%u", reg_max),
 	OPT("reg_max_user=%u", reg_max_user),
 	OPT("reg_bytes=%s", reg_bytes),
@@ -224,6 +225,7 @@ static void usage(FILE *f)
 		"  -o attr_timeout=S, entry_timeout=S   kernel cache timeouts (default 1)\n"
 		"  -o place_threads=N  threads that run registrations and placements, apart\n"
 		"                      from the FUSE workers (default: as many as threads)\n"
+		"  -o place_queue=N    requests of one user that may wait for them (default 256)\n"
 		"  -o reg_max=N, reg_max_user=N  registrations on the mount (default 8192) and\n"
 		"                      per user (default 4096)\n"
 		"  -o reg_bytes=SIZE, reg_bytes_user=SIZE  host buffer bytes registered on the\n"
@@ -836,8 +838,10 @@ int main(int argc, char *argv[])
 		o.threads = default_threads();
 	if (!o.place_threads)
 		o.place_threads = o.threads;
-	if (o.place_threads > 1024) {
-		fprintf(stderr, "dmafs: place_threads must be 1..1024\n");
+	if (!o.place_queue)
+		o.place_queue = PLACEQ_PER_USER;
+	if (o.place_threads > 1024 || o.place_queue > 65536) {
+		fprintf(stderr, "dmafs: place_threads must be 1..1024 and place_queue 1..65536\n");
 		return 1;
 	}
 	if (limits(&o, &lim))
@@ -957,7 +961,7 @@ int main(int argc, char *argv[])
 		log_err("cannot start the placement service");
 		goto out_unmount;
 	}
-	if ((ret = placeq_start(o.place_threads, PLACEQ_PER_USER))) {
+	if ((ret = placeq_start(o.place_threads, o.place_queue))) {
 		log_err("cannot start the placement threads: %s", strerror(-ret));
 		ret = 1;
 		goto out_unmount;

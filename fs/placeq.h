@@ -17,8 +17,8 @@ struct placeq_job {
 	void (*run)(struct placeq_job *j);
 };
 
-/* Requests of one user that may wait at a time (-EAGAIN beyond): a queued placement
- * holds its 12 KiB request in the daemon. */
+/* Requests of one user that may wait at a time by default (-EAGAIN beyond; mount option
+ * place_queue): a queued placement holds its 12 KiB request in the daemon. */
 #define PLACEQ_PER_USER 256
 
 /* Start @threads threads; at most @per_user requests of one user wait at a time.

@@ -172,7 +172,7 @@ int dmafs_session_caps(struct dmafs_session *s, struct dmafs_caps *caps);
  *   -EDQUOT    the daemon's per-user registration limit is reached (mount options
  *              reg_max_user, reg_bytes_user)
  *   -ENOSPC    the mount's registration limit is reached (reg_max, reg_bytes)
- *   -EAGAIN    256 requests of this user are waiting in the daemon: try again
+ *   -EAGAIN    place_queue (256) requests of this user wait in the daemon: try again
  *   -ENOMEM    out of memory (here or in the daemon)
  *   -ENOTCONN  the daemon is gone
  * @see dmafs_buf_unregister
@@ -199,7 +199,7 @@ int dmafs_buf_register_hip(struct dmafs_session *s, void *devptr, size_t size, i
  *   -EDQUOT    the daemon's per-user registration limit is reached (mount options
  *              reg_max_user, reg_bytes_user)
  *   -ENOSPC    the mount's registration limit is reached (reg_max, reg_bytes)
- *   -EAGAIN    256 requests of this user are waiting in the daemon: try again
+ *   -EAGAIN    place_queue (256) requests of this user wait in the daemon: try again
  *   -EMFILE    this process is out of descriptors (memfd_create)
  *   -ENFILE    the system is out of descriptors
  *   -ENOTCONN  the daemon is gone
@@ -252,7 +252,7 @@ int dmafs_buf_unregister(struct dmafs_buf *b);
  *              checksum; the daemon logs member and offset
  *   -ENODEV    the GPU copy failed
  *   -EFAULT    the host buffer's memory was taken away (its memfd truncated) meanwhile
- *   -EAGAIN    256 requests of this user are waiting in the daemon: try again
+ *   -EAGAIN    place_queue (256) requests of this user wait in the daemon: try again
  *   -ENOMEM    out of memory
  *   -ENOTCONN  the daemon is gone
  * After an error some extents may have been placed: ext[i].length is updated for every

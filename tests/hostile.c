@@ -996,7 +996,7 @@ static void *queue_main(void *arg)
 /*
  * queue IOCFILE NTHREADS MIB STARTFILE: NTHREADS threads of one process place the same
  * MIB MiB of IOCFILE into one buffer at once, far more than the daemon's placement threads
- * run: beyond 256 waiting requests of one user the daemon must answer EAGAIN. Every
+ * run: beyond place_queue waiting requests of one user the daemon must answer EAGAIN. Every
  * answer must be 0 or EAGAIN, and the buffer must hold the file's bytes. STARTFILE is
  * created when the threads are let go (the shell times root's reads meanwhile).
  */
