@@ -819,13 +819,15 @@ ssize_t fs_write_from(struct fs *fs, const struct fs_ctx *c, uint64_t ino_nr, si
 	if (ino) { /* something fs_killpriv may take away: a bit, or an xattr */
 		priv = (ino->a.mode & (S_ISUID | S_ISGID)) || ino->xattrs;
 		/*
-		 * An append-only file takes data only at its end. The kernel sends O_APPEND
+		 * An immutable file takes no data at all, also through a descriptor opened
+		 * before it became immutable: xfs lets write(2) through one, but refuses
+		 * copy_file_range(2) into it, and the kernel sends both to us as writes. An
+		 * append-only file takes data only at its end: the kernel sends O_APPEND
 		 * writes there; a descriptor whose O_APPEND was cleared (F_SETFL, which the
 		 * kernel cannot refuse: it does not see the flag) or a mapping would not.
-		 * (An immutable file's descriptors opened for writing before it became
-		 * immutable keep writing, as on xfs.)
 		 */
-		if (fs_append(ino) && off != MAX(ino->a.size, wback_size(ino)))
+		if (fs_immutable(ino) ||
+		    (fs_append(ino) && off != MAX(ino->a.size, wback_size(ino))))
 			priv = -EPERM;
 	}
 	pthread_mutex_unlock(&fs->meta.lock);

@@ -816,9 +816,9 @@ static struct inode *wait_written(struct fs *fs, uint64_t ino, int take_err, int
 
 /*
  * may_setattr() and do_truncate() for an immutable or append-only inode: mode, owner and
- * explicit times never change; the immutable one's times not even to now (ATTR_TOUCH), nor
- * its size, except through a descriptor opened for writing before it became immutable
- * (ftruncate, which sends FILE); the append-only one's size never. Locked.
+ * explicit times never change; the immutable one's times not even to now (ATTR_TOUCH);
+ * the size of neither. (xfs lets ftruncate(2) through a descriptor opened before the file
+ * became immutable change it; dmafs does not, as it refuses writes through one.) Locked.
  */
 static int setattr_forbidden(const struct inode *i, int valid)
 {
@@ -830,11 +830,9 @@ static int setattr_forbidden(const struct inode *i, int valid)
 		return 0;
 	if ((valid & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) || explicit_times)
 		return -EPERM;
-	if (fs_append(i))
-		return valid & FUSE_SET_ATTR_SIZE ? -EPERM : 0;
 	if (valid & FUSE_SET_ATTR_SIZE)
-		return valid & FUSE_SET_ATTR_FILE ? 0 : -EPERM;
-	return times ? -EPERM : 0;
+		return -EPERM;
+	return fs_immutable(i) && times ? -EPERM : 0;
 }
 
 int fs_setattr(struct fs *fs, const struct fs_ctx *c, uint64_t ino, const struct stat *in,

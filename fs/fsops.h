@@ -133,8 +133,7 @@ int fs_unlink(struct fs *fs, uint64_t parent, const char *name, int rmdir);
 int fs_rename(struct fs *fs, const struct fs_ctx *c, uint64_t parent, const char *name,
 	      uint64_t newparent, const char *newname, unsigned flags);
 /*
- * @valid uses FUSE_SET_ATTR_* bits (FUSE_SET_ATTR_FILE: through an open file, as
- * ftruncate). A size change or a change of owner or group by @c
+ * @valid uses FUSE_SET_ATTR_* bits. A size change or a change of owner or group by @c
  * drops set-user-ID and set-group-ID as fs_killpriv_bits() says (@c NULL: nothing is
  * dropped), and the file's capabilities.
  */

@@ -94,9 +94,7 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 	int ret;
 
 	ops_ctx(req, &c);
-	/* libfuse drops FATTR_FH from to_set and passes @fi instead */
-	ret = ops_durable(fs_setattr(ops_fs, &c, ino, attr, to_set | (fi ? FUSE_SET_ATTR_FILE : 0),
-				     &st), 0);
+	ret = ops_durable(fs_setattr(ops_fs, &c, ino, attr, to_set, &st), 0);
 
 	if (ret)
 		fuse_reply_err(req, -ret);
