@@ -276,6 +276,7 @@ static void test_iflags(void)
 	uint32_t fl = 0;
 	uint64_t f;
 
+	t_rmdir(); /* test_engine's images */
 	t_images(2, 128, NULL);
 	T_EQ(t_mount(&fs, 0), 0);
 	f = t_create(&fs, FMT_ROOT_INO, "f");
