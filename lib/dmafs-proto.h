@@ -102,6 +102,30 @@ struct dmafs_ioc_place {
 #define DMAFS_IOC_UNREGISTER _IOW(DMAFS_IOC_MAGIC, 3, struct dmafs_ioc_unregister)
 #define DMAFS_IOC_PLACE _IOWR(DMAFS_IOC_MAGIC, 4, struct dmafs_ioc_place)
 
+/*
+ * DMAFS_IOC_MODE: the daemon's half of `mount -o remount` (dmafs --remount sends it after
+ * mount(2) MS_REMOUNT). Only on the mount's root directory, only by uid 0 with
+ * CAP_SYS_ADMIN; going read-only needs the kernel mount read-only first (EBUSY in status).
+ */
+#define DMAFS_MODE_RO 1u	 /* read-only (else read-write) */
+#define DMAFS_MODE_NODIRATIME 2u /* no atime updates for directories */
+#define DMAFS_MODE_SYNC 4u	 /* every change committed before it returns */
+#define DMAFS_MODE_DIRSYNC 8u	 /* every directory change is */
+/* dmafs_ioc_mode.atime */
+#define DMAFS_ATIME_RELATIME 0u
+#define DMAFS_ATIME_STRICT 1u
+#define DMAFS_ATIME_NEVER 2u
+
+struct dmafs_ioc_mode {
+	uint32_t flags;	 /* in: DMAFS_MODE_* */
+	uint32_t atime;	 /* in: DMAFS_ATIME_* */
+	int32_t status;	 /* out: 0 or -errno */
+	uint32_t reserved;
+	char msg[256];	 /* out: why it failed */
+};
+
+#define DMAFS_IOC_MODE _IOWR(DMAFS_IOC_MAGIC, 16, struct dmafs_ioc_mode)
+
 _Static_assert(sizeof(struct dmafs_ioc_place) < 16384, "restricted FUSE ioctl limit");
 _Static_assert(sizeof(struct dmafs_ioc_info) < 16384, "restricted FUSE ioctl limit");
 

@@ -39,10 +39,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "format.h"
-#include "meta.h"
-#include "place.h"
-#include "util.h"
+#include "format/format.h"
+#include "store/meta.h"
+#include "place/place.h"
+#include "util/util.h"
 
 /* Driver -k: count broken invariants and go on instead of aborting (sanitizer reports
  * still abort). */

@@ -49,12 +49,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "alloc.h"
-#include "format.h"
-#include "journal.h"
-#include "member.h"
-#include "meta.h"
-#include "util.h"
+#include "store/alloc.h"
+#include "format/format.h"
+#include "store/journal.h"
+#include "io/member.h"
+#include "store/meta.h"
+#include "util/util.h"
 
 #define MAXM 4		  /* members given to a fuzzed mount */
 #define MAXREC 1024	  /* records in one list (snapshot or batch payload) */

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fsops.h"
+#include "engine/engine.h"
 #include "t_unit.h"
 
 static char t_dir[256];

@@ -6,7 +6,7 @@
 
 #include <sys/xattr.h>
 
-#include "acl.h"
+#include "engine/acl.h"
 
 #define UND 0xffffffffu
 

@@ -3,7 +3,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "alloc.h"
+#include "store/alloc.h"
 #include "t_unit.h"
 
 #define B DMAFS_BLOCK

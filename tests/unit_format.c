@@ -4,7 +4,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "format.h"
+#include "format/format.h"
 #include "t_unit.h"
 
 static void test_sb(void)

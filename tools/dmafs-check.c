@@ -28,9 +28,9 @@
 
 #include "json.h"
 #include "libdmafs-int.h"
-#include "mountrec.h"
-#include "scan.h"
-#include "util.h"
+#include "util/mountrec.h"
+#include "io/scan.h"
+#include "util/util.h"
 
 enum { EXIT_OK = 0, EXIT_MISSING = 1, EXIT_ERR = 2 };
 

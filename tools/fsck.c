@@ -17,11 +17,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "alloc.h"
-#include "journal.h"
-#include "member.h"
-#include "meta.h"
-#include "uring.h"
+#include "store/alloc.h"
+#include "store/journal.h"
+#include "io/member.h"
+#include "store/meta.h"
+#include "io/uring.h"
 
 static int repair, quiet, tty;
 static unsigned errors, fixed;

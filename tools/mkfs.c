@@ -10,9 +10,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "format.h"
-#include "journal.h"
-#include "member.h"
+#include "format/format.h"
+#include "store/journal.h"
+#include "io/member.h"
 
 static void usage(FILE *f)
 {

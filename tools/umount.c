@@ -36,8 +36,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "mountrec.h"
-#include "utab.h"
+#include "util/mountrec.h"
+#include "daemon/utab.h"
 
 /* Exit codes: umount(8) passes them on. 1 and 32 mean what they mean for mount(8). */
 #define EX_USAGE 1	 /* bad invocation or not permitted */

@@ -1,0 +1,338 @@
+// SPDX-License-Identifier: MIT
+/* options.c - the daemon's command line: parsing, defaults, and the checks of each value. */
+#include "daemon/options.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <sched.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/engine.h"
+#include "place/pipeline.h"
+#include "place/placeq.h"
+
+#define THREADS_AUTO UINT_MAX
+
+enum {
+	KEY_DISCARD, KEY_RO, KEY_RW, KEY_HELP, KEY_VERSION, KEY_FG, KEY_DEBUG,
+	KEY_NOATIME, KEY_ATIME, KEY_RELATIME, KEY_STRICTATIME, KEY_NOSTRICTATIME,
+	KEY_NODIRATIME, KEY_DIRATIME, KEY_SYNC, KEY_ASYNC, KEY_DIRSYNC, KEY_USER_MOUNT
+};
+
+#define OPT(t, p) { t, offsetof(struct options, p), 1 }
+static const struct fuse_opt opt_spec[] = {
+	OPT("commit=%u", commit),
+	OPT("threads=%u", threads),
+	OPT("readahead_kb=%u", readahead_kb),
+	OPT("staging_mb=%u", staging_mb),
+	OPT("copy_delay_us=%u", copy_delay_us),
+	OPT("writebehind_mb=%u", writebehind_mb),
+	OPT("place_threads=%u", place_threads),
+	OPT("place_queue=%u", place_queue),
+	OPT("reg_max=%u", reg_max),
+	OPT("reg_max_user=%u", reg_max_user),
+	OPT("reg_bytes=%s", reg_bytes),
+	OPT("reg_bytes_user=%s", reg_bytes_user),
+	OPT("p2p=%s", p2p),
+	OPT("gpu_setup=%s", gpu_setup),
+	OPT("user=%s", user),
+	OPT("writeback_cache", writeback),
+	OPT("verify_place", verify_place),
+	OPT("wronly_cache", wronly_cache),
+	OPT("no_handles", no_handles),
+	OPT("verbose", verbose),
+	FUSE_OPT_KEY("ro", KEY_RO),
+	FUSE_OPT_KEY("rw", KEY_RW),
+	FUSE_OPT_KEY("-f", KEY_FG),
+	FUSE_OPT_KEY("-d", KEY_DEBUG),
+	FUSE_OPT_KEY("debug", KEY_DEBUG),
+	FUSE_OPT_KEY("-h", KEY_HELP),
+	FUSE_OPT_KEY("--help", KEY_HELP),
+	FUSE_OPT_KEY("-V", KEY_VERSION),
+	FUSE_OPT_KEY("--version", KEY_VERSION),
+	/* words fstab and mount(8) pass that mean nothing to a FUSE mount here */
+	FUSE_OPT_KEY("defaults", KEY_DISCARD),
+	FUSE_OPT_KEY("auto", KEY_DISCARD),
+	FUSE_OPT_KEY("noauto", KEY_DISCARD),
+	FUSE_OPT_KEY("user", KEY_USER_MOUNT),
+	FUSE_OPT_KEY("nouser", KEY_DISCARD),
+	FUSE_OPT_KEY("users", KEY_USER_MOUNT),
+	FUSE_OPT_KEY("owner", KEY_USER_MOUNT),
+	FUSE_OPT_KEY("group", KEY_USER_MOUNT),
+	FUSE_OPT_KEY("nofail", KEY_DISCARD),
+	FUSE_OPT_KEY("_netdev", KEY_DISCARD),
+	/* access times: the daemon keeps them (the kernel leaves a FUSE inode's atime alone) */
+	FUSE_OPT_KEY("atime", KEY_ATIME),
+	FUSE_OPT_KEY("noatime", KEY_NOATIME),
+	FUSE_OPT_KEY("relatime", KEY_RELATIME),
+	FUSE_OPT_KEY("norelatime", KEY_DISCARD), /* relatime stays, as in mount(2) */
+	FUSE_OPT_KEY("strictatime", KEY_STRICTATIME),
+	FUSE_OPT_KEY("nostrictatime", KEY_NOSTRICTATIME),
+	FUSE_OPT_KEY("nodiratime", KEY_NODIRATIME),
+	FUSE_OPT_KEY("diratime", KEY_DIRATIME),
+	FUSE_OPT_KEY("lazytime", KEY_DISCARD), /* atime changes always wait for a commit */
+	FUSE_OPT_KEY("nolazytime", KEY_DISCARD),
+	/* the daemon acts on these; libfuse passes them on as kernel mount flags too */
+	FUSE_OPT_KEY("sync", KEY_SYNC),
+	FUSE_OPT_KEY("async", KEY_ASYNC),
+	FUSE_OPT_KEY("dirsync", KEY_DIRSYNC),
+	FUSE_OPT_KEY("default_permissions", KEY_DISCARD), /* always on */
+	FUSE_OPT_END
+};
+
+static int opt_proc(void *data, const char *arg, int key, struct fuse_args *out)
+{
+	struct options *o = data;
+
+	switch (key) {
+	case KEY_DISCARD:
+		return 0;
+	case KEY_USER_MOUNT:
+		o->user_mount = 1;
+		return 0;
+	case KEY_ATIME: /* undoes noatime */
+		if (o->atime == FS_ATIME_NEVER)
+			o->atime = FS_ATIME_RELATIME;
+		return 0;
+	case KEY_NOATIME:
+		o->atime = FS_ATIME_NEVER;
+		return 0;
+	case KEY_RELATIME:
+		o->atime = FS_ATIME_RELATIME;
+		return 0;
+	case KEY_STRICTATIME:
+		o->atime = FS_ATIME_STRICT;
+		return 0;
+	case KEY_NOSTRICTATIME:
+		if (o->atime == FS_ATIME_STRICT)
+			o->atime = FS_ATIME_RELATIME;
+		return 0;
+	case KEY_NODIRATIME:
+		o->nodiratime = 1;
+		return 0;
+	case KEY_DIRATIME:
+		o->nodiratime = 0;
+		return 0;
+	case KEY_SYNC:
+		o->sync = 1;
+		return 1;
+	case KEY_ASYNC:
+		o->sync = 0;
+		return 1;
+	case KEY_DIRSYNC:
+		o->dirsync = 1;
+		return 1;
+	case KEY_RO:
+		o->ro = 1;
+		return 1; /* also a kernel mount option */
+	case KEY_RW:
+		o->ro = 0;
+		return 0;
+	case KEY_FG:
+		o->foreground = 1;
+		return 0;
+	case KEY_DEBUG:
+		o->debug = o->foreground = 1;
+		return 0;
+	case KEY_HELP:
+		o->help = 1;
+		return 0;
+	case KEY_VERSION:
+		o->version = 1;
+		return 0;
+	case FUSE_OPT_KEY_NONOPT:
+		if (!o->members) {
+			o->members = strdup(arg);
+			return 0;
+		}
+		if (!o->mountpoint) {
+			o->mountpoint = realpath(arg, NULL);
+			if (!o->mountpoint) {
+				fprintf(stderr, "dmafs: mount point %s: %s\n", arg, strerror(errno));
+				return -1;
+			}
+			return 0;
+		}
+		fprintf(stderr, "dmafs: unexpected argument '%s'\n", arg);
+		return -1;
+	case FUSE_OPT_KEY_OPT:
+		if (!strncmp(arg, "attr_timeout=", 13)) {
+			o->attr_timeout = atof(arg + 13);
+			return 0;
+		}
+		if (!strncmp(arg, "entry_timeout=", 14)) {
+			o->entry_timeout = atof(arg + 14);
+			return 0;
+		}
+		return 1;
+	}
+	return 1;
+}
+
+void options_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: dmafs [-f] [-d] [-o OPTION[,OPTION...]] MEMBER[,MEMBER...] MOUNTPOINT\n"
+		"       dmafs [-f] [-d] [-o OPTION[,OPTION...]] LABEL=LABEL|UUID=UUID MOUNTPOINT\n"
+		"\n"
+		"Mount the dmafs filesystem made of MEMBERs (in order) at MOUNTPOINT, or the one\n"
+		"with that label or UUID, its members found on the block devices (also spelled\n"
+		"dmafs:LABEL=LABEL and dmafs:UUID=UUID, which mount(8) and fstab pass on as they are).\n"
+		"  -f                  stay in the foreground\n"
+		"  -d                  debug output (implies -f)\n"
+		"  -o ro               read-only\n"
+		"  -o allow_other      let other users access the mount\n"
+		"  -o commit=SECONDS   metadata commit interval (default 5)\n"
+		"  -o threads=N        FUSE worker threads (default: 2 per CPU, 4 to 16)\n"
+		"  -o readahead_kb=N   kernel readahead on the mount (default 16384)\n"
+		"  -o staging_mb=N     pinned staging memory per GPU for placements (default 64)\n"
+		"  -o copy_delay_us=N  a staged piece waits N us before its copy to the GPU\n"
+		"                      (default 300; 0: at once)\n"
+		"  -o gpu_setup=mount|first_use  set up every GPU's staging in the background\n"
+		"                      at mount (default), or at its first placement\n"
+		"  -o p2p=auto|off|force  cuFile direct path: when nvidia-fs is loaded (auto),\n"
+		"                      never, or always (testing: cuFile compatibility mode)\n"
+		"  -o attr_timeout=S, entry_timeout=S   kernel cache timeouts (default 1)\n"
+		"  -o place_threads=N  threads that run registrations and placements, apart\n"
+		"                      from the FUSE workers (default: as many as threads)\n"
+		"  -o place_queue=N    requests of one user that may wait for them (default 256)\n"
+		"  -o reg_max=N, reg_max_user=N  registrations on the mount (default 8192) and\n"
+		"                      per user (default 4096)\n"
+		"  -o reg_bytes=SIZE, reg_bytes_user=SIZE  host buffer bytes registered on the\n"
+		"                      mount (default twice the RAM) and per user (default the RAM)\n"
+		"  -o verify_place     placements check every block's checksum too, in host\n"
+		"                      memory (costs CPU; the GPU direct path is not used)\n"
+		"  -o writebehind_mb=N memory for writes accepted before they reach the members\n"
+		"                      (default 256; 0: every write waits for its members)\n"
+		"  -o verbose          log the daemon's own debugging messages (placement\n"
+		"                      pipeline statistics among them) without -d's trace\n"
+		"  -o wronly_cache     write-only opens go through the kernel's page cache too\n"
+		"                      (by default they bypass it: one copy fewer per write)\n"
+		"  -o writeback_cache  let the kernel batch writes in its page cache (faster\n"
+		"                      buffered writes; unsynced data dies with the daemon)\n"
+		"  -o no_handles       file handles of inodes the kernel has cached only (for\n"
+		"                      an overlayfs lower layer; see dmafs(8))\n"
+		"  -o fsname=NAME      source shown in /proc/mounts\n"
+		"  -o user=NAME        the user mount(8) mounts for: recorded in\n"
+		"                      /run/mount/utab, where umount(8) looks for it\n"
+		"  -o relatime|strictatime|noatime, nodiratime  when reads update access\n"
+		"                      times (default relatime)\n"
+		"  -o sync, dirsync    every change (sync) or every directory change (dirsync)\n"
+		"                      is committed to the members before it returns\n"
+		"  -o nosuid, nodev, noexec, dev, suid, exec  kernel mount flags (root's mounts\n"
+		"                      are suid,dev, as a kernel filesystem's; mounts by other\n"
+		"                      users and with user, users, owner, group are nosuid,nodev)\n"
+		"\n"
+		"dmafs --remount [-v] -o OPTIONS MOUNTPOINT  (run by mount -o remount through\n"
+		"mount.dmafs) changes ro/rw and the options above of a running mount.\n"
+		"See dmafs(8).\n");
+}
+
+
+/* FUSE worker threads when threads= is not given: two per CPU this process may run on
+ * (one works while the other waits for its member reads), at least 4 and at most 16
+ * (dmafs(8) gives the measurements behind the bounds). */
+static unsigned default_threads(void)
+{
+	cpu_set_t set;
+	long n = 0;
+
+	if (sched_getaffinity(0, sizeof(set), &set) == 0)
+		n = CPU_COUNT(&set);
+	if (n <= 0)
+		n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n <= 2 ? 4 : n >= 8 ? 16 : (unsigned)(2 * n);
+}
+
+/* @s up to @end (or its end when NULL) with control characters and backslashes escaped. */
+static void put_escaped(FILE *f, const char *s, const char *end)
+{
+	for (const unsigned char *c = (const unsigned char *)s; *c && (!end || c < (const unsigned char *)end); c++) {
+		if (*c == '\n')
+			fputs("\\n", f);
+		else if (*c == '\t')
+			fputs("\\t", f);
+		else if (*c == '\\')
+			fputs("\\\\", f);
+		else if (*c < 0x20 || *c == 0x7f)
+			fprintf(f, "\\x%02x", *c);
+		else
+			fputc(*c, f);
+	}
+}
+
+/*
+ * A control character (0x01-0x1f, 0x7f) in an argument would split a line of a log or of
+ * the mount table, or reach a terminal as an escape sequence: refuse it before anything
+ * runs, naming the option (one comma-separated piece of a -o argument) or the argument.
+ * mount.dmafs refuses the same. Returns 0 or 1 (refused, said on stderr).
+ */
+int options_refuse_control(int argc, char *argv[])
+{
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *c = a, *start, *end;
+		int opt = i > 1 && !strcmp(argv[i - 1], "-o");
+
+		while (*c && (unsigned char)*c >= 0x20 && *c != 0x7f)
+			c++;
+		if (!*c)
+			continue;
+		if (!strncmp(a, "-o", 2) && a[2])
+			a += 2, opt = 1;
+		start = a;
+		end = NULL;
+		if (opt) {
+			/* the comma-separated piece with the character in it */
+			for (const char *p = a; p < c; p++)
+				if (*p == ',')
+					start = p + 1;
+			end = strchr(c, ',');
+		}
+		fprintf(stderr, "dmafs: %s \"", opt ? "option" : "argument");
+		put_escaped(stderr, start, end);
+		fprintf(stderr, "\" contains a control character: refused\n");
+		return 1;
+	}
+	return 0;
+}
+
+int options_parse(struct options *o, struct fuse_args *args)
+{
+	*o = (struct options){ .commit = 5, .threads = THREADS_AUTO, .readahead_kb = 16384,
+			       .staging_mb = 64, .copy_delay_us = PIPELINE_COPY_DELAY_US,
+			       .writebehind_mb = 256, .attr_timeout = 1.0, .entry_timeout = 1.0 };
+	return fuse_opt_parse(args, o, opt_spec, opt_proc) == -1 ? -1 : 0;
+}
+
+int options_check(struct options *o)
+{
+	if (o->threads == THREADS_AUTO)
+		o->threads = default_threads();
+	if (!o->place_threads)
+		o->place_threads = o->threads;
+	if (!o->place_queue)
+		o->place_queue = PLACEQ_PER_USER;
+	if (o->place_threads > 1024 || o->place_queue > 65536) {
+		fprintf(stderr, "dmafs: place_threads must be 1..1024 and place_queue 1..65536\n");
+		return -1;
+	}
+	if (o->threads < 1 || o->threads > 1024 || o->commit < 1 || o->commit > 3600 ||
+	    o->staging_mb < 4 || o->staging_mb > 65536 || o->writebehind_mb > 65536 ||
+	    o->copy_delay_us > 100000) {
+		fprintf(stderr, "dmafs: threads must be 1..1024, commit 1..3600 seconds, staging_mb 4..65536, writebehind_mb 0..65536, copy_delay_us 0..100000\n");
+		return -1;
+	}
+	if (o->p2p && strcmp(o->p2p, "auto") && strcmp(o->p2p, "off") && strcmp(o->p2p, "force")) {
+		fprintf(stderr, "dmafs: p2p=%s: want auto, off or force\n", o->p2p);
+		return -1;
+	}
+	if (o->gpu_setup && strcmp(o->gpu_setup, "mount") && strcmp(o->gpu_setup, "first_use")) {
+		fprintf(stderr, "dmafs: gpu_setup=%s: want mount or first_use\n", o->gpu_setup);
+		return -1;
+	}
+	return 0;
+}

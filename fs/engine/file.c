@@ -1,0 +1,162 @@
+// SPDX-License-Identifier: MIT
+/* file.c - open files and their data: open, read, write, flush, release, fsync, above write-behind. */
+#include "engine/engine.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include "engine/internal.h"
+#include "engine/wback.h"
+
+int fs_open(struct fs *fs, uint64_t ino, int flags)
+{
+	struct inode *i;
+	int ret = 0;
+
+	pthread_mutex_lock(&fs->meta.lock);
+	i = meta_iget(&fs->meta, ino);
+	if (!i)
+		ret = -ENOENT;
+	else if (i->dir && (flags & O_ACCMODE) != O_RDONLY)
+		ret = -EISDIR;
+	else if (fs->ro && (flags & O_ACCMODE) != O_RDONLY)
+		ret = -EROFS;
+	/* may_open(): no writing an immutable file, and only appending to an append-only one */
+	else if (fs_immutable(i) && ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC)))
+		ret = -EPERM;
+	else if (fs_append(i) && (((flags & O_ACCMODE) != O_RDONLY && !(flags & O_APPEND)) ||
+				  (flags & O_TRUNC)))
+		ret = -EPERM;
+	else
+		i->nopen++;
+	pthread_mutex_unlock(&fs->meta.lock);
+	return ret;
+}
+
+void fs_release(struct fs *fs, uint64_t ino)
+{
+	struct inode *i;
+	int err;
+
+	/* FLUSH reported any error; a file closed without it (mmap) still gets its data out */
+	fs_wait_written(fs, ino, 1, &err);
+	pthread_mutex_lock(&fs->meta.lock);
+	i = meta_iget(&fs->meta, ino);
+	if (i && i->nopen) {
+		i->nopen--;
+		if (!i->nopen)
+			wback_forget(fs, i);
+		rec_maybe_drop(fs, i);
+	}
+	pthread_mutex_unlock(&fs->meta.lock);
+}
+
+int fs_flush(struct fs *fs, uint64_t ino)
+{
+	int err;
+
+	fs_wait_written(fs, ino, 1, &err);
+	return err;
+}
+
+int fs_fsync_file(struct fs *fs, uint64_t ino)
+{
+	int err, ret;
+
+	fs_wait_written(fs, ino, 1, &err);
+	ret = journal_commit(&fs->j);
+	return err ? err : ret;
+}
+
+ssize_t fs_read(struct fs *fs, uint64_t ino_nr, uint64_t off, size_t size, const char **data)
+{
+	struct inode *ino;
+	uint64_t a, b, end;
+	char *buf;
+	int ret;
+
+	pthread_mutex_lock(&fs->meta.lock);
+	ino = meta_iget(&fs->meta, ino_nr);
+	pthread_mutex_unlock(&fs->meta.lock);
+	if (!ino)
+		return -ENOENT;
+	if (!S_ISREG(ino->a.mode))
+		return -EINVAL;
+	wback_wait(fs, ino, 0); /* reads see what was written */
+	pthread_rwlock_rdlock(&ino->iolock);
+	end = MIN(off + size, ino->a.size);
+	if (off >= end) {
+		pthread_rwlock_unlock(&ino->iolock);
+		return 0;
+	}
+	a = ALIGN_DOWN(off, DMAFS_BLOCK);
+	b = ALIGN_UP(end, DMAFS_BLOCK);
+	buf = fs_thread_buf(0, b - a);
+	if (!buf) {
+		pthread_rwlock_unlock(&ino->iolock);
+		return -ENOMEM;
+	}
+	ret = fs_read_blocks(fs, ino, buf, a, b, 1);
+	pthread_rwlock_unlock(&ino->iolock);
+	if (ret)
+		return ret;
+	*data = buf + (off - a);
+	return end - off;
+}
+
+static int copy_mem(void *arg, char *dst, size_t size)
+{
+	memcpy(dst, arg, size);
+	return 0;
+}
+
+ssize_t fs_write(struct fs *fs, uint64_t ino_nr, const char *data, size_t size, uint64_t off)
+{
+	return fs_write_from(fs, NULL, ino_nr, size, off, copy_mem, (void *)data);
+}
+
+ssize_t fs_write_from(struct fs *fs, const struct fs_ctx *c, uint64_t ino_nr, size_t size,
+		      uint64_t off, int (*copy)(void *arg, char *dst, size_t size), void *arg)
+{
+	struct inode *ino;
+	int priv = 0;
+
+	if (fs->ro)
+		return -EROFS;
+	if (size == 0)
+		return 0;
+	if (off + size < off || off + size > (1ull << 60))
+		return -EFBIG;
+	pthread_mutex_lock(&fs->meta.lock);
+	ino = meta_iget(&fs->meta, ino_nr);
+	if (ino) { /* something fs_killpriv may take away: a bit, or an xattr */
+		priv = (ino->a.mode & (S_ISUID | S_ISGID)) || ino->xattrs;
+		/*
+		 * An immutable file takes no data at all, also through a descriptor opened
+		 * before it became immutable: xfs lets write(2) through one, but refuses
+		 * copy_file_range(2) into it, and the kernel sends both to us as writes. An
+		 * append-only file takes data only at its end: the kernel sends O_APPEND
+		 * writes there; a descriptor whose O_APPEND was cleared (F_SETFL, which the
+		 * kernel cannot refuse: it does not see the flag) or a mapping would not.
+		 */
+		if (fs_immutable(ino) ||
+		    (fs_append(ino) && off != MAX(ino->a.size, wback_size(ino))))
+			priv = -EPERM;
+	}
+	pthread_mutex_unlock(&fs->meta.lock);
+	if (!ino)
+		return -ENOENT;
+	if (priv < 0)
+		return priv;
+	if (!S_ISREG(ino->a.mode))
+		return -EINVAL;
+	/* as file_remove_privs() before the kernel's own filesystems write */
+	if (c && priv) {
+		int ret = fs_killpriv(fs, c, ino_nr);
+
+		if (ret)
+			return ret;
+	}
+	return wback_write(fs, ino, size, off, copy, arg);
+}

@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: MIT
+/* mount.c - the engine's life: mount, the end of service, statfs and the commit of fsync. */
+#include "engine/engine.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+#include "engine/internal.h"
+
+static void report(const char *msg) { log_warn("mount: %s", msg); }
+
+static int mark_extents(struct inode *ino, void *arg)
+{
+	struct fs *fs = arg;
+
+	for (size_t i = 0; i < ino->next; i++) {
+		const struct extent *e = &ino->ext[i];
+
+		if (alloc_mark_used(&fs->alloc, e->member, e->moff, e->len)) {
+			log_err("inode %llu: extent at file offset %llu (member %u offset %llu, %u bytes) is outside the data region or overlaps another file; run dmafs-fsck",
+				(unsigned long long)ino->ino, (unsigned long long)e->off, e->member,
+				(unsigned long long)e->moff, e->len);
+			return -EUCLEAN;
+		}
+	}
+	return 0;
+}
+
+/*
+ * A read-write mount of a version 2 filesystem makes it version 3 (format.h), whose INODE
+ * records can carry generation numbers and flags. The superblocks change first, so that a
+ * dmafs that reads only version 2 refuses the filesystem, naming its version, before it
+ * could meet a record it does not know.
+ */
+static int upgrade(struct fs *fs, char *err, size_t errlen)
+{
+	unsigned from = fs->members[0].sb.version;
+	int ret;
+
+	if (from == FMT_VERSION)
+		return 0;
+	for (unsigned i = 0; i < fs->n; i++) {
+		fs->members[i].sb.version = FMT_VERSION;
+		ret = member_write_sb(&fs->members[i]);
+		if (ret) {
+			snprintf(err, errlen, "member %u (%s): cannot write its superblock (upgrade to on-disk format version %d): %s",
+				 i, fs->members[i].path, FMT_VERSION, strerror(-ret));
+			return ret;
+		}
+	}
+	log_info("mount: on-disk format upgraded from version %u to %d (inode generation numbers and flags); a dmafs that reads only version %u refuses it now",
+		 from, FMT_VERSION, from);
+	return 0;
+}
+
+int fs_mount(struct fs *fs, struct member *ms, unsigned n, int ro, char *err, size_t errlen)
+{
+	uint64_t start[FMT_MAX_MEMBERS], end[FMT_MAX_MEMBERS];
+	int ret;
+
+	memset(fs, 0, sizeof(*fs));
+	wback_start(fs, 0); /* off until the daemon starts it: writes are synchronous */
+	fs->members = ms;
+	fs->n = n;
+	fs->su = ms[0].sb.stripe_unit;
+	fs->ro = ro;
+	fs->members_ro = ro;
+	pthread_mutex_init(&fs->mode_lock, NULL);
+	ret = meta_init(&fs->meta, fs->su, n);
+	if (ret)
+		return ret;
+	ret = journal_open(&fs->j, ms, n, &fs->meta, ro, 0, err, errlen);
+	if (ret)
+		return ret;
+	if (!meta_iget(&fs->meta, FMT_ROOT_INO)) {
+		snprintf(err, errlen, "member 0 (%s): metadata has no root directory; run dmafs-fsck",
+			 ms[0].path);
+		return -EUCLEAN;
+	}
+	if (!ro) {
+		ret = meta_cleanup(&fs->meta, report);
+		if (ret > 0)
+			log_warn("mount: %d inconsistencies repaired", ret);
+	}
+	for (unsigned i = 0; i < n; i++) {
+		start[i] = ms[i].sb.data_offset;
+		end[i] = ms[i].sb.data_end;
+	}
+	ret = alloc_init(&fs->alloc, n, start, end);
+	if (ret)
+		return ret;
+	ret = meta_for_each(&fs->meta, mark_extents, fs);
+	if (ret) {
+		snprintf(err, errlen, "metadata extents overlap or lie outside the members (see log); run dmafs-fsck");
+		return ret;
+	}
+	fs->meta.alloc = &fs->alloc;
+	for (unsigned i = 0; i < n; i++) {
+		pthread_mutex_init(&fs->cc[i].lock, NULL);
+		fs->cc[i].blk = util_aligned_alloc(DMAFS_BLOCK);
+		if (!fs->cc[i].blk)
+			return -ENOMEM;
+	}
+	if (getrandom(&fs->next_gen, sizeof(fs->next_gen), GRND_NONBLOCK) != sizeof(fs->next_gen))
+		fs->next_gen = (uint32_t)util_now_ns() ^ (uint32_t)getpid();
+	if (!ro) {
+		ret = upgrade(fs, err, errlen);
+		if (ret)
+			return ret;
+		/* A fresh snapshot in the other half: unifies the mirrors, drops a torn tail. */
+		ret = journal_compact(&fs->j);
+		if (ret == -ENOSPC) {
+			/* keep appending to the current half; deletes will make room */
+			log_warn("mount: metadata log is full; only deletions will succeed until space is freed");
+			ret = 0;
+		}
+		if (ret) {
+			snprintf(err, errlen, "cannot write the metadata log on member 0 (%s): %s",
+				 ms[0].path, strerror(-ret));
+			return ret;
+		}
+	}
+	return 0;
+}
+
+int fs_finish(struct fs *fs)
+{
+	int fds[FMT_MAX_MEMBERS], ret, cret, failed_before;
+
+	if (fs->finished)
+		return fs->finish_ret;
+	fs->finished = 1;
+	journal_stop(&fs->j);
+	ret = wback_stop(fs);
+	if (ret) {
+		snprintf(fs->finish_err, sizeof(fs->finish_err),
+			 "some buffered file data could not be written (%s); see the system log",
+			 strerror(-ret));
+		log_err("unmount: %s", fs->finish_err);
+	}
+	if (fs->ro)
+		return fs->finish_ret = ret;
+	failed_before = fs->j.failed;
+	cret = journal_commit(&fs->j);
+	if (cret) {
+		char why[256];
+
+		snprintf(why, sizeof(why), failed_before
+			 ? "the metadata log failed while mounted (%s); changes since its last good commit are lost"
+			 : "final metadata commit failed (%s); changes since the last commit are lost",
+			 strerror(-cret));
+		log_err("unmount: %s", why);
+		if (!ret) {
+			ret = cret;
+			snprintf(fs->finish_err, sizeof(fs->finish_err), "%s", why);
+		}
+	}
+	/* The commit flushed only members written since the one before; flush them all. */
+	for (unsigned i = 0; i < fs->n; i++)
+		fds[i] = fs->members[i].fd;
+	if (uring_fsync(fds, fs->n)) {
+		for (unsigned i = 0; i < fs->n; i++) {
+			if (fdatasync(fds[i]) == 0)
+				continue;
+			if (!ret) {
+				ret = -errno;
+				snprintf(fs->finish_err, sizeof(fs->finish_err),
+					 "flushing member %u (%s) failed: %s", i, fs->members[i].path,
+					 strerror(errno));
+			}
+			log_err("unmount: flushing member %u (%s) failed: %s", i, fs->members[i].path,
+				strerror(errno));
+		}
+	}
+	fs->finish_ret = ret;
+	return ret;
+}
+
+int fs_unmount(struct fs *fs)
+{
+	int ret = fs_finish(fs);
+
+	meta_destroy(&fs->meta);
+	alloc_destroy(&fs->alloc);
+	for (unsigned i = 0; i < fs->n; i++)
+		free(fs->cc[i].blk);
+	free(fs->atime_dirty);
+	buf_free(&fs->j.pending);
+	return ret;
+}
+
+int fs_statfs(struct fs *fs, struct statvfs *sv)
+{
+	uint64_t total = 0, files;
+
+	for (unsigned i = 0; i < fs->n; i++)
+		total += fs->members[i].sb.data_end - fs->members[i].sb.data_offset;
+	memset(sv, 0, sizeof(*sv));
+	sv->f_bsize = DMAFS_BLOCK;
+	sv->f_frsize = DMAFS_BLOCK;
+	sv->f_blocks = total / DMAFS_BLOCK;
+	sv->f_bfree = alloc_free_bytes(&fs->alloc) / DMAFS_BLOCK;
+	/*
+	 * A file's stripe units rotate over all members, so a large file can grow only while
+	 * every member has room: report as available what the fullest member allows.
+	 */
+	uint64_t minfree = UINT64_MAX;
+	for (unsigned i = 0; i < fs->n; i++)
+		minfree = MIN(minfree, alloc_member_free(&fs->alloc, i));
+	sv->f_bavail = minfree * fs->n / DMAFS_BLOCK;
+	/* bytes written but still in write-behind take their space already */
+	uint64_t held = wback_reserved(fs) / DMAFS_BLOCK;
+	sv->f_bfree -= MIN(sv->f_bfree, held);
+	sv->f_bavail -= MIN(sv->f_bavail, held);
+	pthread_mutex_lock(&fs->meta.lock);
+	files = fs->meta.inodes.n;
+	pthread_mutex_unlock(&fs->meta.lock);
+	/* inodes are limited by log space, not a table: estimate ~256 log bytes per inode */
+	sv->f_files = files + fs->j.half / 256;
+	sv->f_ffree = sv->f_favail = fs->j.half / 256;
+	sv->f_namemax = FMT_NAME_MAX;
+	if (fs->ro)
+		sv->f_flag |= ST_RDONLY;
+	return 0;
+}
+
+int fs_fsync(struct fs *fs) { return journal_commit(&fs->j); }

@@ -1,0 +1,350 @@
+// SPDX-License-Identifier: MIT
+/*
+ * read.c - the read side of file data: striped member reads through io_uring with O_DIRECT,
+ * checksums verified (in the worker pool for large reads). Member I/O is always in whole
+ * 4096-byte blocks; readers hold inode->iolock shared and need no meta.lock.
+ */
+#include "engine/engine.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "engine/internal.h"
+#include "io/uring.h"
+#include "io/workpool.h"
+
+/* Per-thread aligned buffers, reused: a fresh 1 MiB buffer per request would cost an mmap
+ * and 256 page faults each time. 0: read data, 1: write data, 2: checksum blocks. */
+static __thread void *tbuf[3];
+static __thread size_t tbuf_len[3];
+
+void *fs_thread_buf(int which, size_t len)
+{
+	if (tbuf_len[which] < len) {
+		free(tbuf[which]);
+		tbuf[which] = util_aligned_alloc(len);
+		tbuf_len[which] = tbuf[which] ? ALIGN_UP(len, DMAFS_BLOCK) : 0;
+	}
+	return tbuf[which];
+}
+
+void fs_io_error(struct fs *fs, const struct inode *ino, const struct uring_op *op,
+		 uint64_t foff, const char *what)
+{
+	log_err("%s error on member %d (%s) at member offset %llu (+%u bytes), inode %llu file offset %llu: %s",
+		what, op->tag, fs->members[op->tag].path, (unsigned long long)op->off, op->len,
+		(unsigned long long)ino->ino, (unsigned long long)foff, strerror(-op->res));
+}
+
+int run_ops(struct fs *fs, const struct inode *ino, struct uring_op *ops, size_t n,
+	    const uint64_t *foffs, const char *what)
+{
+	int ret = uring_rw(ops, n);
+
+	if (ret) {
+		for (size_t i = 0; i < n; i++)
+			if (ops[i].res)
+				fs_io_error(fs, ino, &ops[i], foffs[i], what);
+		return -EIO;
+	}
+	return 0;
+}
+
+/* A growable list of member I/Os, each with the file offset it serves (for messages). */
+
+void opvec_init(struct opvec *v)
+{
+	v->op = v->sop;
+	v->foff = v->sfoff;
+	v->n = 0;
+	v->cap = MAX_OPS;
+}
+
+void opvec_free(struct opvec *v)
+{
+	if (v->op != v->sop) {
+		free(v->op);
+		free(v->foff);
+	}
+}
+
+int opvec_push(struct opvec *v, const struct uring_op *op, uint64_t foff)
+{
+	if (v->n == v->cap) {
+		size_t ncap = v->cap * 4;
+		struct uring_op *nops = malloc(ncap * sizeof(*nops));
+		uint64_t *nf = malloc(ncap * sizeof(*nf));
+
+		if (!nops || !nf) {
+			free(nops);
+			free(nf);
+			return -ENOMEM;
+		}
+		memcpy(nops, v->op, v->n * sizeof(*nops));
+		memcpy(nf, v->foff, v->n * sizeof(*nf));
+		opvec_free(v);
+		v->op = nops;
+		v->foff = nf;
+		v->cap = ncap;
+	}
+	v->op[v->n] = *op;
+	v->foff[v->n++] = foff;
+	return 0;
+}
+
+void fs_csum_span(const struct fs *fs, const struct uring_op *op, uint64_t *p0, uint64_t *a,
+		  uint64_t *b)
+{
+	const struct fmt_sb *sb = &fs->members[op->tag].sb;
+
+	*p0 = fmt_csum_pos(sb, op->off);
+	*a = ALIGN_DOWN(*p0, DMAFS_BLOCK);
+	*b = ALIGN_UP(fmt_csum_pos(sb, op->off + op->len), DMAFS_BLOCK);
+}
+
+/*
+ * Check data reads against their checksums. @op holds pairs: op[2i] read a data piece and
+ * op[2i + 1] the checksum blocks that cover it; @foff[2i] is the piece's file offset.
+ * Every mismatch is logged; returns 0 or -EIO.
+ */
+int fs_verify_read(struct fs *fs, const struct inode *ino, const struct uring_op *d,
+		   const void *csums, uint64_t foff)
+{
+	uint64_t p0, ca, cb;
+	const uint8_t *sums;
+	int ret = 0;
+
+	fs_csum_span(fs, d, &p0, &ca, &cb);
+	sums = (const uint8_t *)csums + (p0 - ca);
+	for (uint32_t k = 0; k < d->len; k += DMAFS_BLOCK) {
+		if (fmt_csum((const char *)d->buf + k, d->tag, d->off + k) == get_u64(sums + k / DMAFS_BLOCK * 8))
+			continue;
+		log_err("checksum mismatch: inode %llu file offset %llu (member %d %s, offset %llu): the data there is damaged; reads of it fail with EIO (dmafs-fsck --scrub lists every damaged file)",
+			(unsigned long long)ino->ino, (unsigned long long)(foff + k),
+			d->tag, fs->members[d->tag].path, (unsigned long long)(d->off + k));
+		ret = -EIO;
+	}
+	return ret;
+}
+
+static int verify_pairs(struct fs *fs, const struct inode *ino, const struct uring_op *op,
+			const uint64_t *foff, size_t npairs)
+{
+	int ret = 0;
+
+	for (size_t i = 0; i < npairs; i++)
+		if (fs_verify_read(fs, ino, &op[2 * i], op[2 * i + 1].buf, foff[2 * i]))
+			ret = -EIO;
+	return ret;
+}
+
+/*
+ * Large verified reads (placements) hand each piece, as soon as it and its checksums have
+ * arrived, to a pool of threads that check it while the other reads are still in flight,
+ * so that hashing, which one core does at a few GB/s, keeps pace with the members.
+ */
+#define VERIFY_POOL_MIN (8u << 20) /* smaller reads are checked by the reading thread */
+
+struct vbatch {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	size_t left;
+	int ret;
+};
+
+struct vjob {
+	struct work w;
+	struct fs *fs;
+	const struct inode *ino;
+	const struct uring_op *op; /* a pair: data read, checksum read */
+	const uint64_t *foff;
+	struct vbatch *b;
+};
+
+/* On a pool thread: check one pair, count it done in its batch. */
+static void vjob_run(struct work *w)
+{
+	struct vjob *j = container_of(w, struct vjob, w);
+	int r = verify_pairs(j->fs, j->ino, j->op, j->foff, 1);
+
+	pthread_mutex_lock(&j->b->lock);
+	if (r)
+		j->b->ret = r;
+	if (--j->b->left == 0)
+		pthread_cond_signal(&j->b->cond);
+	pthread_mutex_unlock(&j->b->lock);
+}
+
+/* A verified read in flight: which pairs still wait for one of their two reads. */
+struct vread {
+	struct fs *fs;
+	const struct inode *ino;
+	const struct opvec *v;
+	uint8_t *left;
+	struct vjob *jobs;
+	struct vbatch b;
+};
+
+/* uring completion of op @i: once both reads of its pair are in, queue the pair. */
+static void vread_done(void *arg, size_t i)
+{
+	struct vread *r = arg;
+	size_t p = i / 2;
+	struct vjob *j = &r->jobs[p];
+
+	if (--r->left[p])
+		return;
+	*j = (struct vjob){ { vjob_run, NULL }, r->fs, r->ino, &r->v->op[2 * p],
+			    &r->v->foff[2 * p], &r->b };
+	pthread_mutex_lock(&r->b.lock);
+	r->b.left++;
+	pthread_mutex_unlock(&r->b.lock);
+	workpool_queue(&j->w);
+}
+
+/* Read the pairs of @v, checking each one in the pool as soon as it has arrived. */
+static int read_verify_pooled(struct fs *fs, const struct inode *ino, struct opvec *v)
+{
+	size_t np = v->n / 2;
+	struct vread r = { .fs = fs, .ino = ino, .v = v, .left = malloc(np),
+			   .jobs = malloc(np * sizeof(struct vjob)) };
+	int ret;
+
+	if (!r.left || !r.jobs) {
+		free(r.left);
+		free(r.jobs);
+		return -ENOMEM;
+	}
+	memset(r.left, 2, np);
+	pthread_mutex_init(&r.b.lock, NULL);
+	pthread_cond_init(&r.b.cond, NULL);
+	ret = uring_rw_cb(v->op, v->n, vread_done, &r);
+	if (ret)
+		for (size_t i = 0; i < v->n; i++)
+			if (v->op[i].res)
+				fs_io_error(fs, ino, &v->op[i], v->foff[i], "read");
+	pthread_mutex_lock(&r.b.lock);
+	while (r.b.left)
+		pthread_cond_wait(&r.b.cond, &r.b.lock);
+	pthread_mutex_unlock(&r.b.lock);
+	if (ret)
+		ret = -EIO;
+	else
+		ret = r.b.ret;
+	pthread_mutex_destroy(&r.b.lock);
+	pthread_cond_destroy(&r.b.cond);
+	free(r.left);
+	free(r.jobs);
+	return ret;
+}
+
+int fs_map_reads(struct fs *fs, const struct inode *ino, char *buf, uint64_t a, uint64_t b,
+		 int (*emit)(void *arg, const struct uring_op *op, uint64_t foff), void *arg)
+{
+	size_t i = meta_ext_find(ino, a);
+	uint64_t pos = a;
+	int ret = 0;
+
+	while (pos < b && !ret) {
+		const struct extent *e = i < ino->next ? &ino->ext[i] : NULL;
+
+		if (!e || e->off >= b) {
+			memset(buf + (pos - a), 0, b - pos);
+			break;
+		}
+		if (e->off > pos) {
+			memset(buf + (pos - a), 0, e->off - pos);
+			pos = e->off;
+		}
+		uint64_t end = MIN(b, e->off + e->len);
+		struct uring_op op = { .fd = fs->members[e->member].fd, .write = 0,
+				       .buf = buf + (pos - a), .len = end - pos,
+				       .off = e->moff + (pos - e->off), .tag = e->member };
+
+		ret = emit(arg, &op, pos);
+		pos = end;
+		i++;
+	}
+	return ret;
+}
+
+static int push_read(void *arg, const struct uring_op *op, uint64_t foff)
+{
+	return opvec_push(arg, op, foff);
+}
+
+/*
+ * Read the block-aligned file ranges rg[i].a..b into rg[i].buf from the extent map,
+ * zeroing holes, and (with @verify) check every block against its checksum. All member
+ * reads of all ranges, checksum blocks included, go out at once, so every member holding
+ * a part is busy. Caller holds iolock.
+ */
+int fs_read_ranges(struct fs *fs, struct inode *ino, const struct fs_range *rg, size_t nr,
+		   int verify)
+{
+	struct opvec v, pv;
+	uint64_t total = 0, bytes = 0;
+	char *cbuf, *big = NULL;
+	int ret = 0;
+
+	opvec_init(&v);
+	opvec_init(&pv);
+	for (size_t r = 0; r < nr && !ret; r++)
+		ret = fs_map_reads(fs, ino, rg[r].buf, rg[r].a, rg[r].b, push_read, &v);
+	if (ret || !v.n)
+		goto out;
+	if (!verify) {
+		ret = run_ops(fs, ino, v.op, v.n, v.foff, "read");
+		goto out;
+	}
+	/* pairs: each data read followed by the read of the checksum blocks covering it */
+	for (size_t i = 0; i < v.n; i++) {
+		uint64_t p0, ca, cb;
+
+		fs_csum_span(fs, &v.op[i], &p0, &ca, &cb);
+		total += cb - ca;
+		bytes += v.op[i].len;
+	}
+	/* a whole-file placement can need megabytes of checksums: those are not kept */
+	cbuf = total <= CSUM_KEEP ? fs_thread_buf(2, total) : (big = util_aligned_alloc(total));
+	if (!cbuf) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < v.n && !ret; i++) {
+		uint64_t p0, ca, cb;
+		struct uring_op op = v.op[i];
+
+		fs_csum_span(fs, &op, &p0, &ca, &cb);
+		op.buf = cbuf;
+		op.off = ca;
+		op.len = cb - ca;
+		cbuf += cb - ca;
+		ret = opvec_push(&pv, &v.op[i], v.foff[i]);
+		if (!ret)
+			ret = opvec_push(&pv, &op, v.foff[i]);
+	}
+	if (ret)
+		goto out;
+	if (bytes >= VERIFY_POOL_MIN && workpool_start() > 0) {
+		ret = read_verify_pooled(fs, ino, &pv);
+	} else {
+		ret = run_ops(fs, ino, pv.op, pv.n, pv.foff, "read");
+		if (!ret)
+			ret = verify_pairs(fs, ino, pv.op, pv.foff, pv.n / 2);
+	}
+out:
+	free(big);
+	opvec_free(&pv);
+	opvec_free(&v);
+	return ret;
+}
+
+int fs_read_blocks(struct fs *fs, struct inode *ino, char *buf, uint64_t a, uint64_t b, int verify)
+{
+	struct fs_range r = { buf, a, b };
+
+	return fs_read_ranges(fs, ino, &r, 1, verify);
+}

@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: MIT
+/* txn.c - one metadata change at a time: taking meta.lock with log room, and the clock of timestamps. */
+#include "engine/engine.h"
+
+#include <errno.h>
+
+int64_t fs_now(void) { return (int64_t)util_now_ns(); }
+
+int fs_begin(struct fs *fs, size_t need, int grows)
+{
+	/*
+	 * Operations that grow the metadata must leave a reserve in the log half: deletes
+	 * can always be logged, and the snapshot of a full filesystem still fits a half, so
+	 * a remount (which compacts) never fails for lack of log space.
+	 */
+	if (grows)
+		need += MAX(64u << 10, fs->j.half / 16);
+	if (fs->ro)
+		return -EROFS;
+	pthread_mutex_lock(&fs->meta.lock);
+	if (fs->ro || fs->j.failed) { /* a remount read-only changes ro under meta.lock */
+		int ret = fs->ro ? -EROFS : -EIO;
+
+		pthread_mutex_unlock(&fs->meta.lock);
+		return ret;
+	}
+	if (journal_room(&fs->j, need))
+		return 0;
+	pthread_mutex_unlock(&fs->meta.lock);
+	journal_compact(&fs->j);
+	pthread_mutex_lock(&fs->meta.lock);
+	if (journal_room(&fs->j, need))
+		return 0;
+	pthread_mutex_unlock(&fs->meta.lock);
+	return -ENOSPC;
+}
+
+void fs_end(struct fs *fs) { pthread_mutex_unlock(&fs->meta.lock); }

@@ -1,0 +1,614 @@
+// SPDX-License-Identifier: MIT
+/*
+ * write.c - the write side of file data: allocation, copy-on-write or in-place block writes,
+ * checksums, and truncation. Unaligned writes read-modify-write their partial head and tail
+ * blocks; bytes past EOF inside an allocated block are kept zero on disk. Writers and
+ * truncate hold inode->iolock exclusively.
+ */
+#include "engine/engine.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "engine/internal.h"
+#include "io/uring.h"
+
+/* Allocation goal on the member of stripe unit @k: right after this file's previous run
+ * there, so a large file is one contiguous run per member. */
+static uint64_t goal_for(struct fs *fs, struct inode *ino, uint64_t pos)
+{
+	uint64_t su = fs->su, k = pos / su;
+	size_t i = meta_ext_find(ino, pos);
+
+	if (i > 0 && ino->ext[i - 1].off / su == k) /* same stripe unit, earlier piece */
+		return ino->ext[i - 1].moff + ino->ext[i - 1].len;
+	if (k >= fs->n) {
+		uint64_t prev = (k - fs->n) * su; /* the previous stripe unit on this member */
+		size_t j = meta_ext_find(ino, prev + su - 1);
+
+		if (j < ino->next && ino->ext[j].off / su == k - fs->n)
+			return ino->ext[j].moff + ino->ext[j].len;
+		if (j > 0 && ino->ext[j - 1].off / su == k - fs->n)
+			return ino->ext[j - 1].moff + ino->ext[j - 1].len;
+	}
+	return 0;
+}
+
+/*
+ * Allocate new space for blocks [a, b): data is never overwritten in place (see
+ * struct cow). Pieces go to @ne (at most @max). Returns the end of the allocated prefix
+ * (b when everything got space) or -ENOMEM.
+ */
+static int64_t allocate(struct fs *fs, struct inode *ino, uint64_t a, uint64_t b,
+			struct newext *ne, size_t *nne, size_t max)
+{
+	uint64_t pos = a;
+
+	while (pos < b) {
+		uint64_t su_end = ALIGN_DOWN(pos, fs->su) + fs->su;
+		uint64_t want = MIN(b, su_end) - pos;
+		uint32_t member = meta_slot_member(&fs->meta, ino, pos / fs->su);
+		uint64_t goal, moff;
+		int64_t got;
+
+		if (*nne == max)
+			return pos;
+		goal = *nne && ne[*nne - 1].member == member &&
+				       ne[*nne - 1].off + ne[*nne - 1].len == pos
+			       ? ne[*nne - 1].moff + ne[*nne - 1].len
+			       : goal_for(fs, ino, pos);
+		if (!goal && *nne) {
+			/* follow this write's earlier run on the same member */
+			for (size_t k = *nne; k-- > 0;)
+				if (ne[k].member == member) {
+					goal = ne[k].moff + ne[k].len;
+					break;
+				}
+		}
+		got = alloc_get(&fs->alloc, member, goal, want, &moff);
+		if (got < 0)
+			return got == -ENOSPC ? (int64_t)pos : got;
+		if (*nne && ne[*nne - 1].member == member && ne[*nne - 1].off + ne[*nne - 1].len == pos &&
+		    ne[*nne - 1].moff + ne[*nne - 1].len == moff && ne[*nne - 1].off / fs->su == pos / fs->su)
+			ne[*nne - 1].len += got;
+		else
+			ne[(*nne)++] = (struct newext){ pos, moff, got, member };
+		pos += got;
+	}
+	return b;
+}
+
+/* A run of @ops on one member whose member ranges follow each other: one stretch of
+ * checksum blocks [ca, cb), built in @buf and written with one I/O. */
+struct csum_run {
+	int tag;
+	uint64_t off, end; /* member data range */
+	uint64_t ca, cb;   /* its checksum blocks */
+	size_t first, n;   /* ops idx[first .. first + n) */
+	char *buf;
+};
+
+static int op_order(const void *a, const void *b)
+{
+	const struct uring_op *x = *(const struct uring_op *const *)a;
+	const struct uring_op *y = *(const struct uring_op *const *)b;
+
+	if (x->tag != y->tag)
+		return x->tag < y->tag ? -1 : 1;
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/*
+ * Store the checksums of the blocks that @ops wrote and mark their members dirty for the
+ * next commit. Ops are grouped into runs per member (a chunk's stripe units on one member
+ * are usually one run), each run's checksum blocks are built in memory and all runs are
+ * written in one batch. The checksum blocks are shared with other files' data, so a
+ * partly covered first or last block is read first (or taken from the member's cache of
+ * the block written last, which spares the read for sequential writes), and the member's
+ * checksum lock is held, in member order, from that read until the batch is written.
+ * Two runs sharing a block: the later one carries the earlier one's entries and only it
+ * writes that block, so no block is written twice in one batch.
+ */
+static int csum_store(struct fs *fs, const struct uring_op *ops, size_t n)
+{
+	const struct uring_op *sidx[MAX_OPS], **idx = sidx;
+	struct csum_run srun[MAX_OPS], *run = srun;
+	struct uring_op swo[MAX_OPS], *wo = swo;
+	size_t nr = 0, nw = 0, total = 0, r;
+	uint64_t held = 0; /* members whose checksum lock is held; bit i = member i */
+	int ret = 0;
+	char *cbuf;
+
+	if (n == 0)
+		return 0;
+	if (n > MAX_OPS) {
+		idx = malloc(n * sizeof(*idx));
+		run = malloc(n * sizeof(*run));
+		wo = malloc(n * sizeof(*wo));
+		if (!idx || !run || !wo) {
+			ret = -ENOMEM;
+			goto out;
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		idx[i] = &ops[i];
+	qsort(idx, n, sizeof(*idx), op_order);
+	for (size_t i = 0; i < n; i++) {
+		const struct uring_op *op = idx[i];
+
+		if (nr && run[nr - 1].tag == op->tag && run[nr - 1].end == op->off) {
+			run[nr - 1].end += op->len;
+			run[nr - 1].n++;
+			continue;
+		}
+		run[nr++] = (struct csum_run){ .tag = op->tag, .off = op->off,
+					       .end = op->off + op->len, .first = i, .n = 1 };
+	}
+	for (r = 0; r < nr; r++) {
+		const struct fmt_sb *sb = &fs->members[run[r].tag].sb;
+
+		run[r].ca = ALIGN_DOWN(fmt_csum_pos(sb, run[r].off), DMAFS_BLOCK);
+		run[r].cb = ALIGN_UP(fmt_csum_pos(sb, run[r].end), DMAFS_BLOCK);
+		total += run[r].cb - run[r].ca;
+	}
+	cbuf = fs_thread_buf(2, total);
+	if (!cbuf) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (r = 0, total = 0; r < nr; r++) {
+		run[r].buf = cbuf + total;
+		total += run[r].cb - run[r].ca;
+	}
+
+	for (r = 0; r < nr && !ret; r++) {
+		struct csum_run *u = &run[r], *prev = r && run[r - 1].tag == u->tag ? &run[r - 1] : NULL;
+		const struct fmt_sb *sb = &fs->members[u->tag].sb;
+		struct member *m = &fs->members[u->tag];
+		struct fs_csum_cache *c = &fs->cc[u->tag];
+		uint64_t p0 = fmt_csum_pos(sb, u->off), p1 = fmt_csum_pos(sb, u->end);
+
+		if (!(held & (1ull << u->tag))) { /* runs are in member order: so are the locks */
+			pthread_mutex_lock(&c->lock);
+			held |= 1ull << u->tag;
+		}
+		/* the partly covered first and last blocks: from an earlier run of this batch, the
+		 * cache, or the member */
+		for (int end = 0; end < 2 && !ret; end++) {
+			uint64_t blk = end ? u->cb - DMAFS_BLOCK : u->ca;
+			char *dst = u->buf + (blk - u->ca);
+
+			if (end ? p1 == u->cb : p0 == u->ca)
+				continue; /* wholly rewritten */
+			if (end && blk == u->ca && p0 != u->ca)
+				continue; /* one block, already read as the first */
+			if (prev && blk == prev->cb - DMAFS_BLOCK) {
+				memcpy(dst, prev->buf + (blk - prev->ca), DMAFS_BLOCK);
+				prev->cb -= DMAFS_BLOCK; /* written by this run instead */
+			} else if (c->valid && c->pos == blk) {
+				memcpy(dst, c->blk, DMAFS_BLOCK);
+			} else {
+				ret = member_pread(m, dst, DMAFS_BLOCK, blk);
+			}
+		}
+		for (size_t k = u->first; k < u->first + u->n && !ret; k++) {
+			const struct uring_op *op = idx[k];
+			char *at = u->buf + (fmt_csum_pos(sb, op->off) - u->ca);
+
+			for (uint32_t b = 0; b < op->len; b += DMAFS_BLOCK)
+				put_u64((uint8_t *)at + b / DMAFS_BLOCK * 8,
+					fmt_csum((const char *)op->buf + b, op->tag, op->off + b));
+		}
+		if (ret)
+			log_err("checksum read failed on member %d (%s) near member offset %llu: %s",
+				u->tag, m->path, (unsigned long long)u->ca, strerror(-ret));
+	}
+	if (!ret) {
+		for (r = 0; r < nr; r++)
+			if (run[r].cb > run[r].ca)
+				wo[nw++] = (struct uring_op){ .fd = fs->members[run[r].tag].fd, .write = 1,
+							      .buf = run[r].buf, .len = run[r].cb - run[r].ca,
+							      .off = run[r].ca, .tag = run[r].tag };
+		ret = uring_rw(wo, nw);
+		if (ret)
+			for (size_t k = 0; k < nw; k++)
+				if (wo[k].res)
+					log_err("checksum update failed on member %d (%s) at member offset %llu: %s",
+						wo[k].tag, fs->members[wo[k].tag].path,
+						(unsigned long long)wo[k].off, strerror(-wo[k].res));
+	}
+	/* each member's last run leaves its last block in the member's cache */
+	for (r = 0; r < nr; r++) {
+		struct fs_csum_cache *c = &fs->cc[run[r].tag];
+
+		if (!(held & (1ull << run[r].tag)) || (r + 1 < nr && run[r + 1].tag == run[r].tag))
+			continue;
+		c->valid = !ret;
+		if (!ret) {
+			c->pos = run[r].cb - DMAFS_BLOCK;
+			memcpy(c->blk, run[r].buf + (c->pos - run[r].ca), DMAFS_BLOCK);
+			journal_dirty(&fs->j, run[r].tag);
+		}
+		pthread_mutex_unlock(&c->lock);
+	}
+	if (ret)
+		ret = -EIO;
+out:
+	if (idx != sidx)
+		free(idx);
+	if (run != srun)
+		free(run);
+	if (wo != swo)
+		free(wo);
+	return ret;
+}
+
+/*
+ * Copy-on-write: blocks that durable metadata refers to are never written in place. New
+ * data and its checksums go to newly allocated space, and only the metadata commit that
+ * follows (made after that space is durable) switches the file over, while the old blocks
+ * are freed once that commit is durable. A crash therefore leaves every block either old
+ * data with its old checksum or new data with its new one, never a mix that would read as
+ * damaged. The exception, blocks allocated in the current journal epoch (see
+ * inode.fresh_*), is safe for the same reason: nothing durable refers to them yet.
+ */
+struct cow {
+	struct newext ne[MAX_OPS];
+	size_t nne;
+	uint64_t a, end; /* blocks [a, end) were written */
+};
+
+static void cow_undo(struct fs *fs, struct cow *w)
+{
+	for (size_t k = 0; k < w->nne; k++)
+		alloc_put(&fs->alloc, w->ne[k].member, w->ne[k].moff, w->ne[k].len);
+	w->nne = 0;
+}
+
+/*
+ * Write blocks [a, b) from @buf (which maps offset @a) to new space with checksums.
+ * Returns 0 with w->end set (short only when space runs out) or -errno (-ENOSPC when not
+ * even one block could be had). Caller holds iolock exclusively.
+ */
+static int cow_write(struct fs *fs, struct inode *ino, char *buf, uint64_t a, uint64_t b,
+		     struct cow *w)
+{
+	struct uring_op ops[MAX_OPS];
+	uint64_t foffs[MAX_OPS];
+	int64_t got;
+	int ret;
+
+	w->a = a;
+	w->nne = 0;
+	got = allocate(fs, ino, a, b, w->ne, &w->nne, MAX_OPS);
+	if (got == (int64_t)a) {
+		/* space freed by earlier changes returns once they are durable: commit, retry */
+		cow_undo(fs, w);
+		ret = journal_commit(&fs->j);
+		if (ret)
+			return ret;
+		got = allocate(fs, ino, a, b, w->ne, &w->nne, MAX_OPS);
+	}
+	if (got < 0) {
+		cow_undo(fs, w);
+		return got;
+	}
+	if (got == (int64_t)a)
+		return -ENOSPC;
+	w->end = got;
+	for (size_t k = 0; k < w->nne; k++) {
+		const struct newext *e = &w->ne[k];
+
+		ops[k] = (struct uring_op){ .fd = fs->members[e->member].fd, .write = 1,
+					    .buf = buf + (e->off - a), .len = e->len,
+					    .off = e->moff, .tag = e->member };
+		foffs[k] = e->off;
+	}
+	ret = run_ops(fs, ino, ops, w->nne, foffs, "write");
+	if (!ret)
+		ret = csum_store(fs, ops, w->nne); /* also marks the members dirty */
+	if (ret)
+		cow_undo(fs, w);
+	return ret;
+}
+
+/* Log the switch to the new blocks. Caller holds iolock and meta.lock (fs_begin). */
+static int cow_log(struct fs *fs, struct inode *ino, const struct cow *w)
+{
+	size_t i = meta_ext_find(ino, w->a);
+	int ret = 0;
+
+	if (i < ino->next && ino->ext[i].off < w->end) {
+		struct fmt_rec r = { .type = REC_PUNCH, .ino = ino->ino, .off = w->a,
+				     .plen = w->end - w->a };
+
+		ret = journal_log(&fs->j, &r);
+	}
+	for (size_t k = 0; !ret && k < w->nne; k++) {
+		struct fmt_rec r = { .type = REC_EXTENT, .ino = ino->ino, .off = w->ne[k].off,
+				     .len = w->ne[k].len, .member = w->ne[k].member,
+				     .moff = w->ne[k].moff };
+
+		ret = journal_log(&fs->j, &r);
+	}
+	return ret;
+}
+
+/* May block @pos of @ino be rewritten in place? Caller holds iolock and j.inplace. */
+static int fresh_at(struct fs *fs, const struct inode *ino, uint64_t pos)
+{
+	return ino->fresh_epoch == atomic_load(&fs->j.epoch) && pos >= ino->fresh_lo &&
+	       pos < ino->fresh_hi;
+}
+
+/* Note blocks [a, b) newly allocated in @epoch (extends the fresh range when they touch). */
+static void fresh_add(struct inode *ino, uint64_t a, uint64_t b, uint64_t epoch)
+{
+	if (ino->fresh_epoch == epoch && ino->fresh_lo < ino->fresh_hi && a <= ino->fresh_hi &&
+	    b >= ino->fresh_lo) {
+		ino->fresh_lo = MIN(ino->fresh_lo, a);
+		ino->fresh_hi = MAX(ino->fresh_hi, b);
+	} else {
+		ino->fresh_lo = a;
+		ino->fresh_hi = b;
+		ino->fresh_epoch = epoch;
+	}
+}
+
+/*
+ * Rewrite blocks [a, b), all mapped and fresh, in place from @buf (which maps @a), with
+ * their checksums. Caller holds iolock exclusively and j.inplace shared.
+ */
+static int write_inplace(struct fs *fs, struct inode *ino, char *buf, uint64_t a, uint64_t b)
+{
+	struct opvec v;
+	size_t i = meta_ext_find(ino, a);
+	uint64_t pos = a;
+	int ret = 0;
+
+	opvec_init(&v);
+	while (pos < b && !ret) {
+		const struct extent *e = i < ino->next ? &ino->ext[i] : NULL;
+
+		if (!e || e->off > pos) { /* cannot be: fresh blocks are mapped */
+			ret = -EIO;
+			log_err("inode %llu: block at file offset %llu of the fresh range is not mapped",
+				(unsigned long long)ino->ino, (unsigned long long)pos);
+			break;
+		}
+		uint64_t end = MIN(b, e->off + e->len);
+		struct uring_op op = { .fd = fs->members[e->member].fd, .write = 1,
+				       .buf = buf + (pos - a), .len = end - pos,
+				       .off = e->moff + (pos - e->off), .tag = e->member };
+
+		ret = opvec_push(&v, &op, pos);
+		pos = end;
+		i++;
+	}
+	if (!ret)
+		ret = run_ops(fs, ino, v.op, v.n, v.foff, "write");
+	if (!ret)
+		ret = csum_store(fs, v.op, v.n); /* also marks the members dirty */
+	opvec_free(&v);
+	return ret;
+}
+
+/* Log bytes per extent record, with room to spare. */
+#define COW_LOG_BYTES(w) (64 + (w)->nne * 64)
+
+static int block_mapped(struct inode *ino, uint64_t blk)
+{
+	size_t i = meta_ext_find(ino, blk);
+
+	return i < ino->next && ino->ext[i].off <= blk;
+}
+
+ssize_t fs_write_inode(struct fs *fs, struct inode *ino, const char *data, size_t size,
+		       uint64_t off, int64_t mtime)
+{
+	struct cow w[3];
+	uint64_t a, b, end, pos;
+	size_t need = 256;
+	int ret, nw = 0;
+	char *buf;
+
+	pthread_rwlock_wrlock(&ino->iolock);
+	end = off + size;
+	a = ALIGN_DOWN(off, DMAFS_BLOCK);
+	b = ALIGN_UP(end, DMAFS_BLOCK);
+	if (a == off && b == end && (uintptr_t)data % DMAFS_BLOCK == 0) {
+		/* whole blocks from an aligned buffer (write-behind): written as they are */
+		buf = (char *)data;
+	} else {
+		buf = fs_thread_buf(1, b - a);
+		if (!buf) {
+			ret = -ENOMEM;
+			goto out;
+		}
+	}
+	/* partial head and tail blocks: old contents (verified) or zeros around the new bytes */
+	if (off != a) {
+		if (block_mapped(ino, a)) {
+			ret = fs_read_blocks(fs, ino, buf, a, a + DMAFS_BLOCK, 1);
+			if (ret)
+				goto out;
+		} else {
+			memset(buf, 0, DMAFS_BLOCK);
+		}
+	}
+	if (end != b && (b - DMAFS_BLOCK != a || off == a)) {
+		char *t = buf + (b - DMAFS_BLOCK - a);
+
+		if (block_mapped(ino, b - DMAFS_BLOCK)) {
+			ret = fs_read_blocks(fs, ino, t, b - DMAFS_BLOCK, b, 1);
+			if (ret)
+				goto out;
+		} else {
+			memset(t, 0, DMAFS_BLOCK);
+		}
+	}
+	if (buf != data)
+		memcpy(buf + (off - a), data, size);
+
+	/* blocks allocated since the last commit are rewritten in place, the rest by COW */
+	for (pos = a; pos < b && nw < 3;) {
+		uint64_t seg;
+
+		pthread_rwlock_rdlock(&fs->j.inplace);
+		if (fresh_at(fs, ino, pos)) {
+			seg = MIN(b, ino->fresh_hi);
+			ret = write_inplace(fs, ino, buf + (pos - a), pos, seg);
+			pthread_rwlock_unlock(&fs->j.inplace);
+			if (ret)
+				goto undo;
+			pos = seg;
+			continue;
+		}
+		pthread_rwlock_unlock(&fs->j.inplace);
+		/* up to the fresh blocks, if they follow */
+		seg = ino->fresh_epoch == atomic_load(&fs->j.epoch) && ino->fresh_lo > pos &&
+				      ino->fresh_lo < b && ino->fresh_hi > ino->fresh_lo
+			      ? ino->fresh_lo
+			      : b;
+		ret = cow_write(fs, ino, buf + (pos - a), pos, seg, &w[nw]);
+		if (ret == -ENOSPC && pos > a)
+			break; /* a short write */
+		if (ret)
+			goto undo;
+		pos = w[nw++].end;
+		if (pos < seg)
+			break; /* space ran out */
+	}
+	if (pos <= off) { /* not one new byte got space */
+		ret = -ENOSPC;
+		goto undo;
+	}
+	end = MIN(end, pos); /* short write at ENOSPC (or a very fragmented request) */
+
+	for (int k = 0; k < nw; k++)
+		need += COW_LOG_BYTES(&w[k]);
+	ret = fs_begin(fs, need, nw > 0);
+	if (ret)
+		goto undo;
+	for (int k = 0; k < nw && !ret; k++)
+		ret = cow_log(fs, ino, &w[k]);
+	if (!ret) {
+		struct fmt_rec r;
+		int64_t now = mtime ? mtime : fs_now();
+
+		meta_inode_rec(ino, &r);
+		r.a.size = MAX(ino->a.size, end);
+		r.a.mtime = r.a.ctime = now;
+		ret = journal_log(&fs->j, &r);
+	}
+	if (!ret) /* these records are in the current epoch's batch */
+		for (int k = 0; k < nw; k++)
+			fresh_add(ino, w[k].a, w[k].end, atomic_load(&fs->j.epoch));
+	fs_end(fs);
+	pthread_rwlock_unlock(&ino->iolock);
+	return ret ? ret : (ssize_t)(end - off);
+undo:
+	for (int k = 0; k < nw; k++)
+		cow_undo(fs, &w[k]);
+out:
+	pthread_rwlock_unlock(&ino->iolock);
+	return ret;
+}
+
+/* Log a size change, with the rewritten last block @w (may be NULL or empty). */
+static int truncate_log(struct fs *fs, struct inode *ino, uint64_t size, struct cow *w)
+{
+	struct fmt_rec r;
+	int ret = fs_begin(fs, 256 + (w ? COW_LOG_BYTES(w) : 0), w && w->nne > 0);
+
+	if (ret) {
+		if (w)
+			cow_undo(fs, w);
+		return ret;
+	}
+	memset(&r, 0, sizeof(r));
+	r.type = REC_TRUNC;
+	r.ino = ino->ino;
+	r.off = size;
+	ret = journal_log(&fs->j, &r);
+	if (!ret && w && w->nne)
+		ret = cow_log(fs, ino, w);
+	if (!ret) { /* like ftruncate(2) on Linux: mtime changes even if the size does not */
+		meta_inode_rec(ino, &r);
+		r.a.mtime = r.a.ctime = fs_now();
+		ret = journal_log(&fs->j, &r);
+	}
+	fs_end(fs);
+	return ret;
+}
+
+int fs_truncate_locked_data(struct fs *fs, struct inode *ino, uint64_t size)
+{
+	struct cow w = { .nne = 0 };
+	int ret = 0;
+
+	if (size > (1ull << 60))
+		return -EFBIG;
+	pthread_rwlock_wrlock(&ino->iolock);
+	ino->fresh_lo = ino->fresh_hi = 0; /* blocks past the new end go away */
+	if (size < ino->a.size && size % DMAFS_BLOCK && block_mapped(ino, ALIGN_DOWN(size, DMAFS_BLOCK))) {
+		/* a new copy of the new last block with its tail zeroed: bytes past EOF stay
+		 * zero on disk */
+		uint64_t blk = ALIGN_DOWN(size, DMAFS_BLOCK);
+		char *buf = fs_thread_buf(1, DMAFS_BLOCK);
+
+		if (!buf) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		ret = fs_read_blocks(fs, ino, buf, blk, blk + DMAFS_BLOCK, 1);
+		if (ret)
+			goto out;
+		memset(buf + (size - blk), 0, DMAFS_BLOCK - (size - blk));
+		ret = cow_write(fs, ino, buf, blk, blk + DMAFS_BLOCK, &w);
+		if (ret == -ENOSPC) {
+			/* a full filesystem: the shrink itself frees space, once durable */
+			ret = truncate_log(fs, ino, size, NULL);
+			if (!ret)
+				ret = journal_commit(&fs->j);
+			if (!ret && cow_write(fs, ino, buf, blk, blk + DMAFS_BLOCK, &w) == 0) {
+				ret = fs_begin(fs, COW_LOG_BYTES(&w), 1);
+				if (!ret) {
+					ret = cow_log(fs, ino, &w);
+					fs_end(fs);
+				} else {
+					cow_undo(fs, &w);
+				}
+			} else if (!ret) {
+				log_warn("truncate of inode %llu to %llu bytes: no free block to rewrite its last block; stale bytes stay past the end of file",
+					 (unsigned long long)ino->ino, (unsigned long long)size);
+			}
+			goto out;
+		}
+		if (ret)
+			goto out;
+	}
+	ret = truncate_log(fs, ino, size, &w);
+out:
+	pthread_rwlock_unlock(&ino->iolock);
+	return ret;
+}
+
+/* Entry points for falloc.c into the helpers above (see their comments). */
+int64_t fs_alloc_blocks(struct fs *fs, struct inode *ino, uint64_t a, uint64_t b,
+			struct newext *ne, size_t *nne, size_t max)
+{
+	return allocate(fs, ino, a, b, ne, nne, max);
+}
+
+int fs_csum_store(struct fs *fs, const struct uring_op *ops, size_t n)
+{
+	return csum_store(fs, ops, n);
+}
+
+void fs_fresh_add(struct inode *ino, uint64_t a, uint64_t b, uint64_t epoch)
+{
+	fresh_add(ino, a, b, epoch);
+}

@@ -1,0 +1,404 @@
+// SPDX-License-Identifier: MIT
+/* format.c - encode and decode the dmafs v3 (and v2) on-disk structures (see man/dmafs.5). */
+#include "format/format.h"
+
+#include <errno.h>
+#include <string.h>
+#include <xxhash.h>
+#ifdef DMAFS_XXH_DISPATCH
+/* XXH3 entry points that pick SSE2, AVX2 or AVX-512 at run time (configure.ac) */
+#include <xxh_x86dispatch.h>
+#endif
+
+uint64_t fmt_hash(const void *p, size_t len) { return XXH3_64bits(p, len); }
+
+uint64_t fmt_csum(const void *block, uint32_t member, uint64_t moff)
+{
+	return XXH3_64bits_withSeed(block, DMAFS_BLOCK, moff ^ ((uint64_t)member << 56));
+}
+
+uint64_t fmt_log_half_for(uint64_t min_size)
+{
+	uint64_t h = min_size / 64;
+
+	h = MAX(h, 4ull << 20);
+	h = MIN(h, 256ull << 20);
+	return ALIGN_DOWN(h, 1ull << 20);
+}
+
+int fmt_sb_geometry(struct fmt_sb *sb, uint64_t member_size, uint64_t log_half)
+{
+	member_size = ALIGN_DOWN(member_size, DMAFS_BLOCK);
+	sb->member_size = member_size;
+	sb->block_size = DMAFS_BLOCK;
+	if (fmt_has_log(sb->member_index)) {
+		sb->log_offset = FMT_LOG_OFFSET;
+		sb->log_half = log_half;
+		sb->data_offset = FMT_LOG_OFFSET + 2 * log_half;
+	} else {
+		sb->log_offset = 0;
+		sb->log_half = log_half;
+		sb->data_offset = FMT_LOG_OFFSET;
+	}
+	if (member_size < FMT_MIN_MEMBER)
+		return -ENOSPC;
+	/* the last MiB holds the superblock copy; before it, the checksum region */
+	uint64_t end = ALIGN_DOWN(member_size - (1u << 20), DMAFS_BLOCK), blocks;
+
+	if (end <= sb->data_offset + (8u << 20))
+		return -ENOSPC;
+	blocks = (end - sb->data_offset) / (DMAFS_BLOCK + 8);
+	while (blocks * DMAFS_BLOCK + fmt_csum_bytes(blocks * DMAFS_BLOCK) > end - sb->data_offset)
+		blocks--;
+	sb->data_end = sb->data_offset + blocks * DMAFS_BLOCK;
+	sb->csum_offset = sb->data_end;
+	if (sb->data_end <= sb->data_offset + (8u << 20))
+		return -ENOSPC;
+	return 0;
+}
+
+void fmt_sb_encode(const struct fmt_sb *sb, uint8_t b[FMT_SB_SIZE])
+{
+	memset(b, 0, FMT_SB_SIZE);
+	memcpy(b, FMT_SB_MAGIC, 8);
+	put_u32(b + 8, sb->version);
+	put_u32(b + 12, sb->flags);
+	memcpy(b + 16, sb->fs_uuid, 16);
+	put_u32(b + 32, sb->member_index);
+	put_u32(b + 36, sb->member_count);
+	put_u32(b + 40, sb->stripe_unit);
+	put_u32(b + 44, sb->block_size);
+	put_u64(b + 48, sb->member_size);
+	put_u64(b + 56, sb->log_offset);
+	put_u64(b + 64, sb->log_half);
+	put_u64(b + 72, sb->data_offset);
+	put_u64(b + 80, sb->data_end);
+	put_u64(b + 88, sb->mkfs_time);
+	memcpy(b + 96, sb->label, strnlen(sb->label, 64));
+	for (unsigned i = 0; i < sb->member_count && i < FMT_MAX_MEMBERS; i++)
+		memcpy(b + 160 + 16 * i, sb->member_uuid[i], 16);
+	put_u64(b + 1184, sb->csum_offset);
+	put_u64(b + 4088, fmt_hash(b, 4088));
+}
+
+static int is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
+
+int fmt_sb_decode(const uint8_t b[FMT_SB_SIZE], struct fmt_sb *sb)
+{
+	if (memcmp(b, FMT_SB_MAGIC, 8))
+		return -ENODATA;
+	if (get_u64(b + 4088) != fmt_hash(b, 4088))
+		return -EBADMSG;
+	memset(sb, 0, sizeof(*sb));
+	sb->version = get_u32(b + 8);
+	if (sb->version < FMT_VERSION_MIN || sb->version > FMT_VERSION)
+		return -EPROTONOSUPPORT;
+	sb->flags = get_u32(b + 12);
+	memcpy(sb->fs_uuid, b + 16, 16);
+	sb->member_index = get_u32(b + 32);
+	sb->member_count = get_u32(b + 36);
+	sb->stripe_unit = get_u32(b + 40);
+	sb->block_size = get_u32(b + 44);
+	sb->member_size = get_u64(b + 48);
+	sb->log_offset = get_u64(b + 56);
+	sb->log_half = get_u64(b + 64);
+	sb->data_offset = get_u64(b + 72);
+	sb->data_end = get_u64(b + 80);
+	sb->mkfs_time = get_u64(b + 88);
+	memcpy(sb->label, b + 96, 64);
+	sb->label[64] = '\0';
+	if (sb->member_count < 1 || sb->member_count > FMT_MAX_MEMBERS ||
+	    sb->member_index >= sb->member_count)
+		return -EUCLEAN;
+	for (unsigned i = 0; i < sb->member_count; i++)
+		memcpy(sb->member_uuid[i], b + 160 + 16 * i, 16);
+	sb->csum_offset = get_u64(b + 1184);
+	if (sb->block_size != DMAFS_BLOCK || !is_pow2(sb->stripe_unit) ||
+	    sb->stripe_unit < (64u << 10) || sb->stripe_unit > (64u << 20))
+		return -EUCLEAN;
+	if (sb->member_size < FMT_MIN_MEMBER || sb->member_size % DMAFS_BLOCK ||
+	    sb->data_offset % DMAFS_BLOCK || sb->data_offset < FMT_SB_SIZE ||
+	    sb->data_end % DMAFS_BLOCK || sb->data_offset >= sb->data_end ||
+	    sb->data_end > sb->member_size - FMT_SB_SIZE)
+		return -EUCLEAN;
+	if (sb->log_half % DMAFS_BLOCK || sb->log_half < (1u << 20))
+		return -EUCLEAN;
+	/* member_size - FMT_SB_SIZE bounds csum_offset, so the subtraction below cannot wrap */
+	if (sb->csum_offset % DMAFS_BLOCK || sb->csum_offset < sb->data_end ||
+	    sb->csum_offset > sb->member_size - FMT_SB_SIZE ||
+	    fmt_csum_bytes(sb->data_end - sb->data_offset) > sb->member_size - FMT_SB_SIZE - sb->csum_offset)
+		return -EUCLEAN;
+	/* log_offset + 2 * log_half could wrap; compare against the room before data_offset */
+	if (fmt_has_log(sb->member_index) &&
+	    (sb->log_offset != FMT_LOG_OFFSET || sb->data_offset < sb->log_offset ||
+	     sb->log_half > (sb->data_offset - sb->log_offset) / 2))
+		return -EUCLEAN;
+	return 0;
+}
+
+void fmt_loghdr_encode(const struct fmt_loghdr *h, uint8_t b[DMAFS_BLOCK])
+{
+	memset(b, 0, DMAFS_BLOCK);
+	memcpy(b, FMT_LOG_MAGIC, 8);
+	put_u32(b + 8, h->version ? h->version : FMT_VERSION);
+	memcpy(b + 16, h->fs_uuid, 16);
+	put_u64(b + 32, h->gen);
+	put_u64(b + 40, h->first_seq);
+	put_u64(b + 48, h->next_ino);
+	put_u64(b + 56, h->snap_len);
+	put_u64(b + 64, h->snap_xxh3);
+	put_u64(b + 4088, fmt_hash(b, 4088));
+}
+
+int fmt_loghdr_decode(const uint8_t b[DMAFS_BLOCK], struct fmt_loghdr *h)
+{
+	if (memcmp(b, FMT_LOG_MAGIC, 8))
+		return -ENODATA;
+	h->version = get_u32(b + 8);
+	if (get_u64(b + 4088) != fmt_hash(b, 4088) || h->version < FMT_VERSION_MIN ||
+	    h->version > FMT_VERSION)
+		return -EBADMSG;
+	memcpy(h->fs_uuid, b + 16, 16);
+	h->gen = get_u64(b + 32);
+	h->first_seq = get_u64(b + 40);
+	h->next_ino = get_u64(b + 48);
+	h->snap_len = get_u64(b + 56);
+	h->snap_xxh3 = get_u64(b + 64);
+	return 0;
+}
+
+void fmt_txhdr_encode(const struct fmt_txhdr *h, uint8_t b[FMT_TX_HDR])
+{
+	memset(b, 0, FMT_TX_HDR);
+	memcpy(b, FMT_TX_MAGIC, 8);
+	put_u64(b + 8, h->gen);
+	put_u64(b + 16, h->seq);
+	put_u32(b + 24, h->payload_len);
+	put_u64(b + 32, h->payload_xxh3);
+	put_u64(b + 40, fmt_hash(b, 40));
+}
+
+int fmt_txhdr_decode(const uint8_t b[FMT_TX_HDR], struct fmt_txhdr *h)
+{
+	if (memcmp(b, FMT_TX_MAGIC, 8))
+		return -ENODATA;
+	if (get_u64(b + 40) != fmt_hash(b, 40))
+		return -EBADMSG;
+	h->gen = get_u64(b + 8);
+	h->seq = get_u64(b + 16);
+	h->payload_len = get_u32(b + 24);
+	h->payload_xxh3 = get_u64(b + 32);
+	return 0;
+}
+
+/* Record layout: u16 type, u32 body length, body. Fixed-size body prefixes per type: */
+#define INODE_V2 (8 + 4 * 4 + 8 * 2 + 8 * 3 + 4) /* version 2's INODE body */
+#define INODE_V3 (INODE_V2 + 4 + 4)		 /* ... with generation and flags */
+
+static size_t fixed_len(uint16_t type)
+{
+	switch (type) {
+	case REC_INODE: return INODE_V2;
+	case REC_SYMLINK: return 8;
+	case REC_EXTENT: return 8 + 8 + 4 + 4 + 8;
+	case REC_TRUNC: return 16;
+	case REC_IDEL: return 8;
+	case REC_LINK: return 16;
+	case REC_UNLINK: return 8;
+	case REC_XSET: return 8 + 2;
+	case REC_XDEL: return 8;
+	case REC_PUNCH: return 24;
+	default: return 0;
+	}
+}
+
+int fmt_rec_encode(struct buf *b, const struct fmt_rec *r)
+{
+	size_t fl = fixed_len(r->type), body, nl = r->name_len;
+	uint8_t *p;
+	int ret;
+
+	if (!fl)
+		return -EINVAL;
+	switch (r->type) {
+	case REC_LINK: case REC_UNLINK:
+		if (nl == 0 || nl > FMT_NAME_MAX)
+			return -EINVAL;
+		break;
+	case REC_SYMLINK:
+		if (nl == 0 || nl > FMT_SYMLINK_MAX)
+			return -EINVAL;
+		break;
+	case REC_XSET: case REC_XDEL:
+		if (nl == 0 || nl > FMT_XATTR_NAME_MAX || r->val_len > FMT_XATTR_VALUE_MAX)
+			return -EINVAL;
+		break;
+	default:
+		nl = 0;
+	}
+	/* the version 2 form where it says everything: version 2 filesystems keep it */
+	if (r->type == REC_INODE && (r->a.generation || r->a.flags))
+		fl = INODE_V3;
+	body = fl + nl + (r->type == REC_XSET ? r->val_len : 0);
+	ret = buf_reserve(b, 6 + body);
+	if (ret)
+		return ret;
+	p = b->p + b->len;
+	put_u16(p, r->type);
+	put_u32(p + 2, body);
+	p += 6;
+	put_u64(p, r->ino);
+	switch (r->type) {
+	case REC_INODE:
+		put_u32(p + 8, r->a.mode);
+		put_u32(p + 12, r->a.uid);
+		put_u32(p + 16, r->a.gid);
+		put_u32(p + 20, r->a.nlink);
+		put_u64(p + 24, r->a.rdev);
+		put_u64(p + 32, r->a.size);
+		put_u64(p + 40, (uint64_t)r->a.atime);
+		put_u64(p + 48, (uint64_t)r->a.mtime);
+		put_u64(p + 56, (uint64_t)r->a.ctime);
+		put_u32(p + 64, r->a.start_member);
+		if (fl == INODE_V3) {
+			put_u32(p + 68, r->a.generation);
+			put_u32(p + 72, r->a.flags);
+		}
+		break;
+	case REC_EXTENT:
+		put_u64(p + 8, r->off);
+		put_u32(p + 16, r->len);
+		put_u32(p + 20, r->member);
+		put_u64(p + 24, r->moff);
+		break;
+	case REC_TRUNC:
+		put_u64(p + 8, r->off);
+		break;
+	case REC_PUNCH:
+		put_u64(p + 8, r->off);
+		put_u64(p + 16, r->plen);
+		break;
+	case REC_LINK:
+		put_u64(p + 8, r->dir);
+		break;
+	case REC_UNLINK:
+		put_u64(p, r->dir); /* UNLINK carries only the directory */
+		break;
+	case REC_XSET:
+		put_u16(p + 8, nl);
+		break;
+	}
+	if (nl)
+		memcpy(p + fl, r->name, nl);
+	if (r->type == REC_XSET && r->val_len)
+		memcpy(p + fl + nl, r->val, r->val_len);
+	b->len += 6 + body;
+	return 0;
+}
+
+int fmt_rec_decode(const uint8_t *buf, size_t len, size_t *pos, struct fmt_rec *r)
+{
+	size_t fl, body, rest;
+	const uint8_t *p;
+
+	if (*pos == len)
+		return 0;
+	if (len - *pos < 6)
+		return -EBADMSG;
+	p = buf + *pos;
+	memset(r, 0, sizeof(*r));
+	r->type = get_u16(p);
+	body = get_u32(p + 2);
+	fl = fixed_len(r->type);
+	if (!fl || body < fl || body > len - *pos - 6)
+		return -EBADMSG;
+	p += 6;
+	rest = body - fl;
+	r->ino = get_u64(p);
+	switch (r->type) {
+	case REC_INODE:
+		r->a.mode = get_u32(p + 8);
+		r->a.uid = get_u32(p + 12);
+		r->a.gid = get_u32(p + 16);
+		r->a.nlink = get_u32(p + 20);
+		r->a.rdev = get_u64(p + 24);
+		r->a.size = get_u64(p + 32);
+		r->a.atime = (int64_t)get_u64(p + 40);
+		r->a.mtime = (int64_t)get_u64(p + 48);
+		r->a.ctime = (int64_t)get_u64(p + 56);
+		r->a.start_member = get_u32(p + 64);
+		if (rest == INODE_V3 - INODE_V2) {
+			r->a.generation = get_u32(p + 68);
+			r->a.flags = get_u32(p + 72);
+			if (r->a.flags & ~FMT_IFL_KNOWN)
+				return -EBADMSG;
+		} else if (rest) {
+			return -EBADMSG;
+		}
+		break;
+	case REC_EXTENT:
+		r->off = get_u64(p + 8);
+		r->len = get_u32(p + 16);
+		r->member = get_u32(p + 20);
+		r->moff = get_u64(p + 24);
+		if (rest || !r->len || r->len % DMAFS_BLOCK || r->off % DMAFS_BLOCK ||
+		    r->moff % DMAFS_BLOCK || r->member >= FMT_MAX_MEMBERS ||
+		    r->off + r->len < r->off)
+			return -EBADMSG;
+		break;
+	case REC_TRUNC:
+		r->off = get_u64(p + 8);
+		if (rest)
+			return -EBADMSG;
+		break;
+	case REC_PUNCH:
+		r->off = get_u64(p + 8);
+		r->plen = get_u64(p + 16);
+		if (rest || !r->plen || r->off % DMAFS_BLOCK || r->plen % DMAFS_BLOCK ||
+		    r->off + r->plen < r->off)
+			return -EBADMSG;
+		break;
+	case REC_IDEL:
+		if (rest)
+			return -EBADMSG;
+		break;
+	case REC_LINK: case REC_UNLINK:
+		if (r->type == REC_LINK)
+			r->dir = get_u64(p + 8);
+		else {
+			r->dir = r->ino;
+			r->ino = 0;
+		}
+		if (rest == 0 || rest > FMT_NAME_MAX || memchr(p + fl, '/', rest) ||
+		    memchr(p + fl, 0, rest))
+			return -EBADMSG;
+		r->name = p + fl;
+		r->name_len = rest;
+		break;
+	case REC_SYMLINK:
+		if (rest == 0 || rest > FMT_SYMLINK_MAX || memchr(p + fl, 0, rest))
+			return -EBADMSG;
+		r->name = p + fl;
+		r->name_len = rest;
+		break;
+	case REC_XSET: {
+		size_t nl = get_u16(p + 8);
+		if (nl == 0 || nl > FMT_XATTR_NAME_MAX || nl > rest ||
+		    rest - nl > FMT_XATTR_VALUE_MAX || memchr(p + fl, 0, nl))
+			return -EBADMSG;
+		r->name = p + fl;
+		r->name_len = nl;
+		r->val = p + fl + nl;
+		r->val_len = rest - nl;
+		break;
+	}
+	case REC_XDEL:
+		if (rest == 0 || rest > FMT_XATTR_NAME_MAX || memchr(p + fl, 0, rest))
+			return -EBADMSG;
+		r->name = p + fl;
+		r->name_len = rest;
+		break;
+	}
+	*pos += 6 + body;
+	return 1;
+}

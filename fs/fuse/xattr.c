@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: MIT
+/* xattr.c - FUSE handlers for extended attributes. */
+#include "fuse/ops.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+		 size_t size, int flags)
+{
+	struct fs_ctx c;
+
+	ops_ctx(req, &c);
+	fuse_reply_err(req, -ops_durable(req, fs_setxattr(ops_fs(req), &c, ino, name, value, size, flags), 0));
+}
+
+/* size 0 asks for the length; otherwise reply with at most @size bytes. */
+static void reply_sized(fuse_req_t req, int ret, const char *buf, size_t size)
+{
+	if (ret < 0)
+		fuse_reply_err(req, -ret);
+	else if (size == 0)
+		fuse_reply_xattr(req, ret);
+	else
+		fuse_reply_buf(req, buf, ret);
+}
+
+void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	char *buf = size ? malloc(size) : NULL;
+	int ret;
+
+	if (size && !buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	ret = fs_getxattr(ops_fs(req), ino, name, buf, size);
+	reply_sized(req, ret, buf, size);
+	free(buf);
+}
+
+void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	char *buf = size ? malloc(size) : NULL;
+	struct fs_ctx c;
+	int ret;
+
+	if (size && !buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	ops_ctx(req, &c);
+	ret = fs_listxattr(ops_fs(req), &c, ino, buf, size);
+	reply_sized(req, ret, buf, size);
+	free(buf);
+}
+
+void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	fuse_reply_err(req, -ops_durable(req, fs_removexattr(ops_fs(req), ino, name), 0));
+}

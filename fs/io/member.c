@@ -1,0 +1,332 @@
+// SPDX-License-Identifier: MIT
+/* member.c - open members, read and check superblocks, verify the member set. */
+#include "io/member.h"
+#include "io/scan.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "io/busy.h"
+
+int member_open(struct member *m, const char *path, int rdonly, char *err, size_t errlen)
+{
+	struct stat st;
+	int flags = (rdonly ? O_RDONLY : O_RDWR) | O_DIRECT | O_CLOEXEC;
+	int ret;
+
+	memset(m, 0, sizeof(*m));
+	m->fd = -1;
+	m->hold_fd = -1;
+	m->path = strdup(path);
+	if (!m->path)
+		return -ENOMEM;
+	if (stat(path, &st) < 0) {
+		ret = -errno;
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return ret;
+	}
+	if (S_ISBLK(st.st_mode)) {
+		m->is_blkdev = 1;
+		flags |= O_EXCL;
+	} else if (!S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "%s: not a block device or regular file", path);
+		return -EINVAL;
+	}
+	/* A daemon that was just unmounted may still be writing its last commit: wait a bit. */
+	for (int tries = 0; tries < 50; tries++) {
+		m->fd = open(path, flags);
+		if (m->fd >= 0 || errno != EBUSY)
+			break;
+		if (busy_mounted(path)) { /* a mounted daemon does not let go */
+			errno = EBUSY;
+			break;
+		}
+		usleep(100000);
+	}
+	if (m->fd < 0) {
+		ret = -errno;
+		if (errno == EBUSY)
+			busy_explain(path, "device is busy (mounted or in use by another program)", err,
+				     errlen);
+		else if (errno == EINVAL)
+			snprintf(err, errlen, "%s: O_DIRECT not supported by the filesystem holding this image (tmpfs before Linux 6.6?); use a loop device", path);
+		else
+			snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return ret;
+	}
+	for (int tries = 0; !m->is_blkdev; tries++) {
+		if (flock(m->fd, (rdonly ? LOCK_SH : LOCK_EX) | LOCK_NB) == 0)
+			break;
+		ret = -errno;
+		/* (a daemon that was just unmounted lets go soon; a mounted one does not) */
+		if (ret == -EWOULDBLOCK && tries < 50 && !busy_mounted(path)) {
+			usleep(100000);
+			continue;
+		}
+		if (ret != -EWOULDBLOCK)
+			snprintf(err, errlen, "%s: cannot lock it: %s", path, strerror(-ret));
+		else
+			busy_explain(path,
+				     "in use by another dmafs daemon, which holds its lock: a dmafs filesystem is served by one daemon (bind-mount its mount to show it at another place: mount --bind MOUNTPOINT DIR)",
+				     err, errlen);
+		return ret;
+	}
+	if (m->is_blkdev) {
+		int lbs = 512;
+
+		if (ioctl(m->fd, BLKGETSIZE64, &m->size) < 0) {
+			ret = -errno;
+			snprintf(err, errlen, "%s: cannot read device size: %s", path, strerror(errno));
+			return ret;
+		}
+		ioctl(m->fd, BLKSSZGET, &lbs);
+		m->lbs = lbs;
+	} else {
+		m->size = st.st_size;
+		m->lbs = 512;
+	}
+	if (DMAFS_BLOCK % m->lbs) {
+		snprintf(err, errlen, "%s: logical block size %u does not divide %u", path, m->lbs,
+			 DMAFS_BLOCK);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+void member_close(struct member *m)
+{
+	if (m->fd >= 0)
+		close(m->fd);
+	m->fd = -1;
+	if (m->hold_fd >= 0)
+		close(m->hold_fd);
+	m->hold_fd = -1;
+	free(m->path);
+	m->path = NULL;
+}
+
+int member_pread(struct member *m, void *buf, size_t len, uint64_t off)
+{
+	ssize_t r = pread(m->fd, buf, len, off);
+
+	if (r < 0)
+		return -errno;
+	return (size_t)r == len ? 0 : -EIO;
+}
+
+int member_pwrite(struct member *m, const void *buf, size_t len, uint64_t off)
+{
+	ssize_t r = pwrite(m->fd, buf, len, off);
+
+	if (r < 0)
+		return -errno;
+	return (size_t)r == len ? 0 : -EIO;
+}
+
+const char *member_sb_errstr(int e)
+{
+	switch (e) {
+	case -ENODATA: return "no dmafs superblock (bad magic)";
+	case -EBADMSG: return "superblock checksum mismatch";
+	case -EPROTONOSUPPORT: return "unsupported format version";
+	case -EUCLEAN: return "superblock fields inconsistent";
+	default: return strerror(-e);
+	}
+}
+
+int member_read_sb(struct member *m, char *err, size_t errlen)
+{
+	uint8_t *b = util_aligned_alloc(FMT_SB_SIZE);
+	int r1, r2;
+
+	if (!b)
+		return -ENOMEM;
+	r1 = member_pread(m, b, FMT_SB_SIZE, 0);
+	if (!r1)
+		r1 = fmt_sb_decode(b, &m->sb);
+	if (r1 && m->size >= FMT_MIN_MEMBER) {
+		struct fmt_sb copy;
+
+		r2 = member_pread(m, b, FMT_SB_SIZE, fmt_sb_copy_offset(m->size));
+		if (!r2)
+			r2 = fmt_sb_decode(b, &copy);
+		if (!r2 && copy.member_size == ALIGN_DOWN(m->size, DMAFS_BLOCK)) {
+			m->sb = copy;
+			m->sb_from_copy = 1;
+			r1 = 0;
+		} else if (r1 == -ENODATA && r2 != -ENODATA && r2) {
+			r1 = r2;
+		}
+	}
+	if (r1 == -EPROTONOSUPPORT && member_pread(m, b, FMT_SB_SIZE, 0) == 0 &&
+	    !memcmp(b, FMT_SB_MAGIC, 8))
+		snprintf(err, errlen,
+			 "%s: dmafs on-disk format version %u; this dmafs reads version %u (%s): copy the files off with the dmafs that made it, then mkfs.dmafs again",
+			 m->path, get_u32(b + 8), FMT_VERSION,
+			 get_u32(b + 8) == 1 ? "made before data checksums"
+			 : get_u32(b + 8) < FMT_VERSION ? "made by an older dmafs" : "made by a newer dmafs");
+	else if (r1)
+		snprintf(err, errlen, "%s: %s in both copies", m->path, member_sb_errstr(r1));
+	free(b);
+	return r1;
+}
+
+int member_write_sb(struct member *m)
+{
+	uint8_t *b = util_aligned_alloc(FMT_SB_SIZE);
+	int ret;
+
+	if (!b)
+		return -ENOMEM;
+	fmt_sb_encode(&m->sb, b);
+	ret = member_pwrite(m, b, FMT_SB_SIZE, 0);
+	if (!ret)
+		ret = member_pwrite(m, b, FMT_SB_SIZE, fmt_sb_copy_offset(m->sb.member_size));
+	if (!ret && fdatasync(m->fd) < 0)
+		ret = -errno;
+	free(b);
+	return ret;
+}
+
+void members_close(struct member *ms, int n)
+{
+	for (int i = 0; i < n; i++)
+		member_close(&ms[i]);
+	free(ms);
+}
+
+/*
+ * Open and verify @paths[0..n) as members 0..n-1. Returns n, or -errno with one line naming
+ * the offending member in @err.
+ */
+static int open_paths(char *const paths[], int n, int rdonly, struct member **out, char *err,
+		      size_t errlen)
+{
+	struct member *ms = calloc(FMT_MAX_MEMBERS, sizeof(*ms));
+	char u1[40], u2[40], why[512];
+	int opened = 0, ret = 0;
+
+	if (!ms)
+		return -ENOMEM;
+	if (n > FMT_MAX_MEMBERS) {
+		snprintf(err, errlen, "more than %d members given", FMT_MAX_MEMBERS);
+		ret = -E2BIG;
+		goto fail;
+	}
+	for (int i = 0; i < n; i++) {
+		ret = member_open(&ms[i], paths[i], rdonly, why, sizeof(why));
+		opened++;
+		if (!ret)
+			ret = member_read_sb(&ms[i], why, sizeof(why));
+		if (ret) {
+			snprintf(err, errlen, "member %d (%s", i, why);
+			/* "member 2 (/dev/x: reason" -> "member 2 (/dev/x): reason" */
+			char *colon = strstr(err, ": ");
+			if (colon) {
+				memmove(colon + 1, colon, strlen(colon) + 1);
+				colon[0] = ')';
+			}
+			goto fail;
+		}
+	}
+	if (n == 0) {
+		snprintf(err, errlen, "no members given");
+		ret = -EINVAL;
+		goto fail;
+	}
+	const struct fmt_sb *ref = &ms[0].sb;
+	for (int i = 0; i < n; i++) {
+		const struct fmt_sb *sb = &ms[i].sb;
+
+		if (memcmp(sb->fs_uuid, ref->fs_uuid, 16)) {
+			util_uuid_str(sb->fs_uuid, u1);
+			util_uuid_str(ref->fs_uuid, u2);
+			snprintf(err, errlen,
+				 "member %d (%s): belongs to filesystem %s, not %s (the filesystem of member 0, %s)",
+				 i, ms[i].path, u1, u2, ms[0].path);
+			ret = -EXDEV;
+			goto fail;
+		}
+		if (sb->member_index != (unsigned)i) {
+			snprintf(err, errlen,
+				 "member %d (%s): is member %u of this filesystem; give the members in their order",
+				 i, ms[i].path, sb->member_index);
+			ret = -EINVAL;
+			goto fail;
+		}
+		/* the log copies on members 0 and 1 are read and written with member 0's geometry */
+		if (memcmp(ref->member_uuid[i], sb->member_uuid[i], 16) ||
+		    sb->member_count != ref->member_count || sb->stripe_unit != ref->stripe_unit ||
+		    sb->log_half != ref->log_half ||
+		    (fmt_has_log(i) && sb->log_offset != ref->log_offset)) {
+			snprintf(err, errlen,
+				 "member %d (%s): superblock disagrees with member 0 about the member set or the log geometry",
+				 i, ms[i].path);
+			ret = -EUCLEAN;
+			goto fail;
+		}
+		if (ALIGN_DOWN(ms[i].size, DMAFS_BLOCK) < sb->member_size) {
+			snprintf(err, errlen, "member %d (%s): is %llu bytes, smaller than the %llu it was formatted with",
+				 i, ms[i].path, (unsigned long long)ms[i].size,
+				 (unsigned long long)sb->member_size);
+			ret = -EUCLEAN;
+			goto fail;
+		}
+	}
+	if ((unsigned)n != ref->member_count) {
+		util_uuid_str(ref->fs_uuid, u1);
+		if ((unsigned)n < ref->member_count) {
+			util_uuid_str(ref->member_uuid[n], u2);
+			snprintf(err, errlen,
+				 "filesystem %s has %u members but %d were given; missing member %d (uuid %s)",
+				 u1, ref->member_count, n, n, u2);
+		} else {
+			snprintf(err, errlen, "filesystem %s has %u members but %d were given",
+				 u1, ref->member_count, n);
+		}
+		ret = -ENODEV;
+		goto fail;
+	}
+	*out = ms;
+	return n;
+fail:
+	members_close(ms, opened);
+	return ret;
+}
+
+int members_open(const char *list, int rdonly, struct member **out, char *err, size_t errlen)
+{
+	char *paths[FMT_MAX_MEMBERS + 1], **found = NULL, *dup = NULL, *save = NULL, *tok;
+	const char *v;
+	size_t vlen;
+	int n = 0, ret;
+
+	if (scan_source_kind(list, &v, &vlen) != SCAN_NOT_NAME) {
+		/* LABEL=, UUID=: the members are wherever the block devices hold them */
+		n = scan_members(list, &found, err, errlen);
+		if (n < 0)
+			return n;
+		ret = open_paths(found, n, rdonly, out, err, errlen);
+		scan_paths_free(found);
+		return ret;
+	}
+	dup = strdup(list);
+	if (!dup)
+		return -ENOMEM;
+	for (tok = strtok_r(dup, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if (n == FMT_MAX_MEMBERS + 1)
+			break; /* open_paths says there are too many */
+		paths[n++] = tok;
+	}
+	ret = open_paths(paths, n, rdonly, out, err, errlen);
+	free(dup);
+	return ret;
+}

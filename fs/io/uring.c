@@ -1,0 +1,209 @@
+// SPDX-License-Identifier: MIT
+/* uring.c - per-thread io_uring rings and batched, concurrent member I/O. */
+#include "io/uring.h"
+
+#include <errno.h>
+#include <liburing.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RING_DEPTH 128
+
+static __thread struct io_uring ring, pring;
+static __thread int ring_ready, pring_ready;
+static pthread_key_t ring_key;
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+
+static void ring_exit(void *unused)
+{
+	if (ring_ready) {
+		io_uring_queue_exit(&ring);
+		ring_ready = 0;
+	}
+	if (pring_ready) {
+		io_uring_queue_exit(&pring);
+		pring_ready = 0;
+	}
+}
+
+static void make_key(void) { pthread_key_create(&ring_key, ring_exit); }
+
+static int get_ring(void)
+{
+	int ret;
+
+	if (ring_ready)
+		return 0;
+	pthread_once(&key_once, make_key);
+	ret = io_uring_queue_init(RING_DEPTH, &ring, 0);
+	if (ret < 0)
+		return ret;
+	ring_ready = 1;
+	/* a non-NULL value makes the destructor run at thread exit */
+	pthread_setspecific(ring_key, (void *)1);
+	return 0;
+}
+
+struct io_uring *uring_pipe_ring(void)
+{
+	struct io_uring_params p;
+
+	if (pring_ready)
+		return &pring;
+	pthread_once(&key_once, make_key);
+	memset(&p, 0, sizeof(p));
+	p.flags = IORING_SETUP_CQSIZE;
+	p.cq_entries = 2 * URING_PIPE_DEPTH; /* completions of resubmitted short reads too */
+	if (io_uring_queue_init_params(URING_PIPE_DEPTH, &pring, &p) < 0)
+		return NULL;
+	pring_ready = 1;
+	pthread_setspecific(ring_key, (void *)1);
+	return &pring;
+}
+
+struct pending {
+	struct uring_op *op;
+	uint32_t done;
+	int fsync;
+};
+
+int uring_rw_cb(struct uring_op *ops, size_t n, void (*done)(void *arg, size_t i), void *arg)
+{
+	struct pending *pend;
+	size_t next = 0, inflight = 0, completed = 0;
+	int ret, first_err = 0;
+
+	if (n == 0)
+		return 0;
+	ret = get_ring();
+	if (ret)
+		return ret;
+	pend = calloc(n, sizeof(*pend));
+	if (!pend)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		pend[i].op = &ops[i];
+		ops[i].res = 0;
+	}
+	while (completed < n) {
+		struct io_uring_cqe *cqe;
+
+		/* Fill the ring with new ops; resubmissions of short ops go first below. */
+		while (next < n && inflight < RING_DEPTH) {
+			struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+			struct uring_op *op = &ops[next];
+
+			if (!sqe)
+				break;
+			if (op->write)
+				io_uring_prep_write(sqe, op->fd, op->buf, op->len, op->off);
+			else
+				io_uring_prep_read(sqe, op->fd, op->buf, op->len, op->off);
+			io_uring_sqe_set_data(sqe, &pend[next]);
+			next++;
+			inflight++;
+		}
+		ret = io_uring_submit_and_wait(&ring, 1);
+		if (ret < 0 && ret != -EINTR) {
+			first_err = first_err ? first_err : ret;
+			break;
+		}
+		while (io_uring_peek_cqe(&ring, &cqe) == 0) {
+			struct pending *p = io_uring_cqe_get_data(cqe);
+			struct uring_op *op = p->op;
+			int res = cqe->res;
+
+			io_uring_cqe_seen(&ring, cqe);
+			inflight--;
+			if (res < 0 || (res == 0 && op->len > p->done)) {
+				if (res == -EAGAIN || res == -EINTR) {
+					res = 0; /* retry below */
+				} else {
+					op->res = res < 0 ? res : -EIO;
+					first_err = first_err ? first_err : op->res;
+					completed++;
+					continue;
+				}
+			}
+			p->done += res;
+			if (p->done >= op->len) {
+				completed++;
+				if (done)
+					done(arg, (size_t)(p - pend));
+				continue;
+			}
+			/* short transfer: resubmit the remainder */
+			struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+			if (!sqe) {
+				io_uring_submit(&ring);
+				sqe = io_uring_get_sqe(&ring);
+			}
+			if (!sqe) {
+				op->res = -EBUSY;
+				first_err = first_err ? first_err : -EBUSY;
+				completed++;
+				continue;
+			}
+			if (op->write)
+				io_uring_prep_write(sqe, op->fd, (char *)op->buf + p->done,
+						    op->len - p->done, op->off + p->done);
+			else
+				io_uring_prep_read(sqe, op->fd, (char *)op->buf + p->done,
+						   op->len - p->done, op->off + p->done);
+			io_uring_sqe_set_data(sqe, p);
+			inflight++;
+		}
+	}
+	/* After a ring failure, drain what is still in flight before freeing. */
+	while (inflight > 0) {
+		struct io_uring_cqe *cqe;
+
+		if (io_uring_wait_cqe(&ring, &cqe))
+			break;
+		io_uring_cqe_seen(&ring, cqe);
+		inflight--;
+	}
+	free(pend);
+	return first_err;
+}
+
+int uring_rw(struct uring_op *ops, size_t n) { return uring_rw_cb(ops, n, NULL, NULL); }
+
+int uring_fsync(const int *fds, size_t n)
+{
+	int ret, first_err = 0;
+	size_t done = 0, sub = 0;
+
+	ret = get_ring();
+	if (ret)
+		return ret;
+	while (sub < n) {
+		size_t batch = 0;
+
+		while (sub < n && batch < RING_DEPTH) {
+			struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+
+			if (!sqe)
+				break;
+			io_uring_prep_fsync(sqe, fds[sub], IORING_FSYNC_DATASYNC);
+			sub++;
+			batch++;
+		}
+		ret = io_uring_submit_and_wait(&ring, batch);
+		if (ret < 0)
+			return ret;
+		while (batch > 0) {
+			struct io_uring_cqe *cqe;
+
+			if (io_uring_wait_cqe(&ring, &cqe))
+				return -EIO;
+			if (cqe->res < 0 && !first_err)
+				first_err = cqe->res;
+			io_uring_cqe_seen(&ring, cqe);
+			batch--;
+			done++;
+		}
+	}
+	return first_err;
+}

@@ -1,0 +1,202 @@
+// SPDX-License-Identifier: MIT
+/* clientfd.c - vetting and taking a client's shared-memory descriptor (see clientfd.h). */
+#include "place/clientfd.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/memfd.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "util/util.h"
+
+#ifndef SYS_pidfd_getfd
+#define SYS_pidfd_getfd 438
+#endif
+#ifndef F_GET_SEALS
+#define F_GET_SEALS 1034
+#endif
+
+#define STUCK_MAX 2 /* a user's descriptors being closed on side threads */
+
+/* mount ids of the kernel's internal shmem mount and hugetlbfs mounts (one per page size) */
+static int internal_mnt[8];
+static unsigned ninternal;
+
+/* The mnt_id and flags lines of /proc/@pid/fdinfo/@fd. Returns 0, -EBADF or -ESRCH. */
+static int fdinfo(pid_t pid, int fd, int *mnt, unsigned *flags)
+{
+	char path[64], line[256];
+	int got = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/fdinfo/%d", (int)pid, fd);
+	f = fopen(path, "re");
+	if (!f)
+		return errno == ENOENT ? -EBADF : -ESRCH;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "flags: %o", flags) == 1)
+			got |= 1;
+		else if (sscanf(line, "mnt_id: %d", mnt) == 1)
+			got |= 2;
+	}
+	fclose(f);
+	return got == 3 ? 0 : -EBADF;
+}
+
+static void probe(unsigned flags)
+{
+	unsigned fl;
+	int fd, mnt;
+
+	if (ninternal == sizeof(internal_mnt) / sizeof(internal_mnt[0]))
+		return;
+	fd = memfd_create("dmafs-probe", MFD_CLOEXEC | flags);
+	if (fd < 0)
+		return;
+	if (!fdinfo(getpid(), fd, &mnt, &fl))
+		internal_mnt[ninternal++] = mnt;
+	close(fd);
+}
+
+void clientfd_init(void)
+{
+	DIR *d;
+	struct dirent *e;
+
+	probe(0);
+	/* one hugetlbfs mount per huge page size the kernel offers */
+	d = opendir("/sys/kernel/mm/hugepages");
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		unsigned long kb;
+		unsigned shift = 0;
+
+		if (sscanf(e->d_name, "hugepages-%lukB", &kb) != 1 || !kb)
+			continue;
+		while ((1ul << shift) < kb * 1024)
+			shift++;
+		probe(MFD_HUGETLB | (shift << MFD_HUGE_SHIFT));
+	}
+	closedir(d);
+}
+
+/* Is mount @mnt, as process @pid sees its mounts, a tmpfs or hugetlbfs? */
+static int shm_mount(pid_t pid, int mnt)
+{
+	char path[64], *line = NULL;
+	size_t cap = 0;
+	int ok = 0;
+	FILE *f;
+
+	for (unsigned i = 0; i < ninternal; i++)
+		if (internal_mnt[i] == mnt)
+			return 1;
+	snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (getline(&line, &cap, f) > 0) {
+		char *sep, fstype[32];
+		int id;
+
+		/* "ID PARENT MAJ:MIN ROOT POINT OPTS [TAGS...] - FSTYPE SOURCE SUPEROPTS" */
+		if (sscanf(line, "%d", &id) != 1 || id != mnt)
+			continue;
+		sep = strstr(line, " - ");
+		ok = sep && sscanf(sep + 3, "%31s", fstype) == 1 &&
+		     (!strcmp(fstype, "tmpfs") || !strcmp(fstype, "hugetlbfs"));
+		break;
+	}
+	free(line);
+	fclose(f);
+	return ok;
+}
+
+static int open_rw(unsigned flags)
+{
+	return !(flags & O_PATH) && (flags & O_ACCMODE) == O_RDWR;
+}
+
+struct closer {
+	int fd;
+	unsigned *stuck;
+};
+
+static void *close_main(void *arg)
+{
+	struct closer *c = arg;
+
+	close(c->fd);
+	__atomic_fetch_sub(c->stuck, 1, __ATOMIC_RELEASE);
+	free(c);
+	return NULL;
+}
+
+/* Close a descriptor of an unknown file where a close that never returns harms no one. */
+static void close_aside(int fd, unsigned *stuck)
+{
+	struct closer *c = malloc(sizeof(*c));
+	pthread_attr_t at;
+	pthread_t t;
+
+	__atomic_fetch_add(stuck, 1, __ATOMIC_ACQUIRE);
+	if (c) {
+		*c = (struct closer){ fd, stuck };
+		pthread_attr_init(&at);
+		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+		pthread_attr_setstacksize(&at, 64 << 10);
+		if (!pthread_create(&t, &at, close_main, c)) {
+			pthread_attr_destroy(&at);
+			return;
+		}
+		pthread_attr_destroy(&at);
+		free(c);
+	}
+	close(fd); /* no thread to be had: close it here */
+	__atomic_fetch_sub(stuck, 1, __ATOMIC_RELEASE);
+}
+
+int clientfd_take(pid_t tgid, int pidfd, int fd, unsigned *stuck, int *out)
+{
+	unsigned flags;
+	int mnt, ret, nfd;
+
+	if (fd < 0)
+		return -EBADF;
+	if (__atomic_load_n(stuck, __ATOMIC_ACQUIRE) >= STUCK_MAX)
+		return -EAGAIN;
+	ret = fdinfo(tgid, fd, &mnt, &flags);
+	if (ret)
+		return ret;
+	if (!open_rw(flags))
+		return -EBADF;
+	if (!shm_mount(tgid, mnt))
+		return -EINVAL;
+	nfd = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+	if (nfd < 0) {
+		ret = -errno;
+		if (ret == -EPERM)
+			log_warn("placement: the kernel refused to hand over a descriptor of process %d (pidfd_getfd: %s; is kernel.yama.ptrace_scope 3?); host buffers cannot be registered",
+				 (int)tgid, strerror(-ret));
+		return ret == -EBADF || ret == -EPERM ? ret : -ESRCH;
+	}
+	/* Checked again on what was taken: the client may have put another file under
+	 * @fd since. F_GET_SEALS answers only for shmem and hugetlbfs files and asks no
+	 * filesystem anything. */
+	flags = (unsigned)fcntl(nfd, F_GETFL);
+	if (!open_rw(flags) || fcntl(nfd, F_GET_SEALS) < 0) {
+		close_aside(nfd, stuck);
+		return (int)flags != -1 && !open_rw(flags) ? -EBADF : -EINVAL;
+	}
+	*out = nfd;
+	return 0;
+}

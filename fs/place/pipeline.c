@@ -1,0 +1,770 @@
+// SPDX-License-Identifier: MIT
+/* pipeline.c - the continuous placement pipeline (see pipeline.h). */
+#include "place/pipeline.h"
+
+#include <errno.h>
+#include <liburing.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gpu.h"
+#include "io/uring.h"
+#include "place/usermem.h"
+#include "io/workpool.h"
+
+#define PIECE STAGE_SLOT	 /* file window a piece stays inside */
+#define QD_PER_MEMBER 32	 /* member reads in flight per member and placement */
+#define QD_MIN 64
+#define MAX_RECS 1024
+#define POLL_US 50		 /* wait slice while copies or hashing are outstanding */
+
+static uint64_t copy_delay_ns = PIPELINE_COPY_DELAY_US * 1000ull;
+
+void pipeline_set_copy_delay(unsigned us) { copy_delay_ns = us * 1000ull; }
+
+/* A piece: file bytes [off, off + len) go to buffer offset dst. */
+struct piece {
+	uint64_t off, len, dst;
+	int direct; /* read straight into the client's pages (host, block aligned) */
+};
+
+struct pipe;
+
+/* One member read of a piece in flight. */
+struct pop {
+	struct uring_op op;
+	uint64_t foff;	/* file offset of the op's first byte (data reads) */
+	uint32_t done;	/* bytes transferred so far */
+	struct rec *rec;
+};
+
+/* A piece in flight: read, then (verified and) delivered, then released. */
+struct rec {
+	struct work w;		/* with the hash pool */
+	struct rec *next;	/* copy FIFO, hash queue, verified list */
+	struct pipe *p;
+	const struct piece *pc;
+	uint64_t a;		/* the block-aligned span [a, b) that is read */
+	uint64_t b;
+	int slot;		/* staging slot, or -1 when direct */
+	char *buf;		/* where byte a lands */
+	unsigned left;		/* reads outstanding */
+	int err;
+	struct pop *ops;	/* data reads [0, nd), then their checksum reads [nd, 2 nd) */
+	unsigned nd, nops, cap;
+	char *cbuf;		/* checksum blocks */
+	size_t ccap;
+	uint64_t t_sub, t_copy;	/* when its reads went out, when its copy was queued */
+	uint64_t t_ready;	/* when it joined the ready list */
+};
+
+/* What a placement waited on, logged at debug level when it ends. */
+struct pstats {
+	uint64_t t0, last;
+	uint64_t held_ns, inflight_ns;	/* time-weighted: slots held, reads in flight */
+	uint64_t read_ns, copy_ns;	/* summed over pieces */
+	uint64_t nread, ncopy, nops;
+	uint64_t wait_ns[4];		/* in wait_some: reads, copies, hashing, no slot */
+	uint64_t starved;
+};
+
+struct pipe {
+	struct fs *fs;
+	struct inode *ino;
+	const struct pipe_target *t;
+	int verify;
+	struct io_uring *ring;
+	struct stage *st;	/* slots: the GPU pool, or the host bounce pool once needed */
+	int entered;		/* stage_enter() done on st */
+	void *stream;
+	struct piece *pc;
+	size_t npc, next;
+	struct rec *recs, **free_recs;
+	unsigned nrecs, nfree_recs;
+	struct rec *pending;	/* built but not submitted: the queue was full */
+	unsigned held;		/* slots held */
+	unsigned qd, inflight;	/* member reads in flight (limit, now) */
+	unsigned hashing;	/* pieces with the hash pool */
+	struct rec *rd_head, *rd_tail; /* read (and verified), device copy not queued yet */
+	struct rec *cq_head, *cq_tail; /* device copies in flight, in stream order */
+	int starved;		/* the last issue found no slot */
+	int err;
+	pthread_mutex_t vlock;
+	pthread_cond_t vcond;
+	struct rec *verified;	/* back from the hash pool; protected by vlock */
+	struct pstats *ps;	/* NULL unless debug logging is on */
+};
+
+/* ---- the hash pool: checks pieces' checksums while the reads go on ---- */
+
+static int rec_verify(struct rec *r)
+{
+	struct pipe *p = r->p;
+	int ret = 0;
+
+	for (unsigned i = 0; i < r->nd; i++)
+		if (fs_verify_read(p->fs, p->ino, &r->ops[i].op, r->ops[r->nd + i].op.buf,
+				   r->ops[i].foff))
+			ret = -EIO;
+	return ret;
+}
+
+/* On a pool thread: check one piece, hand it back to its placement. */
+static void rec_hash(struct work *w)
+{
+	struct rec *r = container_of(w, struct rec, w);
+	struct pipe *p = r->p;
+
+	r->err = rec_verify(r);
+	pthread_mutex_lock(&p->vlock);
+	r->next = p->verified;
+	p->verified = r;
+	pthread_cond_signal(&p->vcond);
+	pthread_mutex_unlock(&p->vlock);
+}
+
+/* ---- pieces ---- */
+
+static int add_piece(struct pipe *p, size_t *cap, uint64_t off, uint64_t len, uint64_t dst,
+		     int direct)
+{
+	if (p->npc == *cap) {
+		size_t ncap = *cap ? 2 * *cap : 64;
+		struct piece *n = realloc(p->pc, ncap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		p->pc = n;
+		*cap = ncap;
+	}
+	p->pc[p->npc++] = (struct piece){ off, len, dst, direct };
+	return 0;
+}
+
+/*
+ * Cut every entry at PIECE-aligned file offsets. For the host target, the block-aligned
+ * middle of a window whose buffer address agrees with the file offset modulo 4096 is read
+ * straight into the client's pages; its partial blocks, and whole windows that disagree,
+ * go through a slot.
+ */
+static int cut(struct pipe *p, const struct dmafs_ioc_place *rq)
+{
+	size_t cap = 0;
+	int ret = 0;
+
+	for (uint32_t i = 0; i < rq->count && !ret; i++) {
+		uint64_t off = rq->e[i].file_offset, end = off + rq->e[i].length;
+		uint64_t dst = rq->e[i].buffer_offset;
+
+		while (off < end && !ret) {
+			uint64_t we = MIN(end, ALIGN_DOWN(off, PIECE) + PIECE);
+			uint64_t a = ALIGN_UP(off, DMAFS_BLOCK), b = ALIGN_DOWN(we, DMAFS_BLOCK);
+			/* verified placements check the bytes in a slot of the daemon's
+			 * own: the client could change its pages between read and hash */
+			int congruent = !p->t->gpu && !p->verify &&
+					((uintptr_t)(p->t->base + dst) - off) % DMAFS_BLOCK == 0;
+
+			if (congruent && a < b) {
+				if (off < a)
+					ret = add_piece(p, &cap, off, a - off, dst, 0);
+				if (!ret)
+					ret = add_piece(p, &cap, a, b - a, dst + (a - off), 1);
+				if (!ret && b < we)
+					ret = add_piece(p, &cap, b, we - b, dst + (b - off), 0);
+			} else {
+				ret = add_piece(p, &cap, off, we - off, dst, 0);
+			}
+			dst += we - off;
+			off = we;
+		}
+	}
+	return ret;
+}
+
+/* ---- records ---- */
+
+/* Add @r at the tail of the queue @head..@tail (the ready list, the copy list). */
+static void rec_append(struct rec **head, struct rec **tail, struct rec *r)
+{
+	r->next = NULL;
+	if (*tail)
+		(*tail)->next = r;
+	else
+		*head = r;
+	*tail = r;
+}
+
+static int push_op(struct rec *r, const struct uring_op *op, uint64_t foff)
+{
+	if (r->nops == r->cap) {
+		unsigned ncap = r->cap ? 2 * r->cap : 8;
+		struct pop *n = realloc(r->ops, ncap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		r->ops = n;
+		r->cap = ncap;
+	}
+	r->ops[r->nops++] = (struct pop){ .op = *op, .foff = foff, .rec = r };
+	return 0;
+}
+
+static int emit_read(void *arg, const struct uring_op *op, uint64_t foff)
+{
+	return push_op(arg, op, foff);
+}
+
+/* Give back what @r holds: its slot and the record itself. */
+static void rec_release(struct pipe *p, struct rec *r)
+{
+	if (r->slot >= 0) {
+		stage_put(p->st, (unsigned)r->slot);
+		p->held--;
+		r->slot = -1;
+	}
+	p->free_recs[p->nfree_recs++] = r;
+}
+
+static void fail(struct pipe *p, int err)
+{
+	if (!p->err)
+		p->err = err;
+}
+
+/* Add the checksum reads that cover each data read of @r. */
+static int add_csum_reads(struct pipe *p, struct rec *r)
+{
+	size_t total = 0;
+	char *c;
+	int ret = 0;
+
+	for (unsigned i = 0; i < r->nd; i++) {
+		uint64_t p0, ca, cb;
+
+		fs_csum_span(p->fs, &r->ops[i].op, &p0, &ca, &cb);
+		total += cb - ca;
+	}
+	if (r->ccap < total) {
+		free(r->cbuf);
+		r->cbuf = util_aligned_alloc(total);
+		r->ccap = r->cbuf ? total : 0;
+		if (!r->cbuf)
+			return -ENOMEM;
+	}
+	c = r->cbuf;
+	for (unsigned i = 0; i < r->nd && !ret; i++) {
+		struct uring_op op = r->ops[i].op;
+		uint64_t p0, ca, cb;
+
+		fs_csum_span(p->fs, &op, &p0, &ca, &cb);
+		op.buf = c;
+		op.off = ca;
+		op.len = (uint32_t)(cb - ca);
+		c += cb - ca;
+		ret = push_op(r, &op, r->ops[i].foff);
+	}
+	return ret;
+}
+
+/*
+ * Build the record of the next piece: a slot when it needs one, its member reads (holes
+ * zeroed now). Returns 1 built, 0 nothing to do now (no record or slot free), -errno.
+ */
+static int build(struct pipe *p, struct rec **out)
+{
+	const struct piece *pc = &p->pc[p->next];
+	struct rec *r;
+	int slot = -1, ret;
+
+	if (!p->nfree_recs)
+		return 0;
+	if (!pc->direct) {
+		if (!p->st) {
+			ret = stage_get(DMAFS_TARGET_HOST, NULL, 0, &p->st);
+			if (ret)
+				return ret;
+		}
+		if (!p->entered) {
+			stage_enter(p->st);
+			p->entered = 1;
+		}
+		slot = stage_take(p->st, p->held);
+		if (slot < 0) {
+			p->starved = 1;
+			return 0;
+		}
+		p->held++;
+	}
+	r = p->free_recs[--p->nfree_recs];
+	r->p = p;
+	r->pc = pc;
+	r->a = ALIGN_DOWN(pc->off, DMAFS_BLOCK);
+	r->b = ALIGN_UP(pc->off + pc->len, DMAFS_BLOCK);
+	r->slot = slot;
+	r->buf = slot >= 0 ? stage_mem(p->st, (unsigned)slot) : p->t->base + pc->dst;
+	r->err = 0;
+	r->nops = 0;
+	ret = fs_map_reads(p->fs, p->ino, r->buf, r->a, r->b, emit_read, r);
+	r->nd = r->nops;
+	if (!ret && p->verify)
+		ret = add_csum_reads(p, r);
+	if (ret) {
+		rec_release(p, r);
+		return ret;
+	}
+	p->next++;
+	*out = r;
+	return 1;
+}
+
+static int submit_op(struct pipe *p, struct pop *o)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(p->ring);
+
+	if (!sqe) {
+		io_uring_submit(p->ring);
+		sqe = io_uring_get_sqe(p->ring);
+		if (!sqe)
+			return -EBUSY;
+	}
+	io_uring_prep_read(sqe, o->op.fd, (char *)o->op.buf + o->done, o->op.len - o->done,
+			   o->op.off + o->done);
+	io_uring_sqe_set_data(sqe, o);
+	p->inflight++;
+	return 0;
+}
+
+/* ---- delivery ---- */
+
+static void deliver(struct pipe *p, struct rec *r);
+static void copy_out(struct pipe *p, struct rec *r);
+
+/* All reads of @r are in. */
+static void rec_read(struct pipe *p, struct rec *r)
+{
+	if (p->ps && r->nops) {
+		p->ps->read_ns += util_now_ns() - r->t_sub;
+		p->ps->nread++;
+		p->ps->nops += r->nd;
+	}
+	if (r->err || p->err) {
+		fail(p, r->err);
+		rec_release(p, r);
+		return;
+	}
+	if (p->verify) {
+		if (workpool_start() > 0) {
+			p->hashing++;
+			r->w.fn = rec_hash;
+			workpool_queue(&r->w);
+			return;
+		}
+		r->err = rec_verify(r);
+		if (r->err) {
+			fail(p, r->err);
+			rec_release(p, r);
+			return;
+		}
+	}
+	deliver(p, r);
+}
+
+static void deliver(struct pipe *p, struct rec *r)
+{
+	const struct piece *pc = r->pc;
+
+	if (r->slot < 0) { /* direct: the bytes are where they belong */
+		rec_release(p, r);
+		return;
+	}
+	if (!p->t->gpu) {
+		/* the client may have shrunk its memory object: its fault, not a member's */
+		if (usermem_copy(p->t->base + pc->dst, r->buf + (pc->off - r->a), pc->len))
+			fail(p, -EFAULT);
+		rec_release(p, r);
+		return;
+	}
+	if (!copy_delay_ns) {
+		copy_out(p, r);
+		return;
+	}
+	r->t_ready = util_now_ns();
+	rec_append(&p->rd_head, &p->rd_tail, r);
+}
+
+/*
+ * Queue the device copies of ready pieces that have waited the copy delay; with @all,
+ * of every ready piece. A slot just filled by a CPU copy (a loop device's worker) still
+ * sits in that core's private cache, and the device reading it from there slows the
+ * reads that follow; a short wait lets it reach the shared cache first (pipeline.h).
+ */
+static int flush_ready(struct pipe *p, int all)
+{
+	uint64_t now = util_now_ns();
+	int n = 0;
+
+	while (p->rd_head && (all || now - p->rd_head->t_ready >= copy_delay_ns)) {
+		struct rec *r = p->rd_head;
+
+		p->rd_head = r->next;
+		if (!p->rd_head)
+			p->rd_tail = NULL;
+		if (p->err)
+			rec_release(p, r);
+		else
+			copy_out(p, r);
+		n++;
+	}
+	return n;
+}
+
+/* Queue @r's host-to-device copy; its slot comes back when the copy's event fires. */
+static void copy_out(struct pipe *p, struct rec *r)
+{
+	const struct piece *pc = r->pc;
+	const char *src = r->buf + (pc->off - r->a);
+	struct stage *s = p->st;
+
+	if (gpu_copy_htod_async(s->gpu, s->dev, p->t->base + pc->dst, src, pc->len, p->stream)) {
+		fail(p, -ENODEV);
+		rec_release(p, r);
+		return;
+	}
+	if (gpu_event_record(s->gpu, s->dev, s->event[r->slot], p->stream)) {
+		/* without the event, only a full sync says the slot is free again */
+		fail(p, -ENODEV);
+		gpu_stream_sync(s->gpu, s->dev, p->stream);
+		rec_release(p, r);
+		return;
+	}
+	if (p->ps)
+		r->t_copy = util_now_ns();
+	rec_append(&p->cq_head, &p->cq_tail, r);
+}
+
+/* Release the slots whose device copies have finished; with @wait, the oldest at least. */
+static int reclaim(struct pipe *p, int wait)
+{
+	struct stage *s = p->st;
+	int n = 0;
+
+	while (p->cq_head) {
+		struct rec *r = p->cq_head;
+		int q = wait && !n ? (gpu_event_sync(s->gpu, s->dev, s->event[r->slot]) ? -ENODEV : 1)
+				   : gpu_event_query(s->gpu, s->dev, s->event[r->slot]);
+
+		if (q == 0)
+			break;
+		if (q < 0) {
+			/* the device is in trouble: wait for the stream so no copy reads a
+			 * slot after it is given back */
+			fail(p, -ENODEV);
+			gpu_stream_sync(s->gpu, s->dev, p->stream);
+		}
+		p->cq_head = r->next;
+		if (!p->cq_head)
+			p->cq_tail = NULL;
+		if (p->ps) {
+			p->ps->copy_ns += util_now_ns() - r->t_copy;
+			p->ps->ncopy++;
+		}
+		rec_release(p, r);
+		n++;
+	}
+	return n;
+}
+
+/* Pieces back from the hash pool: deliver them, or fail. */
+static int take_verified(struct pipe *p, int wait)
+{
+	struct rec *list;
+	int n = 0;
+
+	pthread_mutex_lock(&p->vlock);
+	if (wait && !p->verified) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += POLL_US * 1000;
+		ts.tv_sec += ts.tv_nsec / 1000000000;
+		ts.tv_nsec %= 1000000000;
+		pthread_cond_timedwait(&p->vcond, &p->vlock, &ts);
+	}
+	list = p->verified;
+	p->verified = NULL;
+	pthread_mutex_unlock(&p->vlock);
+	while (list) {
+		struct rec *r = list;
+
+		list = r->next;
+		p->hashing--;
+		n++;
+		if (r->err || p->err) {
+			fail(p, r->err);
+			rec_release(p, r);
+		} else {
+			deliver(p, r);
+		}
+	}
+	return n;
+}
+
+/* ---- reads ---- */
+
+static void op_done(struct pipe *p, struct pop *o)
+{
+	struct rec *r = o->rec;
+
+	if (--r->left == 0)
+		rec_read(p, r);
+}
+
+/* Handle one completion. */
+static void complete(struct pipe *p, struct io_uring_cqe *cqe)
+{
+	struct pop *o = io_uring_cqe_get_data(cqe);
+	int res = cqe->res;
+
+	p->inflight--;
+	if (res == -EAGAIN || res == -EINTR) {
+		res = 0;
+	} else if (res == -EFAULT && o->rec->slot < 0) {
+		/* a direct read into client pages that are gone: the client's fault, so no
+		 * member is blamed (staging slots are the daemon's and never fault) */
+		o->op.res = res;
+		o->rec->err = -EFAULT;
+		op_done(p, o);
+		return;
+	} else if (res < 0 || (res == 0 && o->done < o->op.len)) {
+		o->op.res = res < 0 ? res : -EIO;
+		fs_io_error(p->fs, p->ino, &o->op, o->foff, "read");
+		o->rec->err = -EIO;
+		op_done(p, o);
+		return;
+	}
+	o->done += (uint32_t)res;
+	if (o->done < o->op.len) { /* short read: the rest */
+		if (submit_op(p, o)) {
+			o->op.res = -EBUSY;
+			o->rec->err = -EIO;
+			op_done(p, o);
+		}
+		return;
+	}
+	op_done(p, o);
+}
+
+static int reap(struct pipe *p)
+{
+	struct io_uring_cqe *cqe;
+	unsigned head, n = 0;
+
+	io_uring_for_each_cqe(p->ring, head, cqe) {
+		complete(p, cqe);
+		n++;
+	}
+	io_uring_cq_advance(p->ring, n);
+	if (io_uring_sq_ready(p->ring)) /* resubmitted short reads */
+		io_uring_submit(p->ring);
+	return (int)n;
+}
+
+/* Submit the reads of every piece that can go now. Returns how many pieces went. */
+static int issue(struct pipe *p)
+{
+	int n = 0;
+
+	p->starved = 0;
+	while (!p->err && (p->pending || p->next < p->npc)) {
+		struct rec *r = p->pending;
+		int ret;
+
+		if (!r) {
+			ret = build(p, &r);
+			if (ret < 0) {
+				fail(p, ret);
+				break;
+			}
+			if (ret == 0)
+				break;
+		}
+		if (p->inflight && p->inflight + r->nops > p->qd) {
+			p->pending = r;
+			break;
+		}
+		p->pending = NULL;
+		r->left = r->nops;
+		if (p->ps)
+			r->t_sub = util_now_ns();
+		if (r->nops == 0) { /* all hole */
+			rec_read(p, r);
+			n++;
+			continue;
+		}
+		for (unsigned i = 0; i < r->nops; i++) {
+			r->ops[i].done = 0;
+			if (submit_op(p, &r->ops[i])) {
+				/* the ring is wedged: treat the rest as failed reads */
+				fail(p, -EIO);
+				r->left -= r->nops - i;
+				if (r->left == 0)
+					rec_read(p, r);
+				break;
+			}
+		}
+		n++;
+	}
+	if (n)
+		io_uring_submit(p->ring);
+	return n;
+}
+
+static int finished(const struct pipe *p)
+{
+	return (p->err || (p->next == p->npc && !p->pending)) && !p->inflight && !p->hashing &&
+	       !p->rd_head && !p->cq_head;
+}
+
+/* Nothing moved: sleep until something can. */
+static void wait_some(struct pipe *p)
+{
+	struct io_uring_cqe *cqe;
+	int why = p->starved ? 3 : p->inflight ? 0 : p->hashing ? 2 : 1;
+	uint64_t t = p->ps ? util_now_ns() : 0;
+
+	if (p->rd_head && !p->inflight && !p->hashing) {
+		flush_ready(p, 1); /* nothing else is coming: no reason to wait */
+	} else if (p->inflight) {
+		if (p->cq_head || p->hashing || p->starved || p->rd_head) {
+			struct __kernel_timespec ts = { 0, POLL_US * 1000 };
+
+			io_uring_wait_cqe_timeout(p->ring, &cqe, &ts);
+		} else {
+			io_uring_wait_cqe(p->ring, &cqe);
+		}
+	} else if (p->hashing) {
+		take_verified(p, 1);
+	} else if (p->cq_head) {
+		reclaim(p, 1);
+	} else if (p->starved) {
+		stage_wait(p->st, 1000);
+	}
+	if (p->ps) {
+		p->ps->wait_ns[why] += util_now_ns() - t;
+		p->ps->starved += p->starved;
+	}
+}
+
+/* Account the time since the last step to the slots held and reads in flight. */
+static void pstats_step(struct pipe *p)
+{
+	uint64_t now = util_now_ns(), dt = now - p->ps->last;
+
+	p->ps->held_ns += dt * p->held;
+	p->ps->inflight_ns += dt * p->inflight;
+	p->ps->last = now;
+}
+
+static void pstats_log(const struct pipe *p, uint64_t bytes)
+{
+	const struct pstats *s = p->ps;
+	double t = (double)(util_now_ns() - s->t0);
+
+	log_debug("placement pipeline: inode %llu, %zu pieces (%llu member reads), %.1f MiB in "
+		  "%.2f ms (%.2f GB/s); average slots held %.1f, reads in flight %.1f (limit %u); "
+		  "per piece: read %.0f us, copy %.0f us after a delay of %llu us; waited for reads "
+		  "%.2f ms, copies %.2f ms, hashing %.2f ms, a slot %.2f ms (%llu times)",
+		  (unsigned long long)p->ino->ino, p->npc, (unsigned long long)s->nops,
+		  bytes / 1048576.0, t / 1e6, bytes / t, s->held_ns / t, s->inflight_ns / t, p->qd,
+		  s->nread ? s->read_ns / 1e3 / s->nread : 0.0,
+		  s->ncopy ? s->copy_ns / 1e3 / s->ncopy : 0.0,
+		  (unsigned long long)(p->t->gpu ? copy_delay_ns / 1000 : 0), s->wait_ns[0] / 1e6,
+		  s->wait_ns[1] / 1e6, s->wait_ns[2] / 1e6, s->wait_ns[3] / 1e6,
+		  (unsigned long long)s->starved);
+}
+
+int pipeline_run(struct fs *fs, struct inode *ino, const struct pipe_target *t,
+		 const struct dmafs_ioc_place *rq, int verify)
+{
+	struct pipe p = { .fs = fs, .ino = ino, .t = t, .verify = verify, .st = t->stage };
+	int ret;
+
+	ret = cut(&p, rq);
+	if (ret || !p.npc) {
+		free(p.pc);
+		return ret;
+	}
+	p.ring = uring_pipe_ring();
+	if (!p.ring) {
+		free(p.pc);
+		return -ENOMEM;
+	}
+	p.qd = MIN(URING_PIPE_DEPTH, MAX(QD_MIN, QD_PER_MEMBER * fs->n));
+	p.nrecs = (unsigned)MIN(MAX_RECS, p.npc);
+	p.recs = calloc(p.nrecs, sizeof(*p.recs));
+	p.free_recs = malloc(p.nrecs * sizeof(*p.free_recs));
+	if (!p.recs || !p.free_recs) {
+		free(p.recs);
+		free(p.free_recs);
+		free(p.pc);
+		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < p.nrecs; i++)
+		p.free_recs[p.nfree_recs++] = &p.recs[p.nrecs - 1 - i];
+	pthread_mutex_init(&p.vlock, NULL);
+	pthread_cond_init(&p.vcond, NULL);
+	if (t->gpu) {
+		stage_enter(p.st);
+		p.entered = 1;
+		p.stream = p.st->stream[__atomic_fetch_add(&p.st->next_stream, 1, __ATOMIC_RELAXED) %
+					STAGE_STREAMS];
+	}
+	if (util_log_enabled(LOG_LVL_DEBUG)) {
+		p.ps = calloc(1, sizeof(*p.ps));
+		if (p.ps)
+			p.ps->t0 = p.ps->last = util_now_ns();
+	}
+	for (;;) {
+		int moved = 0;
+
+		if (p.ps)
+			pstats_step(&p);
+		if (p.rd_head)
+			moved += flush_ready(&p, p.err != 0);
+		if (p.cq_head)
+			moved += reclaim(&p, 0);
+		if (p.hashing)
+			moved += take_verified(&p, 0);
+		moved += issue(&p);
+		moved += reap(&p);
+		if (finished(&p))
+			break;
+		if (!moved)
+			wait_some(&p);
+	}
+	if (p.ps) {
+		uint64_t bytes = 0;
+
+		for (size_t i = 0; i < p.npc; i++)
+			bytes += p.pc[i].len;
+		pstats_log(&p, bytes);
+		free(p.ps);
+	}
+	if (p.pending)
+		rec_release(&p, p.pending);
+	if (p.entered)
+		stage_leave(p.st);
+	for (unsigned i = 0; i < p.nrecs; i++) {
+		free(p.recs[i].ops);
+		free(p.recs[i].cbuf);
+	}
+	pthread_mutex_destroy(&p.vlock);
+	pthread_cond_destroy(&p.vcond);
+	free(p.recs);
+	free(p.free_recs);
+	free(p.pc);
+	return p.err;
+}

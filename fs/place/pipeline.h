@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pipeline.h - the placement pipeline: a continuous stream of O_DIRECT member reads,
+ * each delivered the moment it completes.
+ *
+ * A placement is cut into pieces at 1 MiB file windows (so a piece is one member read
+ * when the stripe unit is 1 MiB or more). Up to a queue depth per member of pieces are in
+ * flight at once; each piece is read either straight into the client's pages (host
+ * target, offsets congruent modulo 4096: zero copy) or into a staging slot (stage.h) and
+ * then delivered: copied into the client's pages, or queued as an asynchronous
+ * host-to-device copy whose event releases the slot. There is no barrier at which members
+ * wait for each other, and any number of placements to one device share its slots.
+ * With verify, each piece's checksum blocks are read with it and checked (by a pool of
+ * threads) before the piece is delivered.
+ *
+ * A staged piece's device copy is queued once the piece has been ready for the copy delay
+ * (-o copy_delay_us, PIPELINE_COPY_DELAY_US by default), or at once when no reads are left
+ * in flight. Measured with loop-device members (H100 host, 8 members), side by side:
+ * 15-20 GB/s without the delay, 23-24 with 300 us in one run, 16-22 and 27-32 in another;
+ * with the copies left out altogether the reads ran at 29-40. The likely cause: a loop
+ * device's read ends in a CPU copy by a kernel worker, which leaves the slot's lines in
+ * that core's private cache, and the device reading them from there at once slows the
+ * worker's next copies. Members that DMA into the slot should neither gain nor lose (not
+ * measured here), beyond the staging the waiting pieces hold: copy delay x placement
+ * rate, 9 MiB at 30 GB/s.
+ */
+#ifndef DMAFS_PIPELINE_H
+#define DMAFS_PIPELINE_H
+
+#include "dmafs-proto.h"
+#include "engine/engine.h"
+#include "place/stage.h"
+
+struct pipe_target {
+	int gpu;	  /* 0: host pages at @base; 1: device memory at @base via @stage */
+	char *base;	  /* where buffer offset 0 is (host address or device pointer) */
+	struct stage *stage; /* GPU: the device's pool; host: the host bounce pool, or NULL
+			      * to have it set up on first need */
+};
+
+#define PIPELINE_COPY_DELAY_US 300
+
+/* Set the copy delay (microseconds; 0: copy each piece the moment it is ready). */
+void pipeline_set_copy_delay(unsigned us);
+
+/*
+ * Place the validated entries of @p (lengths already clipped to the file) from @ino into
+ * @t. Caller holds ino->iolock shared. Returns 0 once every byte has landed (device
+ * copies finished), or -EIO (member read error or checksum mismatch, logged), -ENODEV
+ * (GPU call failed or staging unavailable), -ENOMEM. On failure nothing is left in
+ * flight and every slot taken has been given back.
+ */
+int pipeline_run(struct fs *fs, struct inode *ino, const struct pipe_target *t,
+		 const struct dmafs_ioc_place *p, int verify);
+
+#endif

@@ -1,0 +1,901 @@
+// SPDX-License-Identifier: MIT
+/* place.c - the placement service: registrations, capabilities, validation, and the
+ * choice of path for each request (see place.h). The paths: pipeline.c (host and staged),
+ * place-p2p.c (cuFile). */
+#include "place/place.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/vfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "place/clientfd.h"
+#include "gpu.h"
+#include "place/p2p.h"
+#include "place/pipeline.h"
+#include "place/stage.h"
+#include "place/usermem.h"
+
+#define REAP_INTERVAL_MS 500
+
+/* A process with registrations: one pidfd for all of them, closed with the last. */
+struct client {
+	struct client *next;
+	pid_t tgid;
+	int pidfd;
+	unsigned nregs;		/* protected by regs_lock */
+};
+
+/* What one user holds, against the per-user limits. */
+struct user {
+	struct user *next;
+	uid_t uid;
+	unsigned nregs;		/* protected by regs_lock */
+	uint64_t bytes;		/* host bytes mapped; protected by regs_lock */
+	unsigned stuck;		/* descriptors being closed aside (clientfd.h); atomic */
+	uint64_t logged_ns;	/* last refusal logged; protected by regs_lock */
+};
+
+struct reg {
+	struct reg *next;
+	uint64_t id;
+	struct client *cl;
+	struct user *u;
+	int target;
+	int dev;		/* GPU ordinal in the daemon */
+	struct gpu *gpu;
+	char *base;		/* where buffer byte 0 is: host mapping or device pointer */
+	uint64_t size;
+	uint64_t charged;	/* host bytes counted against the limits */
+	void *map;		/* host: mmap address; GPU: IPC mapping base */
+	size_t map_len;
+	size_t guard;		/* host: PROT_NONE bytes after the mapping (map_host) */
+	uint64_t map_off;	/* host: object offset of the mapping */
+	int hugetlb;		/* host: a hugetlbfs object */
+	int p2p;		/* registered with cuFile */
+	unsigned refs;		/* placements running; protected by regs_lock */
+	int dead;		/* unregistered or owner gone; freed when refs drops to 0 */
+};
+
+/* Lock order: regs_lock is a leaf; nothing else is taken while it is held. */
+static pthread_mutex_t regs_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct reg *regs;	/* protected by regs_lock */
+static struct client *clients;	/* protected by regs_lock */
+static struct user *users;	/* protected by regs_lock; entries live until shutdown */
+static unsigned nregs;		/* protected by regs_lock */
+static uint64_t nbytes;		/* protected by regs_lock */
+static struct place_limits lim;
+static pthread_t reaper;
+static int reaper_running;
+/* The unmount wakes the reaper instead of waiting out its sleep. */
+static pthread_mutex_t reaper_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t reaper_wake = PTHREAD_COND_INITIALIZER;
+static int reaper_stop; /* protected by reaper_lock */
+static struct fs *place_fs;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+int place_tgid(pid_t tid, pid_t *tgid)
+{
+	char path[64], line[256];
+	FILE *f;
+	int ret = -ESRCH;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
+	f = fopen(path, "re");
+	if (!f)
+		return -ESRCH;
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "Tgid:", 5)) {
+			*tgid = atoi(line + 5);
+			ret = *tgid > 0 ? 0 : -ESRCH;
+			break;
+		}
+	}
+	fclose(f);
+	return ret;
+}
+
+/* Has the process behind @pidfd exited? A pidfd polls readable from its exit on, zombie
+ * or not, and a pid used again by another process never makes it readable again. */
+static int pid_gone(int pidfd)
+{
+	struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
+
+	return poll(&pfd, 1, 0) > 0;
+}
+
+/* Release what a registration holds. Caller holds no lock; the reg is unlinked and its
+ * client and user counts already dropped. */
+static void reg_free(struct reg *r)
+{
+	if (r->target == DMAFS_TARGET_HOST) {
+		if (r->map)
+			munmap(r->map, r->map_len + r->guard);
+	} else if (r->map) {
+		if (r->p2p)
+			p2p_buf_deregister(r->map);
+		gpu_ipc_close(r->gpu, r->dev, r->map);
+	}
+	free(r);
+}
+
+/* Drop @r's counts; returns its client when that was the client's last registration
+ * (unlinked: the caller closes its pidfd and frees it). Caller holds regs_lock. */
+static struct client *uncount(struct reg *r)
+{
+	struct client **pp, *cl = r->cl;
+
+	nregs--;
+	nbytes -= r->charged;
+	r->u->nregs--;
+	r->u->bytes -= r->charged;
+	if (--cl->nregs)
+		return NULL;
+	for (pp = &clients; *pp != cl; pp = &(*pp)->next)
+		;
+	*pp = cl->next;
+	return cl;
+}
+
+/* Unlink and free every dead registration nobody uses. */
+static void reap(void)
+{
+	struct reg **pp, *dead = NULL, *r;
+	struct client *gone = NULL, *cl;
+
+	pthread_mutex_lock(&regs_lock);
+	for (cl = clients; cl; cl = cl->next)
+		if (pid_gone(cl->pidfd))
+			for (r = regs; r; r = r->next)
+				if (r->cl == cl)
+					r->dead = 1;
+	for (pp = &regs; *pp;) {
+		r = *pp;
+		if (r->dead && r->refs == 0) {
+			*pp = r->next;
+			cl = uncount(r);
+			if (cl) {
+				cl->next = gone;
+				gone = cl;
+			}
+			r->next = dead;
+			dead = r;
+		} else {
+			pp = &r->next;
+		}
+	}
+	pthread_mutex_unlock(&regs_lock);
+	while (dead) {
+		r = dead;
+		dead = r->next;
+		log_debug("placement: released buffer %016llx", (unsigned long long)r->id);
+		reg_free(r);
+	}
+	while (gone) {
+		cl = gone;
+		gone = cl->next;
+		close(cl->pidfd);
+		free(cl);
+	}
+}
+
+static void *reaper_main(void *arg)
+{
+	pthread_mutex_lock(&reaper_lock);
+	while (!reaper_stop) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += REAP_INTERVAL_MS * 1000000L;
+		ts.tv_sec += ts.tv_nsec / 1000000000L;
+		ts.tv_nsec %= 1000000000L;
+		pthread_cond_timedwait(&reaper_wake, &reaper_lock, &ts);
+		if (reaper_stop)
+			break;
+		pthread_mutex_unlock(&reaper_lock);
+		reap();
+		pthread_mutex_lock(&reaper_lock);
+	}
+	pthread_mutex_unlock(&reaper_lock);
+	return NULL;
+}
+
+static void gpu_log_to_daemon(const char *msg) { log_err("%s", msg); }
+
+int place_init(struct fs *fs, const struct place_limits *limits, uint64_t staging, int prewarm)
+{
+	int ret;
+
+	place_fs = fs;
+	lim = *limits;
+	gpu_set_log(gpu_log_to_daemon);
+	clientfd_init();
+	ret = usermem_init();
+	if (ret)
+		return ret;
+	ret = stage_init(staging, prewarm);
+	if (ret)
+		return ret;
+	if (pthread_create(&reaper, NULL, reaper_main, NULL))
+		return -EAGAIN;
+	reaper_running = 1;
+	return 0;
+}
+
+void place_shutdown(void)
+{
+	if (reaper_running) {
+		pthread_mutex_lock(&reaper_lock);
+		reaper_stop = 1;
+		pthread_cond_signal(&reaper_wake);
+		pthread_mutex_unlock(&reaper_lock);
+		pthread_join(reaper, NULL);
+		reaper_running = 0;
+	}
+	pthread_mutex_lock(&regs_lock);
+	for (struct reg *r = regs; r; r = r->next)
+		r->dead = 1;
+	pthread_mutex_unlock(&regs_lock);
+	reap();
+	/* users stay: a descriptor still being closed aside counts in its user's entry */
+	stage_shutdown();
+}
+
+/* ---- capabilities ---- */
+
+/* Why the direct (p2p) path is or is not used for @target. */
+static int p2p_reason(struct fs *fs, int target, char *why, size_t len)
+{
+	void *h;
+
+	if (fs->verify_place) {
+		snprintf(why, len, "p2p not used: verify_place is on, and checksums can only be checked while the data is in host staging");
+		return 0;
+	}
+	if (target == DMAFS_TARGET_CUDA)
+		return p2p_usable(why, len);
+	h = dlopen("libhipfile.so", RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		snprintf(why, len, "p2p unavailable: libhipfile.so (ROCm >= 7.2) not installed");
+		return 0;
+	}
+	dlclose(h);
+	snprintf(why, len, "p2p unavailable: hipFile is present, but this dmafs version drives only cuFile; the staged path is used");
+	return 0;
+}
+
+int place_info(struct fs *fs, uint64_t ino, struct dmafs_ioc_info *out)
+{
+	struct stat st;
+	int ret;
+
+	memset(out, 0, sizeof(*out));
+	ret = fs_getattr(fs, ino, &st);
+	if (ret)
+		return ret;
+	out->version = DMAFS_PROTO_VERSION;
+	out->members = fs->n;
+	out->stripe_unit = fs->su;
+	out->block_size = DMAFS_BLOCK;
+	out->staging_bytes = stage_bytes();
+	out->file_size = S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
+	out->t[0].target = DMAFS_TARGET_HOST;
+	out->t[0].path = DMAFS_PATH_HOST;
+	out->t[0].devices = 0;
+	snprintf(out->t[0].why, sizeof(out->t[0].why),
+		 "O_DIRECT reads straight into the client's shared pages (zero copy where buffer and file offsets agree modulo 4096)%s",
+		 fs->verify_place ? "; checksums verified" : "");
+	for (int k = 1; k < 3; k++) {
+		struct dmafs_ioc_target_info *t = &out->t[k];
+		int target = k == 1 ? DMAFS_TARGET_CUDA : DMAFS_TARGET_HIP;
+		struct gpu *g;
+		char why[200], p2p[200], stg[96];
+
+		t->target = target;
+		if (gpu_load(target, &g, why, sizeof(why))) {
+			t->path = DMAFS_PATH_NONE;
+			t->devices = -1;
+			snprintf(t->why, sizeof(t->why), "%s", why);
+			continue;
+		}
+		t->path = p2p_reason(fs, target, p2p, sizeof(p2p)) ? DMAFS_PATH_P2P : DMAFS_PATH_STAGED;
+		t->devices = gpu_count(g);
+		stage_describe(target, 0, stg, sizeof(stg));
+		snprintf(t->why, sizeof(t->why), "%.60s, %d device(s); %.100s; device 0 %.40s",
+			 gpu_version(g), t->devices, p2p, stg);
+	}
+	return 0;
+}
+
+/* ---- registration ---- */
+
+static int gen_id(uint64_t *id)
+{
+	do {
+		if (getrandom(id, sizeof(*id), 0) != sizeof(*id))
+			return -EIO;
+	} while (*id == 0);
+	return 0;
+}
+
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22 /* Linux 5.14 */
+#endif
+
+/* A part of a daemon mapping to populate (map_host); runs in a thread of its own. */
+struct map_part {
+	char *p;
+	size_t len;
+	int err;
+};
+
+static void *map_populate(void *arg)
+{
+	struct map_part *m = arg;
+
+	m->err = madvise(m->p, m->len, MADV_POPULATE_READ) ? errno : 0;
+	return NULL;
+}
+
+/* Is a page mapped or cached behind every page of [p, p + len)? (mincore(2): a page of
+ * a shmem object that is swapped out counts as missing.) */
+static int pages_present(void *p, size_t len)
+{
+	unsigned char vec[4096];
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	char *a = (char *)ALIGN_DOWN((uintptr_t)p, pg);
+
+	len = ALIGN_UP(len + ((char *)p - a), pg);
+	for (size_t off = 0; off < len; off += sizeof(vec) * pg) {
+		size_t n = MIN(len - off, sizeof(vec) * pg);
+
+		if (mincore(a + off, n, vec))
+			return 0;
+		for (size_t i = 0; i < n / pg; i++)
+			if (!(vec[i] & 1))
+				return 0;
+	}
+	return 1;
+}
+
+/*
+ * Does the client's object have a page behind every page of [map, map + len)? The daemon
+ * must not allocate memory the client did not: a fault on a hole of a shmem object would
+ * allocate a page, charged to the daemon. An object whose blocks cover its size has no
+ * hole; otherwise mincore(2) asks the page cache page by page.
+ */
+static int no_holes(const struct stat *st, int hugetlb, void *map, size_t len)
+{
+	if ((uint64_t)st->st_blocks * 512 >= (uint64_t)st->st_size)
+		return 1;
+	if (hugetlb)
+		return 0; /* mincore sees only this mapping's pages there, and it has none */
+	return pages_present(map, len);
+}
+
+/* Fault the mapping in now, in up to 4 threads of 64 MiB or more each: page faults at
+ * registration, not inside the first placement. Failures are left to the placement's
+ * own faults (usermem.h), as MAP_POPULATE leaves them. */
+static void populate(struct reg *r, uint64_t unit)
+{
+	struct map_part part[4];
+	pthread_t tid[4];
+	int started[4] = { 0 };
+	sigset_t all, old;
+	cpu_set_t cpus;
+	size_t n, step;
+
+	n = sched_getaffinity(0, sizeof(cpus), &cpus) ? 1 : (size_t)CPU_COUNT(&cpus);
+	n = MAX(MIN(MIN(n, 4), r->map_len / (64u << 20)), 1);
+	step = ALIGN_UP((r->map_len + n - 1) / n, unit);
+	for (n = 0; n * step < r->map_len; n++)
+		part[n] = (struct map_part){ (char *)r->map + n * step,
+					     MIN(step, r->map_len - n * step), 0 };
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	for (size_t i = 1; i < n; i++)
+		started[i] = !pthread_create(&tid[i], NULL, map_populate, &part[i]);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	map_populate(&part[0]);
+	for (size_t i = 1; i < n; i++) {
+		if (started[i])
+			pthread_join(tid[i], NULL);
+		else
+			map_populate(&part[i]);
+	}
+}
+
+/*
+ * Map [r->map_off, + r->map_len) of @fd shared, @unit aligned, with a PROT_NONE guard of
+ * @unit after it. The guard keeps two registrations of adjacent ranges of one object
+ * from merging into one mapping, so /proc/self/map_files names each exactly
+ * (host_intact). Returns 0 or -errno (nothing left mapped).
+ */
+static int map_guarded(struct reg *r, int fd, uint64_t unit)
+{
+	size_t span = r->map_len + 2 * unit;
+	char *res, *a;
+
+	res = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (res == MAP_FAILED)
+		return -errno;
+	a = (char *)ALIGN_UP((uintptr_t)res, unit);
+	if (mmap(a, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
+		 (off_t)r->map_off) == MAP_FAILED) {
+		int err = errno;
+
+		munmap(res, span);
+		return -err;
+	}
+	/* keep [a, a + map_len + unit); give back the alignment slack either side */
+	if (a > res)
+		munmap(res, (size_t)(a - res));
+	if (res + span > a + r->map_len + unit)
+		munmap(a + r->map_len + unit, (size_t)(res + span - (a + r->map_len + unit)));
+	r->map = a;
+	r->guard = unit;
+	return 0;
+}
+
+/*
+ * Before a placement into a host buffer: is memory still behind every page it writes?
+ * The client may have punched holes since it registered, and a write there would
+ * allocate pages charged to the daemon. The object is reached through
+ * /proc/self/map_files (the daemon's own mapping: nothing a client names); an object
+ * whose blocks cover its size is whole, else its holes are looked for in the ranges
+ * placed. Without map_files (no CAP_SYS_ADMIN), mincore decides, and a swapped-out page
+ * counts as missing. A hole punched while the placement runs is still filled: the
+ * registered-bytes limits bound that. Returns 0 or -EFAULT.
+ */
+static int host_intact(const struct reg *r, const struct dmafs_ioc_place *p)
+{
+	uint64_t rel = (uint64_t)(r->base - (char *)r->map);
+	char path[64];
+	struct stat st;
+	int fd, ret = 0;
+
+	snprintf(path, sizeof(path), "/proc/self/map_files/%lx-%lx", (unsigned long)r->map,
+		 (unsigned long)r->map + r->map_len);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0 && fstat(fd, &st) == 0 &&
+	    (uint64_t)st.st_blocks * 512 >= (uint64_t)st.st_size) {
+		close(fd);
+		return 0;
+	}
+	for (uint32_t i = 0; i < p->count && !ret; i++) {
+		const struct dmafs_place_entry *e = &p->e[i];
+		off_t a = (off_t)(r->map_off + rel + e->buffer_offset), h;
+
+		if (!e->length)
+			continue;
+		if (fd >= 0 && !r->hugetlb) {
+			/* shmem answers holes by its page cache; swapped pages are data */
+			h = lseek(fd, a, SEEK_HOLE);
+			if (h >= 0 && (uint64_t)h < (uint64_t)a + e->length)
+				ret = -EFAULT;
+		} else if (!pages_present(r->base + e->buffer_offset, e->length)) {
+			ret = -EFAULT;
+		}
+	}
+	if (fd >= 0)
+		close(fd);
+	return ret;
+}
+
+/* Map the client's shared memory: @fd is the daemon's descriptor of it (clientfd.h). */
+static int map_host(const struct place_caller *c, struct dmafs_ioc_register *rq, struct reg *r,
+		    int fd)
+{
+	struct stat st;
+	struct statfs sf;
+	uint64_t start, end, unit = (uint64_t)sysconf(_SC_PAGESIZE);
+	int hugetlb, ret;
+
+	/* fstat and fstatfs are safe now: clientfd_take let only shmem and hugetlbfs by */
+	if (fstat(fd, &st) < 0 || fstatfs(fd, &sf) < 0 || !S_ISREG(st.st_mode))
+		return -EINVAL;
+	if (st.st_uid != c->uid)
+		return -EACCES;
+	if (sf.f_type != TMPFS_MAGIC && sf.f_type != HUGETLBFS_MAGIC)
+		return -EINVAL;
+	if (rq->offset > (uint64_t)st.st_size || rq->size > (uint64_t)st.st_size - rq->offset)
+		return -ERANGE;
+	/* hugetlbfs maps and unmaps whole huge pages (its st_blksize): an unaligned offset
+	 * fails mmap, and an unaligned length fails the munmap in reg_free, which would leave
+	 * the mapping and its pages to the daemon's end. Its file sizes are whole pages. */
+	hugetlb = sf.f_type == HUGETLBFS_MAGIC;
+	if (hugetlb && st.st_blksize > 0)
+		unit = (uint64_t)st.st_blksize;
+	start = ALIGN_DOWN(rq->offset, unit);
+	end = ALIGN_UP(rq->offset + rq->size, unit);
+	r->map_len = end - start;
+	r->map_off = start;
+	r->hugetlb = hugetlb;
+	ret = map_guarded(r, fd, unit);
+	if (ret)
+		return ret;
+	if (!no_holes(&st, hugetlb, r->map, r->map_len))
+		return -EFAULT;
+	populate(r, unit);
+	r->base = (char *)r->map + (rq->offset - start);
+	return 0;
+}
+
+static int map_gpu(struct dmafs_ioc_register *rq, struct reg *r)
+{
+	char why[256];
+	size_t len;
+	int ret;
+
+	ret = gpu_load(rq->target, &r->gpu, why, sizeof(why));
+	if (ret) {
+		log_info("placement: cannot register a %s buffer: %s",
+			 rq->target == DMAFS_TARGET_CUDA ? "CUDA" : "HIP", why);
+		return -ENXIO;
+	}
+	r->dev = gpu_find_uuid(r->gpu, rq->uuid);
+	if (r->dev < 0)
+		return -ENXIO;
+	ret = gpu_ipc_open(r->gpu, r->dev, rq->handle, &r->map, &len);
+	if (ret)
+		return ret;
+	if (rq->offset > len || rq->size > len - rq->offset) {
+		gpu_ipc_close(r->gpu, r->dev, r->map);
+		r->map = NULL;
+		return -ERANGE;
+	}
+	r->base = (char *)r->map + rq->offset;
+	rq->device = r->dev;
+	if (rq->target == DMAFS_TARGET_CUDA && p2p_usable(NULL, 0))
+		r->p2p = p2p_buf_register(r->map, len) == 0;
+	r->map_len = len;
+	return 0;
+}
+
+/* The caller's user and client entries (made if new), or NULL (-ENOMEM). Caller holds
+ * regs_lock; @pidfd is a fresh pidfd of the caller, consumed when a client is made. */
+static struct user *user_get(uid_t uid)
+{
+	struct user *u;
+
+	for (u = users; u; u = u->next)
+		if (u->uid == uid)
+			return u;
+	u = calloc(1, sizeof(*u));
+	if (u) {
+		u->uid = uid;
+		u->next = users;
+		users = u;
+	}
+	return u;
+}
+
+static struct client *client_find(pid_t tgid)
+{
+	for (struct client *cl = clients; cl; cl = cl->next)
+		if (cl->tgid == tgid && !pid_gone(cl->pidfd))
+			return cl;
+	return NULL;
+}
+
+/*
+ * Count a registration of @bytes host bytes against the limits, for user @u. Returns 0,
+ * -EDQUOT (a per-user limit) or -ENOSPC (a limit of the mount); @msg gets the line to
+ * log, naming the limit, or stays empty: a user's refusals are logged once per
+ * REFUSE_LOG_NS, so a flood of them cannot flood the log. Caller holds regs_lock.
+ */
+#define REFUSE_LOG_NS (10 * 1000000000ull)
+
+static int charge(const struct place_caller *c, struct user *u, uint64_t bytes, char *msg,
+		  size_t len)
+{
+	const char *what = NULL;
+	char a[32], b[32];
+	uint64_t now;
+	int ret = 0;
+
+	msg[0] = 0;
+	if (u->nregs >= lim.regs_user) {
+		what = "reg_max_user";
+		ret = -EDQUOT;
+		snprintf(a, sizeof(a), "%u registrations", lim.regs_user);
+	} else if (bytes > lim.bytes_user - MIN(u->bytes, lim.bytes_user)) {
+		what = "reg_bytes_user";
+		ret = -EDQUOT;
+		snprintf(a, sizeof(a), "%s", util_fmt_size(lim.bytes_user, b, sizeof(b)));
+	} else if (nregs >= lim.regs) {
+		what = "reg_max";
+		ret = -ENOSPC;
+		snprintf(a, sizeof(a), "%u registrations", lim.regs);
+	} else if (bytes > lim.bytes - MIN(nbytes, lim.bytes)) {
+		what = "reg_bytes";
+		ret = -ENOSPC;
+		snprintf(a, sizeof(a), "%s", util_fmt_size(lim.bytes, b, sizeof(b)));
+	}
+	if (ret) {
+		now = now_ns();
+		if (!u->logged_ns || now - u->logged_ns >= REFUSE_LOG_NS) {
+			u->logged_ns = now;
+			snprintf(msg, len, "placement: process %d (uid %u) refused a registration: %s %s is reached (%s; mount option %s=; further refusals of this user in the next 10 s are not logged)",
+				 (int)c->tgid, (unsigned)c->uid,
+				 ret == -EDQUOT ? "the per-user limit of" : "the mount's limit of", a,
+				 ret == -EDQUOT ? "EDQUOT" : "ENOSPC", what);
+		}
+		return ret;
+	}
+	u->nregs++;
+	u->bytes += bytes;
+	nregs++;
+	nbytes += bytes;
+	return 0;
+}
+
+int place_register(struct fs *fs, const struct place_caller *c, struct dmafs_ioc_register *rq)
+{
+	struct client *cl, *fresh = NULL, *drop = NULL;
+	struct user *u;
+	struct reg *r;
+	char msg[320];
+	uint64_t bytes = 0;
+	int ret, pidfd, fd = -1;
+
+	if (rq->flags || rq->size == 0 || rq->offset > UINT64_MAX - rq->size)
+		return -EINVAL;
+	if (rq->target != DMAFS_TARGET_HOST && rq->target != DMAFS_TARGET_CUDA &&
+	    rq->target != DMAFS_TARGET_HIP)
+		return -EINVAL;
+	if (rq->target == DMAFS_TARGET_HOST) {
+		/* what the mapping will take, with a page either side at most */
+		uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
+
+		if (rq->size > UINT64_MAX - 2 * pg)
+			return -ERANGE;
+		bytes = ALIGN_UP(rq->size, pg);
+	}
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	pthread_mutex_lock(&regs_lock);
+	cl = client_find(c->tgid);
+	pthread_mutex_unlock(&regs_lock);
+	if (!cl) {
+		pidfd = (int)syscall(SYS_pidfd_open, c->tgid, 0);
+		fresh = pidfd < 0 ? NULL : calloc(1, sizeof(*fresh));
+		if (!fresh) {
+			if (pidfd >= 0)
+				close(pidfd);
+			free(r);
+			return pidfd < 0 ? -ESRCH : -ENOMEM;
+		}
+		fresh->tgid = c->tgid;
+		fresh->pidfd = pidfd;
+	}
+	/* counted before anything is mapped: the limits hold while registrations race */
+	pthread_mutex_lock(&regs_lock);
+	u = user_get(c->uid);
+	msg[0] = 0;
+	ret = u ? charge(c, u, bytes, msg, sizeof(msg)) : -ENOMEM;
+	if (!ret) {
+		cl = client_find(c->tgid);
+		if (!cl) {
+			cl = fresh;
+			fresh = NULL;
+			cl->next = clients;
+			clients = cl;
+		}
+		cl->nregs++;
+		r->cl = cl;
+		r->u = u;
+		r->charged = bytes;
+	}
+	pthread_mutex_unlock(&regs_lock);
+	if (fresh) {
+		close(fresh->pidfd);
+		free(fresh);
+	}
+	if (msg[0])
+		log_info("%s", msg);
+	if (ret) {
+		free(r);
+		return ret;
+	}
+	r->target = rq->target;
+	r->size = rq->size;
+	ret = gen_id(&r->id);
+	if (!ret && rq->target == DMAFS_TARGET_HOST) {
+		ret = clientfd_take(c->tgid, cl->pidfd, rq->fd, &u->stuck, &fd);
+		if (!ret)
+			ret = map_host(c, rq, r, fd);
+		if (fd >= 0)
+			close(fd);
+	} else if (!ret) {
+		ret = map_gpu(rq, r);
+	}
+	if (ret) {
+		pthread_mutex_lock(&regs_lock);
+		drop = uncount(r);
+		pthread_mutex_unlock(&regs_lock);
+		if (drop) {
+			close(drop->pidfd);
+			free(drop);
+		}
+		reg_free(r);
+		return ret;
+	}
+	rq->id = r->id;
+	pthread_mutex_lock(&regs_lock);
+	r->next = regs;
+	regs = r;
+	pthread_mutex_unlock(&regs_lock);
+	log_debug("placement: process %d registered buffer %016llx (%llu bytes, target %d)",
+		  (int)c->tgid, (unsigned long long)r->id, (unsigned long long)r->size, r->target);
+	return 0;
+}
+
+/* Find the caller's live registration and take a reference. */
+static int reg_get(const struct place_caller *c, uint64_t id, struct reg **out)
+{
+	int ret = -ENOENT;
+
+	pthread_mutex_lock(&regs_lock);
+	for (struct reg *r = regs; r; r = r->next) {
+		if (r->id != id || r->dead)
+			continue;
+		/* a pid used again by another process must not reach the old one's buffers
+		 * in the half second before the reaper runs */
+		if (pid_gone(r->cl->pidfd))
+			break;
+		if (r->cl->tgid != c->tgid) {
+			ret = -EPERM;
+		} else {
+			r->refs++;
+			*out = r;
+			ret = 0;
+		}
+		break;
+	}
+	pthread_mutex_unlock(&regs_lock);
+	return ret;
+}
+
+static void reg_put(struct reg *r)
+{
+	int free_now;
+
+	pthread_mutex_lock(&regs_lock);
+	free_now = --r->refs == 0 && r->dead;
+	pthread_mutex_unlock(&regs_lock);
+	if (free_now)
+		reap();
+}
+
+int place_unregister(const struct place_caller *c, uint64_t id)
+{
+	struct reg *r;
+	int ret = reg_get(c, id, &r);
+
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&regs_lock);
+	r->dead = 1;
+	pthread_mutex_unlock(&regs_lock);
+	reg_put(r);
+	return 0;
+}
+
+/* ---- validation ---- */
+
+int place_validate(struct dmafs_ioc_place *p, uint64_t bufsize, uint64_t fsize)
+{
+	uint64_t total = 0;
+
+	if (p->count > DMAFS_PLACE_MAX || p->flags)
+		return -EINVAL;
+	for (uint32_t i = 0; i < p->count; i++) {
+		struct dmafs_place_entry *e = &p->e[i];
+		uint64_t len = 0;
+
+		if (e->file_offset < fsize)
+			len = MIN(e->length, fsize - e->file_offset);
+		if (e->buffer_offset > bufsize || len > bufsize - e->buffer_offset)
+			return -ERANGE;
+		/* an explicit length must also fit: a short file must not hide a bad request */
+		if (e->length != DMAFS_TO_EOF &&
+		    (e->length > bufsize || e->buffer_offset > bufsize - e->length))
+			return -ERANGE;
+		/* All entries together place at most the buffer's size: a request cannot have
+		 * the daemon read, or hold pieces for, more than the client's own memory (512
+		 * entries of a whole large file each would take gigabytes of piece lists). */
+		if (len > bufsize - total)
+			return -ERANGE;
+		total += len;
+		e->length = len;
+	}
+	return 0;
+}
+
+/* The direct path for this registration, with every member registered with cuFile? */
+static int use_p2p(struct fs *fs, struct reg *r)
+{
+	if (r->target != DMAFS_TARGET_CUDA || !r->p2p || fs->verify_place)
+		return 0;
+	for (unsigned m = 0; m < fs->n; m++)
+		if (p2p_member(&fs->members[m], m))
+			return 0;
+	return 1;
+}
+
+int place_run(struct fs *fs, const struct place_caller *c, uint64_t ino_nr,
+	      struct dmafs_ioc_place *p)
+{
+	uint64_t t0 = now_ns(), total = 0;
+	struct inode *ino;
+	struct reg *r;
+	int ret, path = DMAFS_PATH_NONE;
+
+	if (p->count > DMAFS_PLACE_MAX || p->flags)
+		return -EINVAL;
+	ret = reg_get(c, p->id, &r);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&fs->meta.lock);
+	ino = meta_iget(&fs->meta, ino_nr);
+	pthread_mutex_unlock(&fs->meta.lock);
+	if (!ino || !S_ISREG(ino->a.mode)) {
+		reg_put(r);
+		return ino ? -EINVAL : -ENOENT;
+	}
+	wback_wait(fs, ino, 0); /* what was written is on the members before we read */
+	/* the size and extent map stay fixed while we read: writers wait */
+	pthread_rwlock_rdlock(&ino->iolock);
+	ret = place_validate(p, r->size, ino->a.size);
+	if (!ret) {
+		struct pipe_target t = { .gpu = r->target != DMAFS_TARGET_HOST, .base = r->base };
+
+		if (r->target == DMAFS_TARGET_HOST) {
+			ret = host_intact(r, p);
+			if (!ret)
+				ret = pipeline_run(fs, ino, &t, p, fs->verify_place);
+			path = DMAFS_PATH_HOST;
+		} else if (use_p2p(fs, r)) {
+			ret = place_p2p(fs, ino, r->gpu, r->dev, r->map, (uint64_t)(r->base - (char *)r->map), p);
+			path = DMAFS_PATH_P2P;
+		} else {
+			ret = stage_get(r->target, r->gpu, r->dev, &t.stage);
+			if (!ret)
+				ret = pipeline_run(fs, ino, &t, p, fs->verify_place);
+			path = DMAFS_PATH_STAGED;
+		}
+	}
+	pthread_rwlock_unlock(&ino->iolock);
+	reg_put(r);
+	if (ret)
+		return ret;
+	for (uint32_t i = 0; i < p->count; i++)
+		total += p->e[i].length;
+	p->bytes = total;
+	p->path = path;
+	p->elapsed_ns = now_ns() - t0;
+	return 0;
+}

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * place.h - the placement service: buffers registered by client processes, and the
+ * engine that places file extents into them (host: O_DIRECT into the client's shared
+ * pages; staged: O_DIRECT into pinned staging, pipelined async copies into GPU memory).
+ *
+ * Every request is validated completely before any I/O. Registrations belong to the
+ * registering process (its tgid) and are dropped when it exits.
+ */
+#ifndef DMAFS_PLACE_H
+#define DMAFS_PLACE_H
+
+#include <sys/types.h>
+
+#include "dmafs-proto.h"
+#include "engine/engine.h"
+
+struct place_caller {
+	pid_t tgid;
+	uid_t uid;
+};
+
+/* Bounds on what clients may register (mount options reg_max, reg_max_user, reg_bytes,
+ * reg_bytes_user; dmafs(8)). Bytes count host buffers only: a GPU registration maps the
+ * client's device memory and costs the daemon no host memory. */
+struct place_limits {
+	unsigned regs, regs_user;
+	uint64_t bytes, bytes_user;
+};
+
+/*
+ * Start the service: the reaper of dead clients' registrations and, with @prewarm, the
+ * setup of every GPU's staging (stage.h) in the background. staging: bytes per device.
+ */
+int place_init(struct fs *fs, const struct place_limits *limits, uint64_t staging_bytes,
+	       int prewarm);
+void place_shutdown(void);
+/* Thread id from a FUSE request -> process id, from /proc. Returns 0 or -ESRCH. */
+int place_tgid(pid_t tid, pid_t *tgid);
+
+int place_info(struct fs *fs, uint64_t ino, struct dmafs_ioc_info *out);
+/*
+ * Register a buffer of the caller. Host: the caller's descriptor rq->fd of a shmem or
+ * hugetlbfs file it owns, open read-write (clientfd.h), with no hole in the range.
+ * Returns 0 (rq->id, rq->device set) or -errno: -EINVAL malformed request or not shared
+ * memory, -EBADF descriptor not open read-write, -EACCES not the caller's, -ERANGE past
+ * the object, -EFAULT a hole in the range, -EDQUOT a per-user limit, -ENOSPC a limit of
+ * the mount, -ENXIO GPU runtime or device missing, -ESRCH the caller is gone, -EAGAIN
+ * descriptors of the caller's still being closed, -EPERM descriptor not handed over.
+ */
+int place_register(struct fs *fs, const struct place_caller *c, struct dmafs_ioc_register *r);
+int place_unregister(const struct place_caller *c, uint64_t id);
+/*
+ * Place extents of file @ino (opened for reading by the caller) into a buffer the caller
+ * registered. Returns 0 (p's out fields set) or -errno: -EINVAL malformed request,
+ * -ENOENT unknown id, -EPERM another process's buffer, -ERANGE past the buffer's end,
+ * -EIO member read error, -ENODEV GPU copy failure, -EFAULT the client took its host
+ * buffer's memory away (no member is blamed).
+ */
+int place_run(struct fs *fs, const struct place_caller *c, uint64_t ino,
+	      struct dmafs_ioc_place *p);
+/* Check the request header and entries against a buffer of @bufsize and a file of
+ * @fsize; sets each entry's effective length. Pure: the fuzz target. */
+int place_validate(struct dmafs_ioc_place *p, uint64_t bufsize, uint64_t fsize);
+/* The cuFile path (place-p2p.c): @map is the IPC mapping of the registration on device
+ * @dev, @rel the registration's offset inside it. */
+struct gpu;
+int place_p2p(struct fs *fs, struct inode *ino, struct gpu *g, int dev, void *map, uint64_t rel,
+	      const struct dmafs_ioc_place *p);
+
+#endif

@@ -1,0 +1,280 @@
+// SPDX-License-Identifier: MIT
+/* stage.c - staging slot pools per target device, set up ahead of the first placement
+ * (see stage.h). */
+#include "place/stage.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dmafs-proto.h"
+#include "gpu.h"
+#include "util/util.h"
+
+#define MAX_DEVS 64
+
+/* [host, cuda, hip][device]; host uses device 0 only */
+static struct stage pools[3][MAX_DEVS];
+static uint64_t pool_bytes = 64ull << 20;
+static pthread_t setup_thread;
+static int setup_running;
+
+static int kind(int target)
+{
+	return target == DMAFS_TARGET_CUDA ? 1 : target == DMAFS_TARGET_HIP ? 2 : 0;
+}
+
+static const char *target_name(int target)
+{
+	return target == DMAFS_TARGET_CUDA ? "CUDA" : target == DMAFS_TARGET_HIP ? "HIP" : "host";
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+uint64_t stage_bytes(void) { return pool_bytes; }
+
+/* Undo a partial or complete setup; caller owns @s (state SETUP). */
+static void teardown(struct stage *s)
+{
+	if (s->event) {
+		for (unsigned i = 0; i < s->nslots; i++)
+			if (s->event[i])
+				gpu_event_destroy(s->gpu, s->dev, s->event[i]);
+		free(s->event);
+		s->event = NULL;
+	}
+	for (int i = 0; i < STAGE_STREAMS; i++) {
+		if (s->stream[i])
+			gpu_stream_destroy(s->gpu, s->dev, s->stream[i]);
+		s->stream[i] = NULL;
+	}
+	if (s->mem) {
+		if (s->gpu)
+			gpu_host_unregister(s->gpu, s->dev, s->mem);
+		free(s->mem);
+		s->mem = NULL;
+	}
+	free(s->free);
+	s->free = NULL;
+}
+
+/*
+ * Allocate, pin and equip one pool. Memory is 2 MiB aligned and advised for transparent
+ * huge pages where the system allows them: populating and pinning 2 MiB pages is what
+ * makes a 256 MiB pool take tens of milliseconds rather than hundreds.
+ */
+static int setup(struct stage *s)
+{
+	uint64_t t0 = mono_ns();
+	int ret = 0;
+
+	s->nslots = (unsigned)(pool_bytes / STAGE_SLOT);
+	s->bytes = (size_t)s->nslots * STAGE_SLOT;
+	s->free = malloc(s->nslots * sizeof(*s->free));
+	if (!s->free)
+		return -ENOMEM;
+	s->mem = util_huge_alloc(s->bytes);
+	if (!s->mem)
+		return -ENOMEM;
+	/* touch every page now so that neither pinning nor the first reads fault them in */
+	for (size_t off = 0; off < s->bytes; off += 4096)
+		s->mem[off] = 0;
+	if (s->gpu) {
+		ret = gpu_host_register(s->gpu, s->dev, s->mem, s->bytes);
+		if (ret) {
+			free(s->mem);
+			s->mem = NULL;
+			return ret;
+		}
+		for (int i = 0; i < STAGE_STREAMS && !ret; i++)
+			ret = gpu_stream_create(s->gpu, s->dev, &s->stream[i]);
+		s->event = ret ? NULL : calloc(s->nslots, sizeof(*s->event));
+		if (!ret && !s->event)
+			ret = -ENOMEM;
+		for (unsigned i = 0; i < s->nslots && !ret; i++)
+			ret = gpu_event_create(s->gpu, s->dev, &s->event[i]);
+		if (ret)
+			return ret;
+	}
+	for (unsigned i = 0; i < s->nslots; i++)
+		s->free[i] = s->nslots - 1 - i;
+	s->nfree = s->nslots;
+	s->setup_ns = mono_ns() - t0;
+	return 0;
+}
+
+int stage_get(int target, struct gpu *g, int dev, struct stage **out)
+{
+	struct stage *s;
+	int ret;
+
+	if (dev < 0 || dev >= MAX_DEVS || (target != DMAFS_TARGET_HOST && !g))
+		return -ENODEV;
+	s = &pools[kind(target)][target == DMAFS_TARGET_HOST ? 0 : dev];
+	pthread_mutex_lock(&s->lock);
+	while (s->state == STAGE_SETUP)
+		pthread_cond_wait(&s->cond, &s->lock);
+	if (s->state == STAGE_READY) {
+		pthread_mutex_unlock(&s->lock);
+		*out = s;
+		return 0;
+	}
+	/* nobody has set it up, or the last try failed: try (again) */
+	s->state = STAGE_SETUP;
+	pthread_mutex_unlock(&s->lock);
+	s->target = target;
+	s->dev = target == DMAFS_TARGET_HOST ? 0 : dev;
+	s->gpu = target == DMAFS_TARGET_HOST ? NULL : g;
+	ret = setup(s);
+	if (ret) {
+		log_err("placement: cannot set up %llu MiB of %s staging for %s device %d: %s (placements to it fail with ENODEV; a smaller staging_mb= may help)",
+			(unsigned long long)(pool_bytes >> 20), s->gpu ? "pinned" : "host",
+			target_name(target), dev, strerror(-ret));
+		teardown(s);
+	} else if (s->gpu) {
+		log_info("placement: %s device %d ready: %u staging slots of 1 MiB pinned, %d copy streams, set up in %.1f ms",
+			 target_name(target), dev, s->nslots, STAGE_STREAMS, s->setup_ns / 1e6);
+	}
+	pthread_mutex_lock(&s->lock);
+	s->state = ret ? ret : STAGE_READY;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	if (ret)
+		return ret == -ENOMEM ? -ENOMEM : -ENODEV;
+	*out = s;
+	return 0;
+}
+
+int stage_describe(int target, int dev, char *buf, size_t len)
+{
+	struct stage *s;
+	int state;
+
+	if (dev < 0 || dev >= MAX_DEVS)
+		return -ENODEV;
+	s = &pools[kind(target)][target == DMAFS_TARGET_HOST ? 0 : dev];
+	pthread_mutex_lock(&s->lock);
+	state = s->state;
+	pthread_mutex_unlock(&s->lock);
+	if (state == STAGE_READY)
+		snprintf(buf, len, "staging ready (%u MiB%s, %.0f ms)", s->nslots,
+			 s->gpu ? " pinned" : "", s->setup_ns / 1e6);
+	else if (state == STAGE_SETUP)
+		snprintf(buf, len, "staging being set up");
+	else if (state < 0)
+		snprintf(buf, len, "staging failed: %s", strerror(-state));
+	else
+		snprintf(buf, len, "staging set up at first use");
+	return state;
+}
+
+/* Prepare every device of every runtime found, so the first placement finds them ready. */
+static void *setup_main(void *arg)
+{
+	static const int targets[] = { DMAFS_TARGET_CUDA, DMAFS_TARGET_HIP };
+
+	(void)arg;
+	for (size_t t = 0; t < sizeof(targets) / sizeof(targets[0]); t++) {
+		struct gpu *g;
+		struct stage *s;
+		char why[256];
+
+		if (gpu_load(targets[t], &g, why, sizeof(why))) {
+			log_debug("placement: no %s staging prepared: %s", target_name(targets[t]), why);
+			continue;
+		}
+		for (int d = 0; d < gpu_count(g) && d < MAX_DEVS; d++)
+			stage_get(targets[t], g, d, &s);
+	}
+	return NULL;
+}
+
+int stage_init(uint64_t bytes, int prewarm)
+{
+	for (int k = 0; k < 3; k++)
+		for (int d = 0; d < MAX_DEVS; d++) {
+			pthread_mutex_init(&pools[k][d].lock, NULL);
+			pthread_cond_init(&pools[k][d].cond, NULL);
+		}
+	if (bytes)
+		pool_bytes = MAX(ALIGN_UP(bytes, STAGE_SLOT), 4ull * STAGE_SLOT);
+	if (!prewarm)
+		return 0;
+	if (pthread_create(&setup_thread, NULL, setup_main, NULL))
+		return -EAGAIN;
+	setup_running = 1;
+	return 0;
+}
+
+void stage_shutdown(void)
+{
+	if (setup_running) {
+		pthread_join(setup_thread, NULL);
+		setup_running = 0;
+	}
+	for (int k = 0; k < 3; k++)
+		for (int d = 0; d < MAX_DEVS; d++) {
+			struct stage *s = &pools[k][d];
+
+			if (s->state == STAGE_READY)
+				teardown(s);
+			s->state = STAGE_NONE;
+		}
+}
+
+void stage_enter(struct stage *s)
+{
+	pthread_mutex_lock(&s->lock);
+	s->users++;
+	pthread_mutex_unlock(&s->lock);
+}
+
+void stage_leave(struct stage *s)
+{
+	pthread_mutex_lock(&s->lock);
+	s->users--;
+	pthread_cond_broadcast(&s->cond); /* the others' share grew */
+	pthread_mutex_unlock(&s->lock);
+}
+
+int stage_take(struct stage *s, unsigned held)
+{
+	int slot = -1;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->nfree && held < MAX(STAGE_MIN_SHARE, s->nslots / MAX(1u, s->users)))
+		slot = (int)s->free[--s->nfree];
+	pthread_mutex_unlock(&s->lock);
+	return slot;
+}
+
+void stage_put(struct stage *s, unsigned slot)
+{
+	pthread_mutex_lock(&s->lock);
+	s->free[s->nfree++] = slot;
+	if (s->nfree == 1 || s->users > 1)
+		pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+}
+
+void stage_wait(struct stage *s, unsigned timeout_us)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += (long)timeout_us * 1000;
+	ts.tv_sec += ts.tv_nsec / 1000000000;
+	ts.tv_nsec %= 1000000000;
+	pthread_mutex_lock(&s->lock);
+	if (s->nfree == 0)
+		pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+	pthread_mutex_unlock(&s->lock);
+}

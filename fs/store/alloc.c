@@ -1,0 +1,254 @@
+// SPDX-License-Identifier: MIT
+/*
+ * alloc.c - free-extent allocator: a sorted array of free ranges per member. Arrays stay
+ * short because files are allocated in long runs; insertion is a memmove.
+ */
+#include "store/alloc.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int grow(struct alloc_member *m)
+{
+	size_t cap = m->cap ? m->cap * 2 : 64;
+	struct alloc_range *p = realloc(m->free, cap * sizeof(*p));
+
+	if (!p)
+		return -ENOMEM;
+	m->free = p;
+	m->cap = cap;
+	return 0;
+}
+
+int alloc_init(struct alloc *a, unsigned nmembers, const uint64_t *start, const uint64_t *end)
+{
+	memset(a, 0, sizeof(*a));
+	pthread_mutex_init(&a->lock, NULL);
+	a->nmembers = nmembers;
+	for (unsigned i = 0; i < nmembers; i++) {
+		struct alloc_member *m = &a->m[i];
+
+		if (grow(m))
+			return -ENOMEM;
+		m->start = start[i];
+		m->end = end[i];
+		m->free[0] = (struct alloc_range){ start[i], end[i] - start[i] };
+		m->n = 1;
+		m->free_bytes = end[i] - start[i];
+	}
+	return 0;
+}
+
+void alloc_destroy(struct alloc *a)
+{
+	for (unsigned i = 0; i < a->nmembers; i++)
+		free(a->m[i].free);
+	free(a->deferred);
+	pthread_mutex_destroy(&a->lock);
+}
+
+/* Index of the first free range with off + len > x (the one containing x or after it). */
+static size_t find(const struct alloc_member *m, uint64_t x)
+{
+	size_t lo = 0, hi = m->n;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (m->free[mid].off + m->free[mid].len <= x)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static void remove_at(struct alloc_member *m, size_t i)
+{
+	memmove(&m->free[i], &m->free[i + 1], (m->n - i - 1) * sizeof(m->free[0]));
+	m->n--;
+}
+
+/* Carve [off, off+len) out of free range i, which must contain it. Returns 0 or -ENOMEM. */
+static int carve(struct alloc_member *m, size_t i, uint64_t off, uint64_t len)
+{
+	struct alloc_range *r = &m->free[i];
+	uint64_t rend = r->off + r->len, end = off + len;
+
+	m->free_bytes -= len;
+	if (r->off == off && rend == end) {
+		remove_at(m, i);
+	} else if (r->off == off) {
+		r->off = end;
+		r->len = rend - end;
+	} else if (rend == end) {
+		r->len = off - r->off;
+	} else {
+		if (m->n == m->cap && grow(m)) {
+			m->free_bytes += len;
+			return -ENOMEM;
+		}
+		r = &m->free[i];
+		memmove(&m->free[i + 2], &m->free[i + 1], (m->n - i - 1) * sizeof(*r));
+		m->n++;
+		r->len = off - r->off;
+		m->free[i + 1] = (struct alloc_range){ end, rend - end };
+	}
+	return 0;
+}
+
+int alloc_mark_used(struct alloc *a, uint32_t member, uint64_t off, uint64_t len)
+{
+	struct alloc_member *m;
+	size_t i;
+
+	if (member >= a->nmembers || len == 0)
+		return -EUCLEAN;
+	m = &a->m[member];
+	if (off < m->start || off + len > m->end || off + len < off)
+		return -EUCLEAN;
+	i = find(m, off);
+	if (i == m->n || m->free[i].off > off || m->free[i].off + m->free[i].len < off + len)
+		return -EUCLEAN;
+	return carve(m, i, off, len);
+}
+
+int64_t alloc_get(struct alloc *a, uint32_t member, uint64_t goal, uint64_t want, uint64_t *off)
+{
+	struct alloc_member *m = &a->m[member];
+	size_t i, best = SIZE_MAX;
+	uint64_t got;
+
+	want = ALIGN_UP(want, DMAFS_BLOCK);
+	pthread_mutex_lock(&a->lock);
+	if (goal) {
+		i = find(m, goal);
+		if (i < m->n && m->free[i].off <= goal) {
+			got = MIN(want, m->free[i].off + m->free[i].len - goal);
+			*off = goal;
+			goto take;
+		}
+	}
+	/* Next-fit from the cursor for a range holding the whole request, else the largest. */
+	for (size_t k = 0; k < m->n; k++) {
+		i = (m->cursor + k) % m->n;
+		if (m->free[i].len >= want) {
+			best = i;
+			break;
+		}
+		if (best == SIZE_MAX || m->free[i].len > m->free[best].len)
+			best = i;
+	}
+	if (best == SIZE_MAX) {
+		pthread_mutex_unlock(&a->lock);
+		return -ENOSPC;
+	}
+	i = best;
+	*off = m->free[i].off;
+	got = MIN(want, m->free[i].len);
+take:
+	if (carve(m, i, *off, got)) {
+		pthread_mutex_unlock(&a->lock);
+		return -ENOMEM;
+	}
+	m->cursor = i;
+	pthread_mutex_unlock(&a->lock);
+	return got;
+}
+
+static void put_locked(struct alloc_member *m, uint64_t off, uint64_t len)
+{
+	size_t i = find(m, off);
+	int join_prev = i > 0 && m->free[i - 1].off + m->free[i - 1].len == off;
+	int join_next = i < m->n && m->free[i].off == off + len;
+
+	m->free_bytes += len;
+	if (join_prev && join_next) {
+		m->free[i - 1].len += len + m->free[i].len;
+		remove_at(m, i);
+	} else if (join_prev) {
+		m->free[i - 1].len += len;
+	} else if (join_next) {
+		m->free[i].off = off;
+		m->free[i].len += len;
+	} else {
+		if (m->n == m->cap && grow(m)) {
+			m->free_bytes -= len; /* leaked until remount rebuilds the map */
+			return;
+		}
+		memmove(&m->free[i + 1], &m->free[i], (m->n - i) * sizeof(m->free[0]));
+		m->free[i] = (struct alloc_range){ off, len };
+		m->n++;
+	}
+	if (m->cursor >= m->n)
+		m->cursor = 0;
+}
+
+void alloc_put(struct alloc *a, uint32_t member, uint64_t off, uint64_t len)
+{
+	pthread_mutex_lock(&a->lock);
+	put_locked(&a->m[member], off, len);
+	pthread_mutex_unlock(&a->lock);
+}
+
+void alloc_defer(struct alloc *a, uint32_t member, uint64_t off, uint64_t len)
+{
+	pthread_mutex_lock(&a->lock);
+	if (a->ndeferred == a->capdeferred) {
+		size_t cap = a->capdeferred ? a->capdeferred * 2 : 256;
+		struct alloc_deferred *p = realloc(a->deferred, cap * sizeof(*p));
+
+		if (!p) { /* leaked until remount rebuilds the map: safe, never reused early */
+			pthread_mutex_unlock(&a->lock);
+			return;
+		}
+		a->deferred = p;
+		a->capdeferred = cap;
+	}
+	a->deferred[a->ndeferred++] = (struct alloc_deferred){ member, off, len };
+	pthread_mutex_unlock(&a->lock);
+}
+
+size_t alloc_take_deferred(struct alloc *a, struct alloc_deferred **out)
+{
+	size_t n;
+
+	pthread_mutex_lock(&a->lock);
+	*out = a->deferred;
+	n = a->ndeferred;
+	a->deferred = NULL;
+	a->ndeferred = a->capdeferred = 0;
+	pthread_mutex_unlock(&a->lock);
+	return n;
+}
+
+void alloc_release_deferred(struct alloc *a, struct alloc_deferred *d, size_t n)
+{
+	pthread_mutex_lock(&a->lock);
+	for (size_t i = 0; i < n; i++)
+		put_locked(&a->m[d[i].member], d[i].off, d[i].len);
+	pthread_mutex_unlock(&a->lock);
+	free(d);
+}
+
+uint64_t alloc_free_bytes(struct alloc *a)
+{
+	uint64_t t = 0;
+
+	pthread_mutex_lock(&a->lock);
+	for (unsigned i = 0; i < a->nmembers; i++)
+		t += a->m[i].free_bytes;
+	pthread_mutex_unlock(&a->lock);
+	return t;
+}
+
+uint64_t alloc_member_free(struct alloc *a, uint32_t member)
+{
+	uint64_t t;
+
+	pthread_mutex_lock(&a->lock);
+	t = a->m[member].free_bytes;
+	pthread_mutex_unlock(&a->lock);
+	return t;
+}

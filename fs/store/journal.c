@@ -1,0 +1,575 @@
+// SPDX-License-Identifier: MIT
+/* journal.c - metadata log replay, group commit and compaction. */
+#include "store/journal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "io/uring.h"
+
+static uint64_t half_off(const struct journal *j, int half)
+{
+	return j->log_offset + (uint64_t)half * j->half;
+}
+
+/* Read @len bytes at @off of member @m into a fresh aligned buffer. */
+static uint8_t *read_at(struct member *m, uint64_t off, uint64_t len, int *ret)
+{
+	uint64_t alen = ALIGN_UP(len ? len : 1, DMAFS_BLOCK);
+	uint8_t *b = util_aligned_alloc(alen);
+
+	if (!b) {
+		*ret = -ENOMEM;
+		return NULL;
+	}
+	*ret = member_pread(m, b, alen, off);
+	if (*ret) {
+		free(b);
+		return NULL;
+	}
+	return b;
+}
+
+/* What a scan of one log copy found. */
+struct scan {
+	int ok;
+	int half;
+	struct fmt_loghdr hdr;
+	uint64_t batches, last_seq, tail;
+	char why[256];
+};
+
+/*
+ * Walk one copy: choose its active half, check the snapshot, then follow the batches.
+ * With @meta non-NULL, apply everything as it goes (the replay proper).
+ */
+static int scan_copy(struct journal *j, struct member *m, struct scan *s, struct meta *meta,
+		     int older, char *err, size_t errlen)
+{
+	struct fmt_loghdr h[2];
+	int valid[2], ret;
+	uint8_t *b;
+	uint64_t pos, base;
+
+	memset(s, 0, sizeof(*s));
+	for (int i = 0; i < 2; i++) {
+		b = read_at(m, half_off(j, i), DMAFS_BLOCK, &ret);
+		if (!b) {
+			snprintf(s->why, sizeof(s->why), "read error %s", strerror(-ret));
+			return ret;
+		}
+		valid[i] = fmt_loghdr_decode(b, &h[i]) == 0 && !memcmp(h[i].fs_uuid, j->fs_uuid, 16);
+		free(b);
+	}
+	if (!valid[0] && !valid[1]) {
+		snprintf(s->why, sizeof(s->why), "no valid log header in either half");
+		return -ENODATA;
+	}
+	s->half = valid[0] && valid[1] ? (h[1].gen > h[0].gen) : valid[1];
+	if (older) {
+		/* recovery: the previous generation, kept in the other half until the next
+		 * compaction overwrites it */
+		if (!(valid[0] && valid[1])) {
+			snprintf(s->why, sizeof(s->why), "no older generation in the other half");
+			return -ENODATA;
+		}
+		s->half = !s->half;
+	}
+	s->hdr = h[s->half];
+	base = half_off(j, s->half);
+	if (s->hdr.snap_len > j->half - DMAFS_BLOCK) {
+		snprintf(s->why, sizeof(s->why), "snapshot length %llu exceeds the log half",
+			 (unsigned long long)s->hdr.snap_len);
+		return -EUCLEAN;
+	}
+	b = read_at(m, base + DMAFS_BLOCK, s->hdr.snap_len, &ret);
+	if (!b) {
+		snprintf(s->why, sizeof(s->why), "snapshot read error %s", strerror(-ret));
+		return ret;
+	}
+	if (fmt_hash(b, s->hdr.snap_len) != s->hdr.snap_xxh3) {
+		free(b);
+		snprintf(s->why, sizeof(s->why), "snapshot checksum mismatch (half %c, gen %llu)",
+			 'A' + s->half, (unsigned long long)s->hdr.gen);
+		return -EUCLEAN;
+	}
+	if (meta) {
+		size_t p = 0;
+		struct fmt_rec r;
+
+		while ((ret = fmt_rec_decode(b, s->hdr.snap_len, &p, &r)) > 0) {
+			ret = meta_apply(meta, &r);
+			if (ret)
+				break;
+		}
+		if (ret) {
+			free(b);
+			snprintf(err, errlen, "member 0 (%s): metadata snapshot is inconsistent at byte %zu (%s); run dmafs-fsck",
+				 m->path, p, strerror(-ret));
+			return -EUCLEAN;
+		}
+		if (s->hdr.next_ino > meta->next_ino)
+			meta->next_ino = s->hdr.next_ino;
+	}
+	free(b);
+	pos = DMAFS_BLOCK + ALIGN_UP(s->hdr.snap_len, DMAFS_BLOCK);
+	s->last_seq = s->hdr.first_seq - 1;
+	for (;;) {
+		struct fmt_txhdr t;
+		uint8_t *tb;
+
+		if (pos + DMAFS_BLOCK > j->half)
+			break;
+		tb = read_at(m, base + pos, DMAFS_BLOCK, &ret);
+		if (!tb)
+			break; /* an unreadable tail ends the log like a torn one */
+		if (fmt_txhdr_decode(tb, &t) || t.gen != s->hdr.gen || t.seq != s->last_seq + 1 ||
+		    pos + fmt_tx_size(t.payload_len) > j->half) {
+			free(tb);
+			break;
+		}
+		if (fmt_tx_size(t.payload_len) > DMAFS_BLOCK) {
+			free(tb);
+			tb = read_at(m, base + pos, fmt_tx_size(t.payload_len), &ret);
+			if (!tb)
+				break;
+		}
+		if (fmt_hash(tb + FMT_TX_HDR, t.payload_len) != t.payload_xxh3) {
+			free(tb);
+			break;
+		}
+		if (meta) {
+			size_t p = 0;
+			struct fmt_rec r;
+
+			while ((ret = fmt_rec_decode(tb + FMT_TX_HDR, t.payload_len, &p, &r)) > 0) {
+				ret = meta_apply(meta, &r);
+				if (ret)
+					break;
+			}
+			if (ret) {
+				free(tb);
+				snprintf(err, errlen,
+					 "member %u (%s): metadata batch %llu is inconsistent at byte %zu (%s); run dmafs-fsck",
+					 m->sb.member_index, m->path, (unsigned long long)t.seq, p,
+					 strerror(-ret));
+				return -EUCLEAN;
+			}
+		}
+		free(tb);
+		s->last_seq = t.seq;
+		s->batches++;
+		pos += fmt_tx_size(t.payload_len);
+	}
+	s->tail = pos;
+	s->ok = 1;
+	return 0;
+}
+
+int journal_open(struct journal *j, struct member *ms, unsigned n, struct meta *meta, int ro,
+		 int allow_older, char *err, size_t errlen)
+{
+	struct scan s[2];
+	int best = -1, ret, older = 0;
+
+	memset(j, 0, sizeof(*j));
+	pthread_mutex_init(&j->commit_lock, NULL);
+	pthread_rwlock_init(&j->inplace, NULL);
+	pthread_mutex_init(&j->thread_lock, NULL);
+	pthread_cond_init(&j->cond, NULL);
+	j->meta = meta;
+	j->members = ms;
+	j->nmembers = n;
+	j->ro = ro;
+	j->log_offset = ms[0].sb.log_offset;
+	j->half = ms[0].sb.log_half;
+	memcpy(j->fs_uuid, ms[0].sb.fs_uuid, 16);
+	j->ncopies = n >= 2 ? 2 : 1;
+again:
+	for (unsigned i = 0; i < j->ncopies; i++) {
+		j->copy[i] = &ms[i];
+		scan_copy(j, &ms[i], &s[i], NULL, older, err, errlen);
+		if (!s[i].ok)
+			continue;
+		if (best < 0 || s[i].hdr.gen > s[best].hdr.gen ||
+		    (s[i].hdr.gen == s[best].hdr.gen && s[i].last_seq > s[best].last_seq))
+			best = i;
+	}
+	if (best < 0 && allow_older && !older) {
+		older = 1;
+		goto again;
+	}
+	if (best < 0) {
+		snprintf(err, errlen, "member 0 (%s): metadata log unusable: %s%s%s; run dmafs-fsck",
+			 ms[0].path, s[0].why, j->ncopies > 1 ? "; mirror on member 1: " : "",
+			 j->ncopies > 1 ? s[1].why : "");
+		return -EUCLEAN;
+	}
+	for (unsigned i = 0; i < j->ncopies; i++) {
+		j->copy_ok[i] = s[i].ok;
+		j->copy_differs[i] = s[i].ok && (s[i].hdr.gen != s[best].hdr.gen ||
+						  s[i].last_seq != s[best].last_seq);
+		snprintf(j->copy_why[i], sizeof(j->copy_why[i]), "%s", s[i].why);
+		if (!s[i].ok)
+			log_warn("metadata log copy on member %u (%s) is damaged (%s); using member %d's copy",
+				 i, ms[i].path, s[i].why, best);
+		else if (i != (unsigned)best && (s[i].hdr.gen != s[best].hdr.gen ||
+						 s[i].last_seq != s[best].last_seq))
+			log_info("metadata log copies differ (member %u ends at gen %llu seq %llu, member %d at gen %llu seq %llu); using member %d",
+				 i, (unsigned long long)s[i].hdr.gen, (unsigned long long)s[i].last_seq,
+				 best, (unsigned long long)s[best].hdr.gen,
+				 (unsigned long long)s[best].last_seq, best);
+	}
+	j->recovered_older = older;
+	ret = scan_copy(j, &ms[best], &s[best], meta, older, err, errlen);
+	if (ret)
+		return ret;
+	j->active = s[best].half;
+	j->gen = s[best].hdr.gen;
+	j->next_seq = s[best].last_seq + 1;
+	j->tail = s[best].tail;
+	log_debug("replayed gen %llu: %llu batches from member %d",
+		  (unsigned long long)j->gen, (unsigned long long)s[best].batches, best);
+	return 0;
+}
+
+int journal_room(struct journal *j, size_t need)
+{
+	return j->tail + fmt_tx_size(j->pending.len + need) <= j->half;
+}
+
+int journal_log(struct journal *j, const struct fmt_rec *r)
+{
+	size_t mark = j->pending.len;
+	int ret;
+
+	if (j->ro)
+		return -EROFS;
+	if (j->failed)
+		return -EIO;
+	ret = fmt_rec_encode(&j->pending, r);
+	if (ret)
+		return ret;
+	ret = meta_apply(j->meta, r);
+	if (ret) {
+		j->pending.len = mark;
+		log_err("internal error: record type %u for inode %llu does not apply (%s)",
+			r->type, (unsigned long long)r->ino, strerror(-ret));
+	}
+	return ret;
+}
+
+/* fdatasync every member written since the last commit: data before metadata. */
+static int sync_data(struct journal *j)
+{
+	uint64_t mask = atomic_exchange(&j->dirty, 0);
+	int fds[FMT_MAX_MEMBERS];
+	size_t n = 0;
+	int ret;
+
+	for (unsigned i = 0; i < j->nmembers; i++)
+		if (mask & (1ull << i))
+			fds[n++] = j->members[i].fd;
+	ret = uring_fsync(fds, n);
+	if (ret)
+		atomic_fetch_or(&j->dirty, mask);
+	return ret;
+}
+
+/* Write @len bytes (aligned) at @off of every copy, then fdatasync them. */
+static int write_copies(struct journal *j, const void *b, size_t len, uint64_t off)
+{
+	struct uring_op ops[2];
+	int fds[2], ret;
+
+	for (unsigned i = 0; i < j->ncopies; i++) {
+		ops[i] = (struct uring_op){ .fd = j->copy[i]->fd, .write = 1, .buf = (void *)b,
+					    .len = len, .off = off, .tag = i };
+		fds[i] = j->copy[i]->fd;
+	}
+	ret = uring_rw(ops, j->ncopies);
+	if (!ret)
+		ret = uring_fsync(fds, j->ncopies);
+	return ret;
+}
+
+static void fail(struct journal *j, const char *what, int err)
+{
+	j->failed = 1;
+	log_err("metadata log %s failed (%s); the filesystem refuses further changes until remounted",
+		what, strerror(-err));
+}
+
+/*
+ * Compaction body; caller holds commit_lock, not meta.lock. The snapshot covers every
+ * record appended so far, so the pending batch is dropped, and frees queued before the
+ * snapshot become reusable once it is durable.
+ */
+static int compact_locked(struct journal *j)
+{
+	struct buf snap = { 0 };
+	struct alloc_deferred *freed = NULL;
+	size_t nfreed = 0;
+	struct fmt_loghdr h;
+	uint8_t *io;
+	int ret, half;
+	uint64_t base;
+
+	/* gen + 1 must exceed gen, or the next mount would replay the half it replaces */
+	if (j->gen == UINT64_MAX)
+		return -EOVERFLOW;
+	pthread_rwlock_wrlock(&j->inplace);
+	pthread_mutex_lock(&j->meta->lock);
+	ret = meta_snapshot(j->meta, &snap);
+	if (!ret && DMAFS_BLOCK + ALIGN_UP(snap.len, DMAFS_BLOCK) + DMAFS_BLOCK > j->half)
+		ret = -ENOSPC;
+	if (ret) {
+		pthread_mutex_unlock(&j->meta->lock);
+		pthread_rwlock_unlock(&j->inplace);
+		if (ret == -ENOSPC)
+			log_warn("metadata snapshot (%zu bytes) does not fit a log half (%llu bytes): delete files to make room",
+				 snap.len, (unsigned long long)j->half);
+		buf_free(&snap);
+		return ret;
+	}
+	if (j->meta->alloc)
+		nfreed = alloc_take_deferred(j->meta->alloc, &freed);
+	half = !j->active;
+	memset(&h, 0, sizeof(h));
+	memcpy(h.fs_uuid, j->fs_uuid, 16);
+	h.version = j->copy[0]->sb.version; /* a version 2 log stays one until fs_mount upgrades */
+	h.gen = j->gen + 1;
+	h.first_seq = j->next_seq;
+	h.next_ino = j->meta->next_ino;
+	h.snap_len = snap.len;
+	h.snap_xxh3 = fmt_hash(snap.p, snap.len);
+	j->active = half;
+	j->gen = h.gen;
+	j->tail = DMAFS_BLOCK + ALIGN_UP(snap.len, DMAFS_BLOCK);
+	j->pending.len = 0;
+	atomic_fetch_add(&j->epoch, 1);
+	pthread_mutex_unlock(&j->meta->lock);
+	pthread_rwlock_unlock(&j->inplace);
+
+	base = half_off(j, half);
+	io = util_aligned_alloc(ALIGN_UP(snap.len, DMAFS_BLOCK) + DMAFS_BLOCK);
+	if (!io) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	memset(io, 0, ALIGN_UP(snap.len, DMAFS_BLOCK) + DMAFS_BLOCK);
+	memcpy(io, snap.p, snap.len);
+	/* Zero the block after the snapshot so a stale batch there can never follow it. */
+	ret = sync_data(j);
+	if (!ret)
+		ret = write_copies(j, io, ALIGN_UP(snap.len, DMAFS_BLOCK) + DMAFS_BLOCK,
+				   base + DMAFS_BLOCK);
+	if (!ret) {
+		fmt_loghdr_encode(&h, io);
+		ret = write_copies(j, io, DMAFS_BLOCK, base);
+	}
+	free(io);
+out:
+	buf_free(&snap);
+	if (ret) {
+		fail(j, "compaction", ret);
+		free(freed);
+		return ret;
+	}
+	j->compactions++;
+	if (j->meta->alloc)
+		alloc_release_deferred(j->meta->alloc, freed, nfreed);
+	else
+		free(freed);
+	return 0;
+}
+
+int journal_compact(struct journal *j)
+{
+	int ret;
+
+	if (j->ro)
+		return -EROFS;
+	pthread_mutex_lock(&j->commit_lock);
+	ret = j->failed ? -EIO : compact_locked(j);
+	pthread_mutex_unlock(&j->commit_lock);
+	return ret;
+}
+
+int journal_commit(struct journal *j)
+{
+	struct alloc_deferred *freed = NULL;
+	size_t nfreed = 0, size;
+	struct fmt_txhdr t;
+	uint8_t *io = NULL;
+	uint64_t pos;
+	int ret;
+
+	if (j->ro)
+		return 0;
+	pthread_mutex_lock(&j->commit_lock);
+	if (j->failed) {
+		pthread_mutex_unlock(&j->commit_lock);
+		return -EIO;
+	}
+	pthread_rwlock_wrlock(&j->inplace);
+	pthread_mutex_lock(&j->meta->lock);
+	if (j->before_take)
+		j->before_take(j->take_arg);
+	if (j->pending.len == 0) {
+		pthread_mutex_unlock(&j->meta->lock);
+		pthread_rwlock_unlock(&j->inplace);
+		/* nothing new in metadata, but data may have been written */
+		ret = sync_data(j);
+		pthread_mutex_unlock(&j->commit_lock);
+		return ret;
+	}
+	size = fmt_tx_size(j->pending.len);
+	if (j->tail + size > j->half) {
+		pthread_mutex_unlock(&j->meta->lock);
+		pthread_rwlock_unlock(&j->inplace);
+		ret = compact_locked(j);
+		pthread_mutex_unlock(&j->commit_lock);
+		return ret;
+	}
+	io = util_aligned_alloc(size);
+	if (!io) {
+		pthread_mutex_unlock(&j->meta->lock);
+		pthread_rwlock_unlock(&j->inplace);
+		pthread_mutex_unlock(&j->commit_lock);
+		return -ENOMEM;
+	}
+	memset(io + size - DMAFS_BLOCK, 0, DMAFS_BLOCK);
+	memcpy(io + FMT_TX_HDR, j->pending.p, j->pending.len);
+	t.gen = j->gen;
+	t.seq = j->next_seq++;
+	t.payload_len = j->pending.len;
+	t.payload_xxh3 = fmt_hash(j->pending.p, j->pending.len);
+	fmt_txhdr_encode(&t, io);
+	pos = half_off(j, j->active) + j->tail;
+	j->tail += size;
+	j->pending.len = 0;
+	atomic_fetch_add(&j->epoch, 1);
+	if (j->meta->alloc)
+		nfreed = alloc_take_deferred(j->meta->alloc, &freed);
+	pthread_mutex_unlock(&j->meta->lock);
+	pthread_rwlock_unlock(&j->inplace);
+
+	ret = sync_data(j);
+	if (!ret)
+		ret = write_copies(j, io, size, pos);
+	free(io);
+	if (ret) {
+		fail(j, "write", ret);
+		free(freed);
+	} else {
+		j->commits++;
+		if (j->meta->alloc)
+			alloc_release_deferred(j->meta->alloc, freed, nfreed);
+		else
+			free(freed);
+	}
+	pthread_mutex_unlock(&j->commit_lock);
+	return ret;
+}
+
+static void *commit_thread(void *arg)
+{
+	struct journal *j = arg;
+
+	pthread_mutex_lock(&j->thread_lock);
+	while (!j->stop) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += j->interval;
+		pthread_cond_timedwait(&j->cond, &j->thread_lock, &ts);
+		if (j->stop)
+			break;
+		pthread_mutex_unlock(&j->thread_lock);
+		if (j->before_commit)
+			j->before_commit(j->before_arg);
+		journal_commit(j);
+		pthread_mutex_lock(&j->thread_lock);
+	}
+	pthread_mutex_unlock(&j->thread_lock);
+	return NULL;
+}
+
+int journal_start(struct journal *j, unsigned interval)
+{
+	int ret;
+
+	if (j->ro)
+		return 0;
+	j->interval = interval ? interval : 5;
+	ret = pthread_create(&j->thread, NULL, commit_thread, j);
+	if (ret)
+		return -ret;
+	j->thread_running = 1;
+	return 0;
+}
+
+void journal_stop(struct journal *j)
+{
+	if (!j->thread_running)
+		return;
+	pthread_mutex_lock(&j->thread_lock);
+	j->stop = 1;
+	pthread_cond_signal(&j->cond);
+	pthread_mutex_unlock(&j->thread_lock);
+	pthread_join(j->thread, NULL);
+	j->thread_running = 0;
+}
+
+int journal_format(struct member *ms, unsigned n, const struct buf *snap, uint64_t next_ino)
+{
+	uint64_t half = ms[0].sb.log_half, off = ms[0].sb.log_offset;
+	size_t slen = ALIGN_UP(snap->len, DMAFS_BLOCK);
+	size_t len = 2 * DMAFS_BLOCK + slen;
+	uint8_t *io = util_aligned_alloc(len);
+	struct fmt_loghdr h;
+	int ret = 0;
+
+	if (!io)
+		return -ENOMEM;
+	if (len > half) {
+		free(io);
+		return -ENOSPC;
+	}
+	memset(io, 0, len);
+	memset(&h, 0, sizeof(h));
+	memcpy(h.fs_uuid, ms[0].sb.fs_uuid, 16);
+	h.version = ms[0].sb.version;
+	h.gen = 1;
+	h.first_seq = 1;
+	h.next_ino = next_ino;
+	h.snap_len = snap->len;
+	h.snap_xxh3 = fmt_hash(snap->p, snap->len);
+	fmt_loghdr_encode(&h, io);
+	memcpy(io + DMAFS_BLOCK, snap->p, snap->len);
+	for (unsigned i = 0; i < n && i < 2; i++) {
+		uint8_t *zero = util_aligned_alloc(DMAFS_BLOCK);
+
+		if (!zero) {
+			ret = -ENOMEM;
+			break;
+		}
+		memset(zero, 0, DMAFS_BLOCK);
+		/* half B header cleared so an old filesystem's log cannot be picked up */
+		ret = member_pwrite(&ms[i], zero, DMAFS_BLOCK, off + half);
+		free(zero);
+		if (!ret)
+			ret = member_pwrite(&ms[i], io, len, off);
+		if (!ret && fdatasync(ms[i].fd) < 0)
+			ret = -errno;
+		if (ret)
+			break;
+	}
+	free(io);
+	return ret;
+}

@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * journal.h - the metadata log: replay at mount, group commit of appended records,
+ * compaction into the other half. Layout in man/dmafs.5.
+ *
+ * Records are appended to an in-memory batch under meta.lock; journal_commit() writes the
+ * batch after making all member data durable (ordered mode), so metadata never points at
+ * data that a crash could lose. Space freed by a batch returns to the allocator only once
+ * the batch is durable.
+ */
+#ifndef DMAFS_JOURNAL_H
+#define DMAFS_JOURNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "io/member.h"
+#include "store/meta.h"
+
+struct journal {
+	pthread_mutex_t commit_lock; /* serialises commits and compactions; taken before meta.lock */
+	struct meta *meta;
+	struct member *members;
+	unsigned nmembers;
+	struct member *copy[2]; /* log mirrors: members 0 and 1 */
+	unsigned ncopies;
+	uint64_t log_offset, half;
+	uint8_t fs_uuid[16];
+	int ro;
+	int failed; /* a log write failed: the filesystem refuses further changes */
+	/* protected by meta.lock: */
+	int active;	   /* half in use: 0 (A) or 1 (B) */
+	uint64_t gen;	   /* generation of the active half */
+	uint64_t next_seq; /* sequence number of the next batch */
+	uint64_t tail;	   /* offset inside the active half where the next batch goes */
+	struct buf pending;
+	/* members written since the last commit; bit i = member i */
+	_Atomic uint64_t dirty;
+	/*
+	 * epoch counts the times a commit or compaction took the pending records; it changes
+	 * under meta.lock with inplace held exclusively. A writer that rewrites blocks in place
+	 * because no durable metadata refers to them yet (allocated in the current epoch) holds
+	 * inplace shared across that I/O, so the commit that takes those blocks' records
+	 * also makes the rewrite durable.
+	 */
+	pthread_rwlock_t inplace;
+	_Atomic uint64_t epoch;
+	/* what journal_open found in each copy (for dmafs-fsck) */
+	int copy_ok[2], copy_differs[2], recovered_older;
+	char copy_why[2][256];
+	/* statistics, protected by commit_lock */
+	uint64_t commits, compactions;
+	/* the periodic commit thread */
+	pthread_t thread;
+	int thread_running, stop;
+	pthread_cond_t cond;
+	pthread_mutex_t thread_lock;
+	unsigned interval;
+	/* called by the periodic commit before it commits (write-behind writes its buffers) */
+	void (*before_commit)(void *arg);
+	void *before_arg;
+	/* called by every commit under meta.lock before it takes the pending records, to
+	 * append records of changes kept only in memory until then (access times) */
+	void (*before_take)(void *arg);
+	void *take_arg;
+};
+
+/*
+ * Read the log of the members (both mirrors), pick the best copy and replay it into @meta
+ * (which must be empty). With @allow_older (dmafs-fsck --repair), when the current
+ * generation is unusable in every copy, the previous one in the other half is replayed
+ * instead (j->recovered_older is set); the daemon never does this silently. Returns 0, or -errno with a one-line reason in @err (-EUCLEAN:
+ * corrupt or inconsistent metadata; -ENODATA: no valid log header in any copy).
+ */
+int journal_open(struct journal *j, struct member *ms, unsigned n, struct meta *meta, int ro,
+		 int allow_older, char *err, size_t errlen);
+/* Append a record to the pending batch and apply it. Caller holds meta.lock. */
+int journal_log(struct journal *j, const struct fmt_rec *r);
+/* Is there room for @need more bytes of records? Caller holds meta.lock. */
+int journal_room(struct journal *j, size_t need);
+/* Make everything appended so far durable. Returns 0 or -errno (-EIO, -ENOSPC, -EROFS). */
+int journal_commit(struct journal *j);
+/* Write a fresh snapshot into the other half of every copy and switch to it. */
+int journal_compact(struct journal *j);
+/* Start/stop the thread that commits every @interval seconds. */
+int journal_start(struct journal *j, unsigned interval);
+void journal_stop(struct journal *j);
+/* Note that data was written to member @i (it is fdatasync'd before the next commit). */
+static inline void journal_dirty(struct journal *j, unsigned i)
+{
+	atomic_fetch_or(&j->dirty, 1ull << i);
+}
+/* Write the initial log (a snapshot of @snap records, gen 1) on a fresh filesystem (mkfs). */
+int journal_format(struct member *ms, unsigned n, const struct buf *snap, uint64_t next_ino);
+
+#endif

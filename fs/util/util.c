@@ -1,0 +1,222 @@
+// SPDX-License-Identifier: MIT
+/* util.c - logging, sizes, UUIDs and the growable buffer. */
+#include "util/util.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <syslog.h>
+#include <time.h>
+
+static int use_syslog;
+static int max_level = LOG_LVL_INFO;
+
+#define HELD_MAX 32
+static struct {
+	pthread_mutex_t lock;
+	int on, n;	/* protected by lock */
+	char *msg[HELD_MAX];
+} held = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* Send the held messages to syslog or stderr, and hold no more. */
+static void held_flush(int to_syslog)
+{
+	pthread_mutex_lock(&held.lock);
+	for (int i = 0; i < held.n; i++) {
+		if (to_syslog)
+			syslog(LOG_INFO, "%s", held.msg[i]);
+		else
+			fprintf(stderr, "dmafs: %s\n", held.msg[i]);
+		free(held.msg[i]);
+	}
+	held.n = 0;
+	held.on = 0;
+	pthread_mutex_unlock(&held.lock);
+}
+
+void util_log_to_syslog(int on)
+{
+	use_syslog = on;
+	if (on) {
+		openlog("dmafs", LOG_PID, LOG_DAEMON);
+		held_flush(1);
+	}
+}
+
+void util_log_hold_info(int on)
+{
+	if (on) {
+		pthread_mutex_lock(&held.lock);
+		held.on = 1;
+		pthread_mutex_unlock(&held.lock);
+	} else {
+		held_flush(0);
+	}
+}
+
+/* Keep an info message while they are held; 1 if kept (or dropped past HELD_MAX). */
+static int hold(const char *fmt, va_list ap)
+{
+	int kept = 0;
+
+	pthread_mutex_lock(&held.lock);
+	if (held.on) {
+		kept = 1;
+		if (held.n < HELD_MAX && vasprintf(&held.msg[held.n], fmt, ap) >= 0)
+			held.n++;
+	}
+	pthread_mutex_unlock(&held.lock);
+	return kept;
+}
+
+void util_log_set_level(int level) { max_level = level; }
+int util_log_enabled(int level) { return level <= max_level; }
+
+void util_log(int level, const char *fmt, ...)
+{
+	static const int prio[] = { LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG };
+	va_list ap;
+
+	if (level > max_level)
+		return;
+	if (level == LOG_LVL_INFO && !use_syslog) {
+		int kept;
+
+		va_start(ap, fmt);
+		kept = hold(fmt, ap);
+		va_end(ap);
+		if (kept)
+			return;
+	}
+	va_start(ap, fmt);
+	if (use_syslog) {
+		vsyslog(prio[level], fmt, ap);
+	} else {
+		fputs("dmafs: ", stderr);
+		vfprintf(stderr, fmt, ap);
+		fputc('\n', stderr);
+	}
+	va_end(ap);
+}
+
+void *util_aligned_alloc(size_t size)
+{
+	void *p;
+
+	if (posix_memalign(&p, DMAFS_BLOCK, size ? ALIGN_UP(size, DMAFS_BLOCK) : DMAFS_BLOCK))
+		return NULL;
+	return p;
+}
+
+void *util_huge_alloc(size_t size)
+{
+	size_t len = ALIGN_UP(size ? size : 1, (size_t)2 << 20);
+	void *p;
+
+	if (posix_memalign(&p, (size_t)2 << 20, len))
+		return NULL;
+	madvise(p, len, MADV_HUGEPAGE); /* advice only: fine if refused */
+	return p;
+}
+
+int util_parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+	int shift = 0;
+
+	if (!s || !*s || *s == '-')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -EINVAL;
+	switch (*end) {
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	case 't': case 'T': shift = 40; end++; break;
+	case '\0': break;
+	default: return -EINVAL;
+	}
+	if (*end == 'i' && shift) /* accept "MiB"-style "Mi" */
+		end++;
+	if (*end == 'B' && shift)
+		end++;
+	if (*end)
+		return -EINVAL;
+	if (shift && v > (UINT64_MAX >> shift))
+		return -EINVAL;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+const char *util_fmt_size(uint64_t v, char *buf, size_t len)
+{
+	static const char *unit[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
+	double d = v;
+	int i = 0;
+
+	while (d >= 1024 && i < 5) {
+		d /= 1024;
+		i++;
+	}
+	if (i == 0)
+		snprintf(buf, len, "%llu B", (unsigned long long)v);
+	else
+		snprintf(buf, len, "%.1f %s", d, unit[i]);
+	return buf;
+}
+
+void util_uuid_str(const uint8_t u[16], char *buf)
+{
+	sprintf(buf, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12],
+		u[13], u[14], u[15]);
+}
+
+int util_uuid_gen(uint8_t u[16])
+{
+	if (getrandom(u, 16, 0) != 16)
+		return -errno;
+	u[6] = (u[6] & 0x0f) | 0x40;
+	u[8] = (u[8] & 0x3f) | 0x80;
+	return 0;
+}
+
+uint64_t util_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+int buf_reserve(struct buf *b, size_t more)
+{
+	size_t cap;
+	uint8_t *p;
+
+	if (b->len + more <= b->cap)
+		return 0;
+	cap = b->cap ? b->cap : 4096;
+	while (cap < b->len + more)
+		cap *= 2;
+	p = realloc(b->p, cap);
+	if (!p)
+		return -ENOMEM;
+	b->p = p;
+	b->cap = cap;
+	return 0;
+}
+
+void buf_free(struct buf *b)
+{
+	free(b->p);
+	b->p = NULL;
+	b->len = b->cap = 0;
+}
