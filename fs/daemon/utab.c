@@ -138,8 +138,3 @@ int utab_add_user(const char *source, const char *target, const char *user)
 	mnt_unref_fs(fs);
 	return ret > 0 ? 0 : ret;
 }
-
-int utab_add(const char *source, const char *target)
-{
-	return utab_add_user(source, target, NULL);
-}

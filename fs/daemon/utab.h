@@ -11,8 +11,6 @@
  * one with a comma, a blank or a control character in it, or a negative libmount error.
  */
 int utab_add_user(const char *source, const char *target, const char *user);
-/* utab_add_user() without a user. */
-int utab_add(const char *source, const char *target);
 /*
  * Drop every helper=dmafs entry whose mount point has nothing mounted on it: ours after
  * the unmount, and those that killed daemons left. Only for root. Best effort.

@@ -234,18 +234,6 @@ char *fs_layout(struct fs *fs, uint64_t ino, size_t first, int *err);
  * per-thread buffer valid until this thread's next fs_read.
  */
 ssize_t fs_read(struct fs *fs, uint64_t ino, uint64_t off, size_t size, const char **data);
-/* A block-aligned file range [a, b) and where its bytes go. */
-struct fs_range {
-	char *buf;
-	uint64_t a, b;
-};
-/*
- * Read all ranges at once (holes zeroed); caller holds ino->iolock. With @verify, every
- * block is checked against its checksum and a damaged one fails the read with -EIO (and a
- * log line naming inode, file offset, member and member offset).
- */
-int fs_read_ranges(struct fs *fs, struct inode *ino, const struct fs_range *rg, size_t nr,
-		   int verify);
 /*
  * The member reads that fill the block-aligned file range [a, b) of @ino into @buf, in
  * file order: holes are zeroed in @buf here, and @emit gets each read (never crossing a

@@ -48,14 +48,7 @@ struct pieces {
 
 static int pieces_grow(struct pieces *p)
 {
-	size_t cap = p->cap ? p->cap * 2 : 256;
-	struct newext *ne = realloc(p->ne, cap * sizeof(*ne));
-
-	if (!ne)
-		return -ENOMEM;
-	p->ne = ne;
-	p->cap = cap;
-	return 0;
+	return dm_grow(&p->ne, &p->cap, p->cap + 1, sizeof(*p->ne), 256);
 }
 
 static void pieces_put(struct fs *fs, struct pieces *p, size_t from)

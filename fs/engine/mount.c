@@ -105,7 +105,7 @@ int fs_mount(struct fs *fs, struct member *ms, unsigned n, int ro, char *err, si
 			return -ENOMEM;
 	}
 	if (getrandom(&fs->next_gen, sizeof(fs->next_gen), GRND_NONBLOCK) != sizeof(fs->next_gen))
-		fs->next_gen = (uint32_t)util_now_ns() ^ (uint32_t)getpid();
+		fs->next_gen = (uint32_t)dm_wall_ns() ^ (uint32_t)getpid();
 	if (!ro) {
 		ret = upgrade(fs, err, errlen);
 		if (ret)

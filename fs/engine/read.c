@@ -281,8 +281,18 @@ static int push_read(void *arg, const struct uring_op *op, uint64_t foff)
  * reads of all ranges, checksum blocks included, go out at once, so every member holding
  * a part is busy. Caller holds iolock.
  */
-int fs_read_ranges(struct fs *fs, struct inode *ino, const struct fs_range *rg, size_t nr,
-		   int verify)
+/* A block-aligned file range [a, b) and where its bytes go. */
+struct fs_range {
+	char *buf;
+	uint64_t a, b;
+};
+/*
+ * Read all ranges at once (holes zeroed); caller holds ino->iolock. With @verify, every
+ * block is checked against its checksum and a damaged one fails the read with -EIO (and a
+ * log line naming inode, file offset, member and member offset).
+ */
+static int read_ranges(struct fs *fs, struct inode *ino, const struct fs_range *rg, size_t nr,
+		       int verify)
 {
 	struct opvec v, pv;
 	uint64_t total = 0, bytes = 0;
@@ -346,5 +356,5 @@ int fs_read_blocks(struct fs *fs, struct inode *ino, char *buf, uint64_t a, uint
 {
 	struct fs_range r = { buf, a, b };
 
-	return fs_read_ranges(fs, ino, &r, 1, verify);
+	return read_ranges(fs, ino, &r, 1, verify);
 }

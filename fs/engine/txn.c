@@ -4,7 +4,7 @@
 
 #include <errno.h>
 
-int64_t fs_now(void) { return (int64_t)util_now_ns(); }
+int64_t fs_now(void) { return dm_wall_ns(); }
 
 int fs_begin(struct fs *fs, size_t need, int grows)
 {

@@ -167,7 +167,7 @@ static void *flusher(void *arg)
 		/* w->fl, fl_off and fl_len stay put while it is in flight */
 		off = w->fl_off;
 		len = w->fl_len;
-		uint64_t t0 = util_now_ns();
+		uint64_t t0 = dm_mono_ns();
 		while (done < len) {
 			n = fs_write_inode(fs, w->ino, w->fl + done, len - done, off + done,
 					   w->fl_mtime);
@@ -183,7 +183,7 @@ static void *flusher(void *arg)
 		wb->reserved -= len;
 		wb->st_bytes += done;
 		wb->st_chunks++;
-		wb->st_flush_ns += util_now_ns() - t0;
+		wb->st_flush_ns += dm_mono_ns() - t0;
 		pthread_mutex_unlock(&wb->lock);
 
 		pthread_mutex_lock(&w->lock);
@@ -337,11 +337,11 @@ ssize_t wback_write(struct fs *fs, struct inode *ino, size_t size, uint64_t off,
 			break; /* appends */
 		if (w->fill_len) { /* not contiguous, or full: that buffer goes first */
 			if (w->fl) {
-				uint64_t t0 = util_now_ns();
+				uint64_t t0 = dm_mono_ns();
 
 				pthread_cond_wait(&w->cond, &w->lock);
 				pthread_mutex_lock(&wb->lock);
-				wb->st_wait_ns += util_now_ns() - t0;
+				wb->st_wait_ns += dm_mono_ns() - t0;
 				pthread_mutex_unlock(&wb->lock);
 			} else
 				handoff(wb, w);
@@ -443,13 +443,8 @@ int wback_flush_all(struct fs *fs)
 	/* the files with buffered data now: later writes wait for the next call */
 	pthread_mutex_lock(&wb->lock);
 	for (w = wb->dirty.dnext; w != &wb->dirty; w = w->dnext) {
-		if (n == cap) {
-			struct wbi **nv = realloc(v, (cap = cap ? cap * 2 : 64) * sizeof(*v));
-
-			if (!nv)
-				break; /* the rest waits for the next call */
-			v = nv;
-		}
+		if (dm_grow(&v, &cap, n + 1, sizeof(*v), 64))
+			break; /* the rest waits for the next call */
 		w->refs++;
 		v[n++] = w;
 	}

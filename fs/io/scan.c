@@ -341,7 +341,7 @@ int scan_matches(const struct fmt_sb *sb, const char *source)
 	return 0;
 }
 
-const char *scan_fs_name(const struct fmt_sb *sb, char *buf, size_t len)
+static const char *scan_fs_name(const struct fmt_sb *sb, char *buf, size_t len)
 {
 	char u[40], label[4 * sizeof(sb->label)], *p = label;
 
@@ -383,7 +383,7 @@ int scan_members(const char *source, char ***paths, char *err, size_t errlen)
 {
 	struct scan_result r;
 	struct scan_fs *fs = NULL, *hit = NULL;
-	char name[200], note[160], u[40];
+	char name[320], note[160], u[40];
 	const char *v;
 	uint8_t uuid[16];
 	size_t vlen;

@@ -101,10 +101,5 @@ int scan_matches(const struct fmt_sb *sb, const char *source);
 int scan_members(const char *source, char ***paths, char *err, size_t errlen);
 void scan_paths_free(char **paths);
 
-/*
- * "dmafs filesystem 'models' (UUID 3f2a...)", or without the label part when it has none:
- * how messages name a filesystem. Returns @buf.
- */
-const char *scan_fs_name(const struct fmt_sb *sb, char *buf, size_t len);
 
 #endif

@@ -54,7 +54,8 @@ struct rec {
 	unsigned left;		/* reads outstanding */
 	int err;
 	struct pop *ops;	/* data reads [0, nd), then their checksum reads [nd, 2 nd) */
-	unsigned nd, nops, cap;
+	unsigned nd, nops;
+	size_t cap;
 	char *cbuf;		/* checksum blocks */
 	size_t ccap;
 	uint64_t t_sub, t_copy;	/* when its reads went out, when its copy was queued */
@@ -131,15 +132,8 @@ static void rec_hash(struct work *w)
 static int add_piece(struct pipe *p, size_t *cap, uint64_t off, uint64_t len, uint64_t dst,
 		     int direct)
 {
-	if (p->npc == *cap) {
-		size_t ncap = *cap ? 2 * *cap : 64;
-		struct piece *n = realloc(p->pc, ncap * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		p->pc = n;
-		*cap = ncap;
-	}
+	if (dm_grow(&p->pc, cap, p->npc + 1, sizeof(*p->pc), 64))
+		return -ENOMEM;
 	p->pc[p->npc++] = (struct piece){ off, len, dst, direct };
 	return 0;
 }
@@ -199,15 +193,8 @@ static void rec_append(struct rec **head, struct rec **tail, struct rec *r)
 
 static int push_op(struct rec *r, const struct uring_op *op, uint64_t foff)
 {
-	if (r->nops == r->cap) {
-		unsigned ncap = r->cap ? 2 * r->cap : 8;
-		struct pop *n = realloc(r->ops, ncap * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		r->ops = n;
-		r->cap = ncap;
-	}
+	if (dm_grow(&r->ops, &r->cap, (size_t)r->nops + 1, sizeof(*r->ops), 8))
+		return -ENOMEM;
 	r->ops[r->nops++] = (struct pop){ .op = *op, .foff = foff, .rec = r };
 	return 0;
 }
@@ -346,7 +333,7 @@ static void copy_out(struct pipe *p, struct rec *r);
 static void rec_read(struct pipe *p, struct rec *r)
 {
 	if (p->ps && r->nops) {
-		p->ps->read_ns += util_now_ns() - r->t_sub;
+		p->ps->read_ns += dm_mono_ns() - r->t_sub;
 		p->ps->nread++;
 		p->ps->nops += r->nd;
 	}
@@ -391,7 +378,7 @@ static void deliver(struct pipe *p, struct rec *r)
 		copy_out(p, r);
 		return;
 	}
-	r->t_ready = util_now_ns();
+	r->t_ready = dm_mono_ns();
 	rec_append(&p->rd_head, &p->rd_tail, r);
 }
 
@@ -403,7 +390,7 @@ static void deliver(struct pipe *p, struct rec *r)
  */
 static int flush_ready(struct pipe *p, int all)
 {
-	uint64_t now = util_now_ns();
+	uint64_t now = dm_mono_ns();
 	int n = 0;
 
 	while (p->rd_head && (all || now - p->rd_head->t_ready >= copy_delay_ns)) {
@@ -441,7 +428,7 @@ static void copy_out(struct pipe *p, struct rec *r)
 		return;
 	}
 	if (p->ps)
-		r->t_copy = util_now_ns();
+		r->t_copy = dm_mono_ns();
 	rec_append(&p->cq_head, &p->cq_tail, r);
 }
 
@@ -468,7 +455,7 @@ static int reclaim(struct pipe *p, int wait)
 		if (!p->cq_head)
 			p->cq_tail = NULL;
 		if (p->ps) {
-			p->ps->copy_ns += util_now_ns() - r->t_copy;
+			p->ps->copy_ns += dm_mono_ns() - r->t_copy;
 			p->ps->ncopy++;
 		}
 		rec_release(p, r);
@@ -598,7 +585,7 @@ static int issue(struct pipe *p)
 		p->pending = NULL;
 		r->left = r->nops;
 		if (p->ps)
-			r->t_sub = util_now_ns();
+			r->t_sub = dm_mono_ns();
 		if (r->nops == 0) { /* all hole */
 			rec_read(p, r);
 			n++;
@@ -633,7 +620,7 @@ static void wait_some(struct pipe *p)
 {
 	struct io_uring_cqe *cqe;
 	int why = p->starved ? 3 : p->inflight ? 0 : p->hashing ? 2 : 1;
-	uint64_t t = p->ps ? util_now_ns() : 0;
+	uint64_t t = p->ps ? dm_mono_ns() : 0;
 
 	if (p->rd_head && !p->inflight && !p->hashing) {
 		flush_ready(p, 1); /* nothing else is coming: no reason to wait */
@@ -653,7 +640,7 @@ static void wait_some(struct pipe *p)
 		stage_wait(p->st, 1000);
 	}
 	if (p->ps) {
-		p->ps->wait_ns[why] += util_now_ns() - t;
+		p->ps->wait_ns[why] += dm_mono_ns() - t;
 		p->ps->starved += p->starved;
 	}
 }
@@ -661,7 +648,7 @@ static void wait_some(struct pipe *p)
 /* Account the time since the last step to the slots held and reads in flight. */
 static void pstats_step(struct pipe *p)
 {
-	uint64_t now = util_now_ns(), dt = now - p->ps->last;
+	uint64_t now = dm_mono_ns(), dt = now - p->ps->last;
 
 	p->ps->held_ns += dt * p->held;
 	p->ps->inflight_ns += dt * p->inflight;
@@ -671,7 +658,7 @@ static void pstats_step(struct pipe *p)
 static void pstats_log(const struct pipe *p, uint64_t bytes)
 {
 	const struct pstats *s = p->ps;
-	double t = (double)(util_now_ns() - s->t0);
+	double t = (double)(dm_mono_ns() - s->t0);
 
 	log_debug("placement pipeline: inode %llu, %zu pieces (%llu member reads), %.1f MiB in "
 		  "%.2f ms (%.2f GB/s); average slots held %.1f, reads in flight %.1f (limit %u); "
@@ -725,7 +712,7 @@ int pipeline_run(struct fs *fs, struct inode *ino, const struct pipe_target *t,
 	if (util_log_enabled(LOG_LVL_DEBUG)) {
 		p.ps = calloc(1, sizeof(*p.ps));
 		if (p.ps)
-			p.ps->t0 = p.ps->last = util_now_ns();
+			p.ps->t0 = p.ps->last = dm_mono_ns();
 	}
 	for (;;) {
 		int moved = 0;

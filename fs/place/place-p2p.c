@@ -41,15 +41,8 @@ static void *p2p_member_main(void *arg)
 
 static int job_add(struct p2p_job *j, uint64_t moff, uint64_t len, uint64_t boff)
 {
-	if (j->n == j->cap) {
-		size_t cap = j->cap ? 2 * j->cap : 64;
-		struct p2p_piece *p = realloc(j->pc, cap * sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		j->pc = p;
-		j->cap = cap;
-	}
+	if (dm_grow(&j->pc, &j->cap, j->n + 1, sizeof(*j->pc), 64))
+		return -ENOMEM;
 	j->pc[j->n++] = (struct p2p_piece){ moff, len, boff };
 	return 0;
 }

@@ -87,14 +87,6 @@ static pthread_cond_t reaper_wake = PTHREAD_COND_INITIALIZER;
 static int reaper_stop; /* protected by reaper_lock */
 static struct fs *place_fs;
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
-
 int place_tgid(pid_t tid, pid_t *tgid)
 {
 	char path[64], line[256];
@@ -343,21 +335,6 @@ static int gen_id(uint64_t *id)
 #define MADV_POPULATE_READ 22 /* Linux 5.14 */
 #endif
 
-/* A part of a daemon mapping to populate (map_host); runs in a thread of its own. */
-struct map_part {
-	char *p;
-	size_t len;
-	int err;
-};
-
-static void *map_populate(void *arg)
-{
-	struct map_part *m = arg;
-
-	m->err = madvise(m->p, m->len, MADV_POPULATE_READ) ? errno : 0;
-	return NULL;
-}
-
 /* Is a page mapped or cached behind every page of [p, p + len)? (mincore(2): a page of
  * a shmem object that is swapped out counts as missing.) */
 static int pages_present(void *p, size_t len)
@@ -394,37 +371,6 @@ static int no_holes(const struct stat *st, int hugetlb, void *map, size_t len)
 	return pages_present(map, len);
 }
 
-/* Fault the mapping in now, in up to 4 threads of 64 MiB or more each: page faults at
- * registration, not inside the first placement. Failures are left to the placement's
- * own faults (usermem.h), as MAP_POPULATE leaves them. */
-static void populate(struct reg *r, uint64_t unit)
-{
-	struct map_part part[4];
-	pthread_t tid[4];
-	int started[4] = { 0 };
-	sigset_t all, old;
-	cpu_set_t cpus;
-	size_t n, step;
-
-	n = sched_getaffinity(0, sizeof(cpus), &cpus) ? 1 : (size_t)CPU_COUNT(&cpus);
-	n = MAX(MIN(MIN(n, 4), r->map_len / (64u << 20)), 1);
-	step = ALIGN_UP((r->map_len + n - 1) / n, unit);
-	for (n = 0; n * step < r->map_len; n++)
-		part[n] = (struct map_part){ (char *)r->map + n * step,
-					     MIN(step, r->map_len - n * step), 0 };
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	for (size_t i = 1; i < n; i++)
-		started[i] = !pthread_create(&tid[i], NULL, map_populate, &part[i]);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	map_populate(&part[0]);
-	for (size_t i = 1; i < n; i++) {
-		if (started[i])
-			pthread_join(tid[i], NULL);
-		else
-			map_populate(&part[i]);
-	}
-}
 
 /*
  * Map [r->map_off, + r->map_len) of @fd shared, @unit aligned, with a PROT_NONE guard of
@@ -537,7 +483,9 @@ static int map_host(const struct place_caller *c, struct dmafs_ioc_register *rq,
 		return ret;
 	if (!no_holes(&st, hugetlb, r->map, r->map_len))
 		return -EFAULT;
-	populate(r, unit);
+	/* page faults at registration, not inside the first placement; failures are left to
+	 * the placement's own faults (usermem.h), as MAP_POPULATE leaves them */
+	dm_populate(r->map, r->map_len, MADV_POPULATE_READ, unit);
 	r->base = (char *)r->map + (rq->offset - start);
 	return 0;
 }
@@ -634,7 +582,7 @@ static int charge(const struct place_caller *c, struct user *u, uint64_t bytes, 
 		snprintf(a, sizeof(a), "%s", util_fmt_size(lim.bytes, b, sizeof(b)));
 	}
 	if (ret) {
-		now = now_ns();
+		now = dm_mono_ns();
 		if (!u->logged_ns || now - u->logged_ns >= REFUSE_LOG_NS) {
 			u->logged_ns = now;
 			snprintf(msg, len, "placement: process %d (uid %u) refused a registration: %s %s is reached (%s; mount option %s=; further refusals of this user in the next 10 s are not logged)",
@@ -849,7 +797,7 @@ static int use_p2p(struct fs *fs, struct reg *r)
 int place_run(struct fs *fs, const struct place_caller *c, uint64_t ino_nr,
 	      struct dmafs_ioc_place *p)
 {
-	uint64_t t0 = now_ns(), total = 0;
+	uint64_t t0 = dm_mono_ns(), total = 0;
 	struct inode *ino;
 	struct reg *r;
 	int ret, path = DMAFS_PATH_NONE;
@@ -896,6 +844,6 @@ int place_run(struct fs *fs, const struct place_caller *c, uint64_t ino_nr,
 		total += p->e[i].length;
 	p->bytes = total;
 	p->path = path;
-	p->elapsed_ns = now_ns() - t0;
+	p->elapsed_ns = dm_mono_ns() - t0;
 	return 0;
 }

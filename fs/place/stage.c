@@ -31,14 +31,6 @@ static const char *target_name(int target)
 	return target == DMAFS_TARGET_CUDA ? "CUDA" : target == DMAFS_TARGET_HIP ? "HIP" : "host";
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
-
 uint64_t stage_bytes(void) { return pool_bytes; }
 
 /* Undo a partial or complete setup; caller owns @s (state SETUP). */
@@ -73,7 +65,7 @@ static void teardown(struct stage *s)
  */
 static int setup(struct stage *s)
 {
-	uint64_t t0 = mono_ns();
+	uint64_t t0 = dm_mono_ns();
 	int ret = 0;
 
 	s->nslots = (unsigned)(pool_bytes / STAGE_SLOT);
@@ -107,7 +99,7 @@ static int setup(struct stage *s)
 	for (unsigned i = 0; i < s->nslots; i++)
 		s->free[i] = s->nslots - 1 - i;
 	s->nfree = s->nslots;
-	s->setup_ns = mono_ns() - t0;
+	s->setup_ns = dm_mono_ns() - t0;
 	return 0;
 }
 

@@ -11,14 +11,7 @@
 
 static int grow(struct alloc_member *m)
 {
-	size_t cap = m->cap ? m->cap * 2 : 64;
-	struct alloc_range *p = realloc(m->free, cap * sizeof(*p));
-
-	if (!p)
-		return -ENOMEM;
-	m->free = p;
-	m->cap = cap;
-	return 0;
+	return dm_grow(&m->free, &m->cap, m->cap + 1, sizeof(*m->free), 64);
 }
 
 int alloc_init(struct alloc *a, unsigned nmembers, const uint64_t *start, const uint64_t *end)
@@ -195,16 +188,10 @@ void alloc_put(struct alloc *a, uint32_t member, uint64_t off, uint64_t len)
 void alloc_defer(struct alloc *a, uint32_t member, uint64_t off, uint64_t len)
 {
 	pthread_mutex_lock(&a->lock);
-	if (a->ndeferred == a->capdeferred) {
-		size_t cap = a->capdeferred ? a->capdeferred * 2 : 256;
-		struct alloc_deferred *p = realloc(a->deferred, cap * sizeof(*p));
-
-		if (!p) { /* leaked until remount rebuilds the map: safe, never reused early */
-			pthread_mutex_unlock(&a->lock);
-			return;
-		}
-		a->deferred = p;
-		a->capdeferred = cap;
+	if (dm_grow(&a->deferred, &a->capdeferred, a->ndeferred + 1, sizeof(*a->deferred), 256)) {
+		/* leaked until remount rebuilds the map: safe, never reused early */
+		pthread_mutex_unlock(&a->lock);
+		return;
 	}
 	a->deferred[a->ndeferred++] = (struct alloc_deferred){ member, off, len };
 	pthread_mutex_unlock(&a->lock);

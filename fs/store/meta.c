@@ -236,15 +236,8 @@ static int apply_extent(struct meta *m, const struct fmt_rec *r)
 			return 0;
 		}
 	}
-	if (ino->next == ino->capext) {
-		size_t cap = ino->capext ? ino->capext * 2 : 4;
-		struct extent *e = realloc(ino->ext, cap * sizeof(*e));
-
-		if (!e)
-			return -ENOMEM;
-		ino->ext = e;
-		ino->capext = cap;
-	}
+	if (dm_grow(&ino->ext, &ino->capext, ino->next + 1, sizeof(*ino->ext), 4))
+		return -ENOMEM;
 	memmove(&ino->ext[i + 1], &ino->ext[i], (ino->next - i) * sizeof(ino->ext[0]));
 	ino->ext[i] = (struct extent){ r->off, r->len, r->member, r->moff };
 	ino->next++;
@@ -348,7 +341,7 @@ static int slot_add(struct dir *d, struct dentry *de)
 	return 0;
 }
 
-void meta_dir_compact(struct dir *d)
+static void meta_dir_compact(struct dir *d)
 {
 	size_t k = 0;
 
@@ -655,15 +648,8 @@ static int check_entries(struct inode *ino, void *arg)
 		ino->dir->nopen--;
 	}
 	if (ino->a.nlink == 0 && ino->ino != FMT_ROOT_INO && !c->orphans_gone) {
-		if (c->norphans == c->cap) {
-			size_t cap = c->cap ? c->cap * 2 : 16;
-			struct inode **p = realloc(c->orphans, cap * sizeof(*p));
-
-			if (!p)
-				return -ENOMEM;
-			c->orphans = p;
-			c->cap = cap;
-		}
+		if (dm_grow(&c->orphans, &c->cap, c->norphans + 1, sizeof(*c->orphans), 16))
+			return -ENOMEM;
 		c->orphans[c->norphans++] = ino;
 	}
 	return 0;

@@ -113,8 +113,6 @@ static inline uint32_t meta_slot_member(const struct meta *m, const struct inode
 }
 /* Fill attrs into a record of type INODE for @ino. */
 void meta_inode_rec(const struct inode *ino, struct fmt_rec *r);
-/* Drop dead directory slots (when many, and no walk is under way). */
-void meta_dir_compact(struct dir *d);
 /* Index of the first slot of @d whose cookie is @cookie or more (nslots if none). */
 size_t meta_dir_seek(const struct dir *d, uint64_t cookie);
 /*

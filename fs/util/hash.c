@@ -5,7 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-uint64_t hash_u64(uint64_t x)
+static uint64_t hash_u64(uint64_t x)
 {
 	x ^= x >> 33;
 	x *= 0xff51afd7ed558ccdull;

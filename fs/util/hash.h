@@ -28,6 +28,5 @@ void htab_remove(struct htab *t, struct hnode *n);
 /* First node with @key; continue with htab_next. */
 struct hnode *htab_first(const struct htab *t, uint64_t key);
 struct hnode *htab_next(struct hnode *n, uint64_t key);
-uint64_t hash_u64(uint64_t x);
 
 #endif

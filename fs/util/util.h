@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "common.h"
+
 #define DMAFS_BLOCK 4096u
 #define ALIGN_UP(x, a) (((x) + (a) - 1) / (a) * (a))
 #define ALIGN_DOWN(x, a) ((x) / (a) * (a))
