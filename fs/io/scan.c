@@ -383,7 +383,7 @@ int scan_members(const char *source, char ***paths, char *err, size_t errlen)
 {
 	struct scan_result r;
 	struct scan_fs *fs = NULL, *hit = NULL;
-	char name[320], note[160], u[40];
+	char name[400], note[160], u[40];
 	const char *v;
 	uint8_t uuid[16];
 	size_t vlen;
