@@ -166,13 +166,13 @@ static int start_services(struct daemon *d)
 	struct fs *fs = &d->srv.fs;
 	int ret;
 
-	pipeline_set_copy_delay(o->copy_delay_us);
-	if (place_init(fs, &d->lim, (uint64_t)o->staging_mb << 20,
-		       !o->gpu_setup || !strcmp(o->gpu_setup, "mount"))) {
+	if (place_init(&d->srv.place, fs, &d->lim, (uint64_t)o->staging_mb << 20, o->copy_delay_us,
+		       !o->gpu_setup || !strcmp(o->gpu_setup, "mount"),
+		       !o->p2p || !strcmp(o->p2p, "auto") ? 0 : !strcmp(o->p2p, "force") ? 1 : -1)) {
 		log_err("cannot start the placement service");
 		return -1;
 	}
-	if ((ret = placeq_start(o->place_threads, o->place_queue))) {
+	if ((ret = placeq_start(&d->srv.placeq, o->place_threads, o->place_queue))) {
 		log_err("cannot start the placement threads: %s", strerror(-ret));
 		return -1;
 	}
@@ -225,7 +225,7 @@ static int serve(struct daemon *d, struct fuse_args *args)
 		ret = fuse_session_loop_mt(d->se, cfg) ? 1 : 0;
 		fuse_loop_cfg_destroy(cfg);
 	}
-	placeq_stop(); /* before the session goes: the queued requests are answered */
+	placeq_stop(d->srv.placeq); /* before the session goes: the queued requests are answered */
 	fuse_session_unmount(d->se);
 out_signals:
 	fuse_remove_signal_handlers(d->se);
@@ -268,8 +268,6 @@ int main(int argc, char *argv[])
 		return 1;
 	if (d->o.debug || d->o.verbose)
 		util_log_set_level(LOG_LVL_DEBUG);
-	if (d->o.p2p && strcmp(d->o.p2p, "auto"))
-		p2p_configure(!strcmp(d->o.p2p, "force") ? 1 : -1);
 	if (!d->o.foreground && daemon_detach(d)) {
 		fprintf(stderr, "dmafs: cannot start the daemon: %s\n", strerror(errno));
 		return 1;
@@ -278,7 +276,7 @@ int main(int argc, char *argv[])
 		return 1;
 	if (!session_args(d, &args))
 		ret = serve(d, &args);
-	place_shutdown();
+	place_shutdown(d->srv.place);
 	if (fs_unmount(&d->srv.fs))
 		ret = 1;
 	members_close(d->ms, d->nms);

@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fsops.h - the filesystem engine: namespace and data operations on the in-memory
- * metadata, independent of FUSE. Every call returns 0 (or a byte count) on success and
- * -errno on failure; the FUSE handlers in ops-*.c only decode, call one of these and reply.
+ * engine.h - the filesystem engine's interface: namespace and data operations on the
+ * in-memory metadata, independent of FUSE. Every call returns 0 (or a byte count) on
+ * success and -errno on failure; the FUSE handlers (fuse/) only decode, call one of these
+ * and reply. Declarations are grouped by the engine file that defines them.
  */
-#ifndef DMAFS_FSOPS_H
-#define DMAFS_FSOPS_H
+#ifndef DMAFS_ENGINE_H
+#define DMAFS_ENGINE_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -17,6 +19,7 @@
 #include "io/member.h"
 #include "store/meta.h"
 #include "io/uring.h"
+#include "io/workpool.h"
 #include "engine/wback.h"
 
 /* The checksum block of a member written last, kept to spare a read on the next update. */
@@ -63,6 +66,9 @@ struct fs {
 	 * lost inode stay stale.
 	 */
 	uint32_t next_gen;
+	struct workpool *pool; /* CPU work of the I/O paths (checksums); never freed */
+	/* how each member zeroes a range (falloc.c), learnt at the first try */
+	_Atomic int zero_how[FMT_MAX_MEMBERS];
 	int finished;	     /* fs_finish has run; its result: */
 	int finish_ret;
 	char finish_err[256];

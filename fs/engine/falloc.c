@@ -39,7 +39,6 @@ static char zbuf[ZBUF] __attribute__((aligned(DMAFS_BLOCK)));
 /* How each member is zeroed, learnt at first use; only ever moves down the list. Per
  * process: a daemon serves one filesystem. */
 enum { Z_NATIVE, Z_PUNCH, Z_WRITE };
-static _Atomic int zero_how[FMT_MAX_MEMBERS];
 
 struct pieces {
 	struct newext *ne;
@@ -162,7 +161,7 @@ static void downgrade(struct fs *fs, unsigned mi, int from, int to, int err)
 	const struct member *m = &fs->members[mi];
 	int w = from == Z_PUNCH ? 2 : m->is_blkdev ? 0 : 1;
 
-	if (!atomic_compare_exchange_strong(&zero_how[mi], &from, to))
+	if (!atomic_compare_exchange_strong(&fs->zero_how[mi], &from, to))
 		return;
 	if (to == Z_WRITE)
 		log_info("member %u (%s): %s not supported (%s); fallocate zeroes its blocks by writing zeros",
@@ -205,7 +204,7 @@ static int zero_member(struct fs *fs, unsigned mi, uint64_t off, uint64_t len)
 	struct member *m = &fs->members[mi];
 	int ret;
 
-	if (atomic_load(&zero_how[mi]) == Z_NATIVE) {
+	if (atomic_load(&fs->zero_how[mi]) == Z_NATIVE) {
 		if (m->is_blkdev) {
 			uint64_t r[2] = { off, len };
 
@@ -221,7 +220,7 @@ static int zero_member(struct fs *fs, unsigned mi, uint64_t off, uint64_t len)
 		/* an image file: ZERO_RANGE may be missing (tmpfs) or need space the host lacks */
 		downgrade(fs, mi, Z_NATIVE, m->is_blkdev ? Z_WRITE : Z_PUNCH, ret);
 	}
-	if (atomic_load(&zero_how[mi]) == Z_PUNCH) {
+	if (atomic_load(&fs->zero_how[mi]) == Z_PUNCH) {
 		ret = fallocate(m->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
 				(off_t)len) ? -errno : 0;
 		if (!ret)

@@ -62,6 +62,7 @@ int fs_mount(struct fs *fs, struct member *ms, unsigned n, int ro, char *err, si
 	int ret;
 
 	memset(fs, 0, sizeof(*fs));
+	fs->pool = workpool_new();
 	wback_start(fs, 0); /* off until the daemon starts it: writes are synchronous */
 	fs->members = ms;
 	fs->n = n;

@@ -201,7 +201,7 @@ static void vread_done(void *arg, size_t i)
 	pthread_mutex_lock(&r->b.lock);
 	r->b.left++;
 	pthread_mutex_unlock(&r->b.lock);
-	workpool_queue(&j->w);
+	workpool_queue(r->fs->pool, &j->w);
 }
 
 /* Read the pairs of @v, checking each one in the pool as soon as it has arrived. */
@@ -338,7 +338,7 @@ static int read_ranges(struct fs *fs, struct inode *ino, const struct fs_range *
 	}
 	if (ret)
 		goto out;
-	if (bytes >= VERIFY_POOL_MIN && workpool_start() > 0) {
+	if (bytes >= VERIFY_POOL_MIN && workpool_start(fs->pool) > 0) {
 		ret = read_verify_pooled(fs, ino, &pv);
 	} else {
 		ret = run_ops(fs, ino, pv.op, pv.n, pv.foff, "read");

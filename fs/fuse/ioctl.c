@@ -61,26 +61,27 @@ static void ioc_reply(struct ioc *x, int ret)
 static int ioc_info(struct ioc *x)
 {
 	x->out_len = sizeof(x->u.info);
-	return place_info(ops_fs(x->req), x->ino, &x->u.info);
+	return place_info(ops_srv(x->req)->place, x->ino, &x->u.info);
 }
 
 static int ioc_unregister(struct ioc *x)
 {
-	return place_unregister(&x->c, x->u.unreg.id);
+	return place_unregister(ops_srv(x->req)->place, &x->c, x->u.unreg.id);
 }
 
 static void job_run(struct placeq_job *qj)
 {
 	struct ioc *x = container_of(qj, struct ioc, q);
-	struct fs *fs = ops_fs(x->req);
+	struct srv *s = ops_srv(x->req);
+	struct fs *fs = &s->fs;
 	int ret;
 
 	if (x->cmd == DMAFS_IOC_REGISTER) {
 		x->out_len = sizeof(x->u.reg);
-		ret = place_register(fs, &x->c, &x->u.reg);
+		ret = place_register(s->place, &x->c, &x->u.reg);
 	} else {
 		x->out_len = sizeof(x->u.place);
-		ret = place_run(fs, &x->c, x->ino, &x->u.place);
+		ret = place_run(s->place, &x->c, x->ino, &x->u.place);
 		if (!ret)
 			fs_accessed(fs, x->ino); /* a placement reads the file */
 	}
@@ -102,7 +103,7 @@ static int ioc_queue(struct ioc *x)
 		return -ENOMEM;
 	*j = *x;
 	j->q = (struct placeq_job){ .uid = x->c.uid, .run = job_run };
-	ret = placeq_submit(&j->q);
+	ret = placeq_submit(ops_srv(x->req)->placeq, &j->q);
 	if (ret) {
 		free(j);
 		return ret;

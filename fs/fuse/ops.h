@@ -8,6 +8,8 @@
 #include <fcntl.h>
 
 #include "engine/engine.h"
+#include "place/place.h"
+#include "place/placeq.h"
 
 struct dmafs_opts {
 	double attr_timeout, entry_timeout;
@@ -23,6 +25,8 @@ struct dmafs_opts {
 struct srv {
 	struct fs fs;
 	struct dmafs_opts opts;
+	struct place *place;   /* the placement service (place/place.h) */
+	struct placeq *placeq; /* its queues and threads (place/placeq.h) */
 	/* the kernel mount's device, once known: DMAFS_IOC_MODE checks it is read-only */
 	unsigned dev_major, dev_minor;
 	int dev_known;

@@ -1,71 +1,93 @@
 // SPDX-License-Identifier: MIT
 /*
- * workpool.c - a FIFO of struct work served by detached threads, started on first use and
- * kept for the life of the process.
+ * workpool.c - a FIFO of struct work served by detached threads, started on first use.
+ * The threads never end, so a pool is never freed: it lives as long as the process.
  */
+#include "io/workpool.h"
+
 #include <pthread.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "util/util.h"
-#include "io/workpool.h"
 
 #define WORKPOOL_MAX 16
 
-static pthread_mutex_t wp_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t wp_cond = PTHREAD_COND_INITIALIZER;
-static struct work *wp_head, *wp_tail;
-static int wp_threads = -1; /* -1: not started yet */
+struct workpool {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct work *head, *tail; /* protected by lock */
+	int threads;		  /* -1: not started yet; protected by lock */
+};
+
+struct workpool *workpool_new(void)
+{
+	struct workpool *wp = calloc(1, sizeof(*wp));
+
+	if (wp) {
+		pthread_mutex_init(&wp->lock, NULL);
+		pthread_cond_init(&wp->cond, NULL);
+		wp->threads = -1;
+	}
+	return wp;
+}
 
 static void *wp_main(void *arg)
 {
-	(void)arg;
+	struct workpool *wp = arg;
+
 	for (;;) {
 		struct work *w;
 
-		pthread_mutex_lock(&wp_lock);
-		while (!wp_head)
-			pthread_cond_wait(&wp_cond, &wp_lock);
-		w = wp_head;
-		wp_head = w->next;
-		if (!wp_head)
-			wp_tail = NULL;
-		pthread_mutex_unlock(&wp_lock);
+		pthread_mutex_lock(&wp->lock);
+		while (!wp->head)
+			pthread_cond_wait(&wp->cond, &wp->lock);
+		w = wp->head;
+		wp->head = w->next;
+		if (!wp->head)
+			wp->tail = NULL;
+		pthread_mutex_unlock(&wp->lock);
 		w->fn(w);
 	}
 	return NULL;
 }
 
-int workpool_start(void)
+int workpool_start(struct workpool *wp)
 {
-	pthread_mutex_lock(&wp_lock);
-	if (wp_threads < 0) {
+	int n;
+
+	if (!wp)
+		return 0;
+	pthread_mutex_lock(&wp->lock);
+	if (wp->threads < 0) {
 		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 		int want = (int)MIN(WORKPOOL_MAX, MAX(1, cpus));
 		pthread_attr_t at;
 		pthread_t t;
 
-		wp_threads = 0;
+		wp->threads = 0;
 		pthread_attr_init(&at);
 		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
 		for (int i = 0; i < want; i++)
-			if (pthread_create(&t, &at, wp_main, NULL) == 0)
-				wp_threads++;
+			if (pthread_create(&t, &at, wp_main, wp) == 0)
+				wp->threads++;
 		pthread_attr_destroy(&at);
 	}
-	pthread_mutex_unlock(&wp_lock);
-	return wp_threads;
+	n = wp->threads;
+	pthread_mutex_unlock(&wp->lock);
+	return n;
 }
 
-void workpool_queue(struct work *w)
+void workpool_queue(struct workpool *wp, struct work *w)
 {
 	w->next = NULL;
-	pthread_mutex_lock(&wp_lock);
-	if (wp_tail)
-		wp_tail->next = w;
+	pthread_mutex_lock(&wp->lock);
+	if (wp->tail)
+		wp->tail->next = w;
 	else
-		wp_head = w;
-	wp_tail = w;
-	pthread_cond_signal(&wp_cond);
-	pthread_mutex_unlock(&wp_lock);
+		wp->head = w;
+	wp->tail = w;
+	pthread_cond_signal(&wp->cond);
+	pthread_mutex_unlock(&wp->lock);
 }

@@ -13,13 +13,17 @@ struct work {
 	struct work *next;
 };
 
+struct workpool;
+
+/* A pool without threads yet (NULL: no memory; workpool_start() then says 0). */
+struct workpool *workpool_new(void);
 /*
  * Start the pool on first use (min(16, online CPUs) threads); returns how many threads
  * it has: 0 when none could be started, and then the caller does the work itself.
  */
-int workpool_start(void);
+int workpool_start(struct workpool *wp);
 
 /* Queue @w (after workpool_start() returned > 0); w->fn(w) runs on a pool thread. */
-void workpool_queue(struct work *w);
+void workpool_queue(struct workpool *wp, struct work *w);
 
 #endif

@@ -26,9 +26,6 @@
 
 #define STUCK_MAX 2 /* a user's descriptors being closed on side threads */
 
-/* mount ids of the kernel's internal shmem mount and hugetlbfs mounts (one per page size) */
-static int internal_mnt[8];
-static unsigned ninternal;
 
 /* The mnt_id and flags lines of /proc/@pid/fdinfo/@fd. Returns 0, -EBADF or -ESRCH. */
 static int fdinfo(pid_t pid, int fd, int *mnt, unsigned *flags)
@@ -51,27 +48,28 @@ static int fdinfo(pid_t pid, int fd, int *mnt, unsigned *flags)
 	return got == 3 ? 0 : -EBADF;
 }
 
-static void probe(unsigned flags)
+static void probe(struct clientfd_mounts *k, unsigned flags)
 {
 	unsigned fl;
 	int fd, mnt;
 
-	if (ninternal == sizeof(internal_mnt) / sizeof(internal_mnt[0]))
+	if (k->n == sizeof(k->mnt) / sizeof(k->mnt[0]))
 		return;
 	fd = memfd_create("dmafs-probe", MFD_CLOEXEC | flags);
 	if (fd < 0)
 		return;
 	if (!fdinfo(getpid(), fd, &mnt, &fl))
-		internal_mnt[ninternal++] = mnt;
+		k->mnt[k->n++] = mnt;
 	close(fd);
 }
 
-void clientfd_init(void)
+void clientfd_init(struct clientfd_mounts *k)
 {
 	DIR *d;
 	struct dirent *e;
 
-	probe(0);
+	k->n = 0;
+	probe(k, 0);
 	/* one hugetlbfs mount per huge page size the kernel offers */
 	d = opendir("/sys/kernel/mm/hugepages");
 	if (!d)
@@ -84,21 +82,21 @@ void clientfd_init(void)
 			continue;
 		while ((1ul << shift) < kb * 1024)
 			shift++;
-		probe(MFD_HUGETLB | (shift << MFD_HUGE_SHIFT));
+		probe(k, MFD_HUGETLB | (shift << MFD_HUGE_SHIFT));
 	}
 	closedir(d);
 }
 
 /* Is mount @mnt, as process @pid sees its mounts, a tmpfs or hugetlbfs? */
-static int shm_mount(pid_t pid, int mnt)
+static int shm_mount(const struct clientfd_mounts *k, pid_t pid, int mnt)
 {
 	char path[64], *line = NULL;
 	size_t cap = 0;
 	int ok = 0;
 	FILE *f;
 
-	for (unsigned i = 0; i < ninternal; i++)
-		if (internal_mnt[i] == mnt)
+	for (unsigned i = 0; i < k->n; i++)
+		if (k->mnt[i] == mnt)
 			return 1;
 	snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)pid);
 	f = fopen(path, "re");
@@ -165,7 +163,8 @@ static void close_aside(int fd, unsigned *stuck)
 	__atomic_fetch_sub(stuck, 1, __ATOMIC_RELEASE);
 }
 
-int clientfd_take(pid_t tgid, int pidfd, int fd, unsigned *stuck, int *out)
+int clientfd_take(const struct clientfd_mounts *k, pid_t tgid, int pidfd, int fd,
+		  unsigned *stuck, int *out)
 {
 	unsigned flags;
 	int mnt, ret, nfd;
@@ -179,7 +178,7 @@ int clientfd_take(pid_t tgid, int pidfd, int fd, unsigned *stuck, int *out)
 		return ret;
 	if (!open_rw(flags))
 		return -EBADF;
-	if (!shm_mount(tgid, mnt))
+	if (!shm_mount(k, tgid, mnt))
 		return -EINVAL;
 	nfd = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
 	if (nfd < 0) {

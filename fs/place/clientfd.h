@@ -15,8 +15,15 @@
 
 #include <sys/types.h>
 
-/* Learn the kernel's internal memfd mounts (they are in no mount table). Call once. */
-void clientfd_init(void);
+/* Mount ids of the kernel's internal shmem mount and of its hugetlbfs mounts (one per
+ * page size): memfds live there, in no mount table. */
+struct clientfd_mounts {
+	int mnt[8];
+	unsigned n;
+};
+
+/* Learn them (once, at start). */
+void clientfd_init(struct clientfd_mounts *k);
 
 /*
  * Take descriptor @fd of process @tgid (@pidfd its pidfd). On success *out is a
@@ -30,6 +37,7 @@ void clientfd_init(void);
  * that file may send a FLUSH to a FUSE daemon that never answers, so it is closed on a
  * thread of its own and counted in @stuck (atomic) until the close returns.
  */
-int clientfd_take(pid_t tgid, int pidfd, int fd, unsigned *stuck, int *out);
+int clientfd_take(const struct clientfd_mounts *k, pid_t tgid, int pidfd, int fd,
+		  unsigned *stuck, int *out);
 
 #endif

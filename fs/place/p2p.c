@@ -6,7 +6,7 @@
  *
  * Used only when the platform really does peer-to-peer DMA: nvidia-fs loaded. Otherwise
  * cuFile would run in "compatibility mode", a host bounce slower than the staged path, so
- * placements stay staged and INFO says why. The mount option p2p=force uses cuFile even
+ * placements stay staged and INFO says P->why. The mount option p2p=force uses cuFile even
  * then; it exists to test this code on machines without nvidia-fs.
  */
 #include "place/p2p.h"
@@ -34,101 +34,122 @@ typedef struct {
 } cufile_descr_t;
 typedef void *cufile_handle_t;
 
-static struct {
-	cufile_err_t (*driver_open)(void);
-	cufile_err_t (*handle_register)(cufile_handle_t *, cufile_descr_t *);
-	void (*handle_deregister)(cufile_handle_t);
-	cufile_err_t (*buf_register)(const void *, size_t, int);
-	cufile_err_t (*buf_deregister)(const void *);
-	ssize_t (*read)(cufile_handle_t, void *, size_t, off_t, off_t);
-} cf;
+/* The cuFile driver as one mount uses it (p2p.h). */
+struct p2p {
+	struct {
+		cufile_err_t (*driver_open)(void);
+		cufile_err_t (*handle_register)(cufile_handle_t *, cufile_descr_t *);
+		void (*handle_deregister)(cufile_handle_t);
+		cufile_err_t (*buf_register)(const void *, size_t, int);
+		cufile_err_t (*buf_deregister)(const void *);
+		ssize_t (*read)(cufile_handle_t, void *, size_t, off_t, off_t);
+	} cf;
+	pthread_mutex_t lock;
+	int probed;		/* protected by lock */
+	int mode_force;
+	int usable;		/* 1: drive cuFile */
+	char why[256];
+	cufile_handle_t handles[FMT_MAX_MEMBERS]; /* protected by lock */
+	int registered[FMT_MAX_MEMBERS];
+};
 
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static int mode_force;
-static int usable;		/* 1: drive cuFile */
-static char why[256];
-static cufile_handle_t handles[FMT_MAX_MEMBERS]; /* protected by lock */
-static int registered[FMT_MAX_MEMBERS];
+struct p2p *p2p_new(int force)
+{
+	struct p2p *P = calloc(1, sizeof(*P));
 
-void p2p_configure(int force) { mode_force = force; }
+	if (P) {
+		pthread_mutex_init(&P->lock, NULL);
+		P->mode_force = force;
+	}
+	return P;
+}
 
-static void probe(void)
+static void probe(struct p2p *P)
 {
 	void *h = dlopen("libcufile.so.0", RTLD_NOW | RTLD_LOCAL);
 	int direct = access("/proc/driver/nvidia-fs/version", F_OK) == 0;
 	cufile_err_t e;
 
-	if (mode_force < 0) {
-		snprintf(why, sizeof(why), "p2p disabled by the mount option p2p=off");
+	if (P->mode_force < 0) {
+		snprintf(P->why, sizeof(P->why), "p2p disabled by the mount option p2p=off");
 		if (h)
 			dlclose(h);
 		return;
 	}
 	if (!h) {
-		snprintf(why, sizeof(why), "p2p unavailable: libcufile.so.0 (GPUDirect Storage) not installed");
+		snprintf(P->why, sizeof(P->why), "p2p unavailable: libcufile.so.0 (GPUDirect Storage) not installed");
 		return;
 	}
-	cf.driver_open = dlsym(h, "cuFileDriverOpen");
-	cf.handle_register = dlsym(h, "cuFileHandleRegister");
-	cf.handle_deregister = dlsym(h, "cuFileHandleDeregister");
-	cf.buf_register = dlsym(h, "cuFileBufRegister");
-	cf.buf_deregister = dlsym(h, "cuFileBufDeregister");
-	cf.read = dlsym(h, "cuFileRead");
-	if (!cf.driver_open || !cf.handle_register || !cf.handle_deregister || !cf.buf_register ||
-	    !cf.buf_deregister || !cf.read) {
-		snprintf(why, sizeof(why), "p2p unavailable: libcufile.so.0 lacks the cuFile read API");
+	P->cf.driver_open = dlsym(h, "cuFileDriverOpen");
+	P->cf.handle_register = dlsym(h, "cuFileHandleRegister");
+	P->cf.handle_deregister = dlsym(h, "cuFileHandleDeregister");
+	P->cf.buf_register = dlsym(h, "cuFileBufRegister");
+	P->cf.buf_deregister = dlsym(h, "cuFileBufDeregister");
+	P->cf.read = dlsym(h, "cuFileRead");
+	if (!P->cf.driver_open || !P->cf.handle_register || !P->cf.handle_deregister || !P->cf.buf_register ||
+	    !P->cf.buf_deregister || !P->cf.read) {
+		snprintf(P->why, sizeof(P->why), "p2p unavailable: libcufile.so.0 lacks the cuFile read API");
 		return;
 	}
-	if (!direct && !mode_force) {
-		snprintf(why, sizeof(why), "p2p unavailable: cuFile present but nvidia-fs is not loaded, so cuFile would only bounce through host memory (compatibility mode); the staged path is used instead");
+	if (!direct && !P->mode_force) {
+		snprintf(P->why, sizeof(P->why), "p2p unavailable: cuFile present but nvidia-fs is not loaded, so cuFile would only bounce through host memory (compatibility mode); the staged path is used instead");
 		return;
 	}
-	e = cf.driver_open();
+	e = P->cf.driver_open();
 	if (e.err) {
-		snprintf(why, sizeof(why), "p2p unavailable: cuFileDriverOpen failed (cuFile error %d, CUDA error %d)", e.err, e.cu_err);
+		snprintf(P->why, sizeof(P->why), "p2p unavailable: cuFileDriverOpen failed (cuFile error %d, CUDA error %d)", e.err, e.cu_err);
 		return;
 	}
-	usable = 1;
-	snprintf(why, sizeof(why), direct ? "p2p: cuFile with nvidia-fs (direct DMA from the members)"
+	P->usable = 1;
+	snprintf(P->why, sizeof(P->why), direct ? "p2p: cuFile with nvidia-fs (direct DMA from the members)"
 					  : "p2p forced by p2p=force: cuFile in compatibility mode (NOT direct: a host bounce inside cuFile)");
 }
 
-int p2p_usable(char *out, size_t len)
+int p2p_usable(struct p2p *P, char *out, size_t len)
 {
-	pthread_once(&once, probe);
+	if (!P) {
+		if (out)
+			snprintf(out, len, "p2p unavailable: out of memory");
+		return 0;
+	}
+	pthread_mutex_lock(&P->lock);
+	if (!P->probed) {
+		probe(P);
+		P->probed = 1;
+	}
+	pthread_mutex_unlock(&P->lock);
 	if (out)
-		snprintf(out, len, "%s", why);
-	return usable;
+		snprintf(out, len, "%s", P->why);
+	return P->usable;
 }
 
-int p2p_member(struct member *m, unsigned idx)
+int p2p_member(struct p2p *P, struct member *m, unsigned idx)
 {
 	cufile_descr_t d;
 	cufile_err_t e;
 	int ret = 0;
 
-	pthread_mutex_lock(&lock);
-	if (!registered[idx]) {
+	pthread_mutex_lock(&P->lock);
+	if (!P->registered[idx]) {
 		memset(&d, 0, sizeof(d));
 		d.type = 1;
 		d.handle.fd = m->fd;
-		e = cf.handle_register(&handles[idx], &d);
+		e = P->cf.handle_register(&P->handles[idx], &d);
 		if (e.err) {
 			log_warn("cuFileHandleRegister on member %u (%s) failed (cuFile error %d); placements use the staged path",
 				 idx, m->path, e.err);
 			ret = -ENOTSUP;
 		} else {
-			registered[idx] = 1;
+			P->registered[idx] = 1;
 		}
 	}
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&P->lock);
 	return ret;
 }
 
-int p2p_buf_register(void *base, size_t len)
+int p2p_buf_register(struct p2p *P, void *base, size_t len)
 {
-	cufile_err_t e = cf.buf_register(base, len, 0);
+	cufile_err_t e = P->cf.buf_register(base, len, 0);
 
 	/* not fatal: unregistered buffers still work, through cuFile's own bounce buffers */
 	if (e.err)
@@ -136,11 +157,11 @@ int p2p_buf_register(void *base, size_t len)
 	return e.err ? -EIO : 0;
 }
 
-void p2p_buf_deregister(void *base) { cf.buf_deregister(base); }
+void p2p_buf_deregister(struct p2p *P, void *base) { P->cf.buf_deregister(base); }
 
-ssize_t p2p_read(unsigned member, void *base, size_t len, uint64_t moff, uint64_t boff)
+ssize_t p2p_read(struct p2p *P, unsigned member, void *base, size_t len, uint64_t moff, uint64_t boff)
 {
-	ssize_t n = cf.read(handles[member], base, len, (off_t)moff, (off_t)boff);
+	ssize_t n = P->cf.read(P->handles[member], base, len, (off_t)moff, (off_t)boff);
 
 	return n < 0 ? -EIO : n;
 }

@@ -21,9 +21,7 @@
 #define MAX_RECS 1024
 #define POLL_US 50		 /* wait slice while copies or hashing are outstanding */
 
-static uint64_t copy_delay_ns = PIPELINE_COPY_DELAY_US * 1000ull;
 
-void pipeline_set_copy_delay(unsigned us) { copy_delay_ns = us * 1000ull; }
 
 /* A piece: file bytes [off, off + len) go to buffer offset dst. */
 struct piece {
@@ -270,7 +268,7 @@ static int build(struct pipe *p, struct rec **out)
 		return 0;
 	if (!pc->direct) {
 		if (!p->st) {
-			ret = stage_get(DMAFS_TARGET_HOST, NULL, 0, &p->st);
+			ret = stage_get(p->t->stages, DMAFS_TARGET_HOST, NULL, 0, &p->st);
 			if (ret)
 				return ret;
 		}
@@ -343,10 +341,10 @@ static void rec_read(struct pipe *p, struct rec *r)
 		return;
 	}
 	if (p->verify) {
-		if (workpool_start() > 0) {
+		if (workpool_start(p->fs->pool) > 0) {
 			p->hashing++;
 			r->w.fn = rec_hash;
-			workpool_queue(&r->w);
+			workpool_queue(p->fs->pool, &r->w);
 			return;
 		}
 		r->err = rec_verify(r);
@@ -374,7 +372,7 @@ static void deliver(struct pipe *p, struct rec *r)
 		rec_release(p, r);
 		return;
 	}
-	if (!copy_delay_ns) {
+	if (!p->t->copy_delay_ns) {
 		copy_out(p, r);
 		return;
 	}
@@ -393,7 +391,7 @@ static int flush_ready(struct pipe *p, int all)
 	uint64_t now = dm_mono_ns();
 	int n = 0;
 
-	while (p->rd_head && (all || now - p->rd_head->t_ready >= copy_delay_ns)) {
+	while (p->rd_head && (all || now - p->rd_head->t_ready >= p->t->copy_delay_ns)) {
 		struct rec *r = p->rd_head;
 
 		p->rd_head = r->next;
@@ -668,7 +666,7 @@ static void pstats_log(const struct pipe *p, uint64_t bytes)
 		  bytes / 1048576.0, t / 1e6, bytes / t, s->held_ns / t, s->inflight_ns / t, p->qd,
 		  s->nread ? s->read_ns / 1e3 / s->nread : 0.0,
 		  s->ncopy ? s->copy_ns / 1e3 / s->ncopy : 0.0,
-		  (unsigned long long)(p->t->gpu ? copy_delay_ns / 1000 : 0), s->wait_ns[0] / 1e6,
+		  (unsigned long long)(p->t->gpu ? p->t->copy_delay_ns / 1000 : 0), s->wait_ns[0] / 1e6,
 		  s->wait_ns[1] / 1e6, s->wait_ns[2] / 1e6, s->wait_ns[3] / 1e6,
 		  (unsigned long long)s->starved);
 }

@@ -36,12 +36,11 @@ struct pipe_target {
 	char *base;	  /* where buffer offset 0 is (host address or device pointer) */
 	struct stage *stage; /* GPU: the device's pool; host: the host bounce pool, or NULL
 			      * to have it set up on first need */
+	struct stages *stages; /* the mount's pools (host bounce pool on first need) */
+	uint64_t copy_delay_ns;	/* wait before copying a ready piece (0: copy at once) */
 };
 
 #define PIPELINE_COPY_DELAY_US 300
-
-/* Set the copy delay (microseconds; 0: copy each piece the moment it is ready). */
-void pipeline_set_copy_delay(unsigned us);
 
 /*
  * Place the validated entries of @p (lengths already clipped to the file) from @ino into

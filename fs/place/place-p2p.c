@@ -15,6 +15,7 @@ struct p2p_piece {
 };
 
 struct p2p_job {
+	struct p2p *p2p;
 	unsigned member;
 	void *map;
 	struct p2p_piece *pc;
@@ -28,7 +29,7 @@ static void *p2p_member_main(void *arg)
 	struct p2p_job *j = arg;
 
 	for (size_t i = 0; i < j->n && !j->err; i++) {
-		ssize_t got = p2p_read(j->member, j->map, j->pc[i].len, j->pc[i].moff, j->pc[i].boff);
+		ssize_t got = p2p_read(j->p2p, j->member, j->map, j->pc[i].len, j->pc[i].moff, j->pc[i].boff);
 
 		if (got != (ssize_t)j->pc[i].len) {
 			log_err("p2p read error on member %u at member offset %llu (+%llu bytes)", j->member,
@@ -47,8 +48,8 @@ static int job_add(struct p2p_job *j, uint64_t moff, uint64_t len, uint64_t boff
 	return 0;
 }
 
-int place_p2p(struct fs *fs, struct inode *ino, struct gpu *g, int dev, void *map, uint64_t rel,
-	      const struct dmafs_ioc_place *p)
+int place_p2p(struct p2p *P, struct fs *fs, struct inode *ino, struct gpu *g, int dev, void *map,
+	      uint64_t rel, const struct dmafs_ioc_place *p)
 {
 	struct p2p_job *jobs = calloc(fs->n, sizeof(*jobs));
 	static const char zero[64 << 10];
@@ -57,6 +58,7 @@ int place_p2p(struct fs *fs, struct inode *ino, struct gpu *g, int dev, void *ma
 	if (!jobs)
 		return -ENOMEM;
 	for (unsigned m = 0; m < fs->n; m++) {
+		jobs[m].p2p = P;
 		jobs[m].member = m;
 		jobs[m].map = map;
 	}

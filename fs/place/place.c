@@ -71,21 +71,28 @@ struct reg {
 	int dead;		/* unregistered or owner gone; freed when refs drops to 0 */
 };
 
-/* Lock order: regs_lock is a leaf; nothing else is taken while it is held. */
-static pthread_mutex_t regs_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct reg *regs;	/* protected by regs_lock */
-static struct client *clients;	/* protected by regs_lock */
-static struct user *users;	/* protected by regs_lock; entries live until shutdown */
-static unsigned nregs;		/* protected by regs_lock */
-static uint64_t nbytes;		/* protected by regs_lock */
-static struct place_limits lim;
-static pthread_t reaper;
-static int reaper_running;
-/* The unmount wakes the reaper instead of waiting out its sleep. */
-static pthread_mutex_t reaper_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t reaper_wake = PTHREAD_COND_INITIALIZER;
-static int reaper_stop; /* protected by reaper_lock */
-static struct fs *place_fs;
+/* The placement service of one mount: what place_init() makes and every call is given. */
+struct place {
+	struct fs *fs;
+	struct place_limits lim;
+	struct stages *stages;
+	struct p2p *p2p;
+	struct clientfd_mounts shm; /* where client memfds live */
+	uint64_t copy_delay_ns;
+	/* Lock order: regs_lock is a leaf; nothing else is taken while it is held. */
+	pthread_mutex_t regs_lock;
+	struct reg *regs;	/* protected by regs_lock */
+	struct client *clients;	/* protected by regs_lock */
+	struct user *users;	/* protected by regs_lock; entries live until shutdown */
+	unsigned nregs;		/* protected by regs_lock */
+	uint64_t nbytes;	/* protected by regs_lock */
+	pthread_t reaper;
+	int reaper_running;
+	/* The unmount wakes the reaper instead of waiting out its sleep. */
+	pthread_mutex_t reaper_lock;
+	pthread_cond_t reaper_wake;
+	int reaper_stop; /* protected by reaper_lock */
+};
 
 int place_tgid(pid_t tid, pid_t *tgid)
 {
@@ -119,14 +126,14 @@ static int pid_gone(int pidfd)
 
 /* Release what a registration holds. Caller holds no lock; the reg is unlinked and its
  * client and user counts already dropped. */
-static void reg_free(struct reg *r)
+static void reg_free(struct place *pl, struct reg *r)
 {
 	if (r->target == DMAFS_TARGET_HOST) {
 		if (r->map)
 			munmap(r->map, r->map_len + r->guard);
 	} else if (r->map) {
 		if (r->p2p)
-			p2p_buf_deregister(r->map);
+			p2p_buf_deregister(pl->p2p, r->map);
 		gpu_ipc_close(r->gpu, r->dev, r->map);
 	}
 	free(r);
@@ -134,39 +141,39 @@ static void reg_free(struct reg *r)
 
 /* Drop @r's counts; returns its client when that was the client's last registration
  * (unlinked: the caller closes its pidfd and frees it). Caller holds regs_lock. */
-static struct client *uncount(struct reg *r)
+static struct client *uncount(struct place *pl, struct reg *r)
 {
 	struct client **pp, *cl = r->cl;
 
-	nregs--;
-	nbytes -= r->charged;
+	pl->nregs--;
+	pl->nbytes -= r->charged;
 	r->u->nregs--;
 	r->u->bytes -= r->charged;
 	if (--cl->nregs)
 		return NULL;
-	for (pp = &clients; *pp != cl; pp = &(*pp)->next)
+	for (pp = &pl->clients; *pp != cl; pp = &(*pp)->next)
 		;
 	*pp = cl->next;
 	return cl;
 }
 
 /* Unlink and free every dead registration nobody uses. */
-static void reap(void)
+static void reap(struct place *pl)
 {
 	struct reg **pp, *dead = NULL, *r;
 	struct client *gone = NULL, *cl;
 
-	pthread_mutex_lock(&regs_lock);
-	for (cl = clients; cl; cl = cl->next)
+	pthread_mutex_lock(&pl->regs_lock);
+	for (cl = pl->clients; cl; cl = cl->next)
 		if (pid_gone(cl->pidfd))
-			for (r = regs; r; r = r->next)
+			for (r = pl->regs; r; r = r->next)
 				if (r->cl == cl)
 					r->dead = 1;
-	for (pp = &regs; *pp;) {
+	for (pp = &pl->regs; *pp;) {
 		r = *pp;
 		if (r->dead && r->refs == 0) {
 			*pp = r->next;
-			cl = uncount(r);
+			cl = uncount(pl, r);
 			if (cl) {
 				cl->next = gone;
 				gone = cl;
@@ -177,12 +184,12 @@ static void reap(void)
 			pp = &r->next;
 		}
 	}
-	pthread_mutex_unlock(&regs_lock);
+	pthread_mutex_unlock(&pl->regs_lock);
 	while (dead) {
 		r = dead;
 		dead = r->next;
 		log_debug("placement: released buffer %016llx", (unsigned long long)r->id);
-		reg_free(r);
+		reg_free(pl, r);
 	}
 	while (gone) {
 		cl = gone;
@@ -194,79 +201,93 @@ static void reap(void)
 
 static void *reaper_main(void *arg)
 {
-	pthread_mutex_lock(&reaper_lock);
-	while (!reaper_stop) {
+	struct place *pl = arg;
+
+	pthread_mutex_lock(&pl->reaper_lock);
+	while (!pl->reaper_stop) {
 		struct timespec ts;
 
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_nsec += REAP_INTERVAL_MS * 1000000L;
 		ts.tv_sec += ts.tv_nsec / 1000000000L;
 		ts.tv_nsec %= 1000000000L;
-		pthread_cond_timedwait(&reaper_wake, &reaper_lock, &ts);
-		if (reaper_stop)
+		pthread_cond_timedwait(&pl->reaper_wake, &pl->reaper_lock, &ts);
+		if (pl->reaper_stop)
 			break;
-		pthread_mutex_unlock(&reaper_lock);
-		reap();
-		pthread_mutex_lock(&reaper_lock);
+		pthread_mutex_unlock(&pl->reaper_lock);
+		reap(pl);
+		pthread_mutex_lock(&pl->reaper_lock);
 	}
-	pthread_mutex_unlock(&reaper_lock);
+	pthread_mutex_unlock(&pl->reaper_lock);
 	return NULL;
 }
 
 static void gpu_log_to_daemon(const char *msg) { log_err("%s", msg); }
 
-int place_init(struct fs *fs, const struct place_limits *limits, uint64_t staging, int prewarm)
+int place_init(struct place **out, struct fs *fs, const struct place_limits *limits,
+	       uint64_t staging, unsigned copy_delay_us, int prewarm, int p2p_force)
 {
+	struct place *pl = calloc(1, sizeof(*pl));
 	int ret;
 
-	place_fs = fs;
-	lim = *limits;
+	*out = pl;
+	if (!pl)
+		return -ENOMEM;
+	pl->fs = fs;
+	pl->lim = *limits;
+	pl->copy_delay_ns = copy_delay_us * 1000ull;
+	pl->p2p = p2p_new(p2p_force);
+	pthread_mutex_init(&pl->regs_lock, NULL);
+	pthread_mutex_init(&pl->reaper_lock, NULL);
+	pthread_cond_init(&pl->reaper_wake, NULL);
 	gpu_set_log(gpu_log_to_daemon);
-	clientfd_init();
+	clientfd_init(&pl->shm);
 	ret = usermem_init();
 	if (ret)
 		return ret;
-	ret = stage_init(staging, prewarm);
+	ret = stage_init(&pl->stages, staging, prewarm);
 	if (ret)
 		return ret;
-	if (pthread_create(&reaper, NULL, reaper_main, NULL))
+	if (pthread_create(&pl->reaper, NULL, reaper_main, pl))
 		return -EAGAIN;
-	reaper_running = 1;
+	pl->reaper_running = 1;
 	return 0;
 }
 
-void place_shutdown(void)
+void place_shutdown(struct place *pl)
 {
-	if (reaper_running) {
-		pthread_mutex_lock(&reaper_lock);
-		reaper_stop = 1;
-		pthread_cond_signal(&reaper_wake);
-		pthread_mutex_unlock(&reaper_lock);
-		pthread_join(reaper, NULL);
-		reaper_running = 0;
+	if (!pl)
+		return;
+	if (pl->reaper_running) {
+		pthread_mutex_lock(&pl->reaper_lock);
+		pl->reaper_stop = 1;
+		pthread_cond_signal(&pl->reaper_wake);
+		pthread_mutex_unlock(&pl->reaper_lock);
+		pthread_join(pl->reaper, NULL);
+		pl->reaper_running = 0;
 	}
-	pthread_mutex_lock(&regs_lock);
-	for (struct reg *r = regs; r; r = r->next)
+	pthread_mutex_lock(&pl->regs_lock);
+	for (struct reg *r = pl->regs; r; r = r->next)
 		r->dead = 1;
-	pthread_mutex_unlock(&regs_lock);
-	reap();
-	/* users stay: a descriptor still being closed aside counts in its user's entry */
-	stage_shutdown();
+	pthread_mutex_unlock(&pl->regs_lock);
+	reap(pl);
+	/* pl->users stay: a descriptor still being closed aside counts in its user's entry */
+	stage_shutdown(pl->stages);
 }
 
 /* ---- capabilities ---- */
 
 /* Why the direct (p2p) path is or is not used for @target. */
-static int p2p_reason(struct fs *fs, int target, char *why, size_t len)
+static int p2p_reason(struct place *pl, int target, char *why, size_t len)
 {
 	void *h;
 
-	if (fs->verify_place) {
+	if (pl->fs->verify_place) {
 		snprintf(why, len, "p2p not used: verify_place is on, and checksums can only be checked while the data is in host staging");
 		return 0;
 	}
 	if (target == DMAFS_TARGET_CUDA)
-		return p2p_usable(why, len);
+		return p2p_usable(pl->p2p, why, len);
 	h = dlopen("libhipfile.so", RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
 		snprintf(why, len, "p2p unavailable: libhipfile.so (ROCm >= 7.2) not installed");
@@ -277,8 +298,9 @@ static int p2p_reason(struct fs *fs, int target, char *why, size_t len)
 	return 0;
 }
 
-int place_info(struct fs *fs, uint64_t ino, struct dmafs_ioc_info *out)
+int place_info(struct place *pl, uint64_t ino, struct dmafs_ioc_info *out)
 {
+	struct fs *fs = pl->fs;
 	struct stat st;
 	int ret;
 
@@ -290,7 +312,7 @@ int place_info(struct fs *fs, uint64_t ino, struct dmafs_ioc_info *out)
 	out->members = fs->n;
 	out->stripe_unit = fs->su;
 	out->block_size = DMAFS_BLOCK;
-	out->staging_bytes = stage_bytes();
+	out->staging_bytes = stage_bytes(pl->stages);
 	out->file_size = S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
 	out->t[0].target = DMAFS_TARGET_HOST;
 	out->t[0].path = DMAFS_PATH_HOST;
@@ -311,9 +333,9 @@ int place_info(struct fs *fs, uint64_t ino, struct dmafs_ioc_info *out)
 			snprintf(t->why, sizeof(t->why), "%s", why);
 			continue;
 		}
-		t->path = p2p_reason(fs, target, p2p, sizeof(p2p)) ? DMAFS_PATH_P2P : DMAFS_PATH_STAGED;
+		t->path = p2p_reason(pl, target, p2p, sizeof(p2p)) ? DMAFS_PATH_P2P : DMAFS_PATH_STAGED;
 		t->devices = gpu_count(g);
-		stage_describe(target, 0, stg, sizeof(stg));
+		stage_describe(pl->stages, target, 0, stg, sizeof(stg));
 		snprintf(t->why, sizeof(t->why), "%.60s, %d device(s); %.100s; device 0 %.40s",
 			 gpu_version(g), t->devices, p2p, stg);
 	}
@@ -370,7 +392,6 @@ static int no_holes(const struct stat *st, int hugetlb, void *map, size_t len)
 		return 0; /* mincore sees only this mapping's pages there, and it has none */
 	return pages_present(map, len);
 }
-
 
 /*
  * Map [r->map_off, + r->map_len) of @fd shared, @unit aligned, with a PROT_NONE guard of
@@ -490,7 +511,7 @@ static int map_host(const struct place_caller *c, struct dmafs_ioc_register *rq,
 	return 0;
 }
 
-static int map_gpu(struct dmafs_ioc_register *rq, struct reg *r)
+static int map_gpu(struct place *pl, struct dmafs_ioc_register *rq, struct reg *r)
 {
 	char why[256];
 	size_t len;
@@ -515,33 +536,33 @@ static int map_gpu(struct dmafs_ioc_register *rq, struct reg *r)
 	}
 	r->base = (char *)r->map + rq->offset;
 	rq->device = r->dev;
-	if (rq->target == DMAFS_TARGET_CUDA && p2p_usable(NULL, 0))
-		r->p2p = p2p_buf_register(r->map, len) == 0;
+	if (rq->target == DMAFS_TARGET_CUDA && p2p_usable(pl->p2p, NULL, 0))
+		r->p2p = p2p_buf_register(pl->p2p, r->map, len) == 0;
 	r->map_len = len;
 	return 0;
 }
 
 /* The caller's user and client entries (made if new), or NULL (-ENOMEM). Caller holds
  * regs_lock; @pidfd is a fresh pidfd of the caller, consumed when a client is made. */
-static struct user *user_get(uid_t uid)
+static struct user *user_get(struct place *pl, uid_t uid)
 {
 	struct user *u;
 
-	for (u = users; u; u = u->next)
+	for (u = pl->users; u; u = u->next)
 		if (u->uid == uid)
 			return u;
 	u = calloc(1, sizeof(*u));
 	if (u) {
 		u->uid = uid;
-		u->next = users;
-		users = u;
+		u->next = pl->users;
+		pl->users = u;
 	}
 	return u;
 }
 
-static struct client *client_find(pid_t tgid)
+static struct client *client_find(struct place *pl, pid_t tgid)
 {
-	for (struct client *cl = clients; cl; cl = cl->next)
+	for (struct client *cl = pl->clients; cl; cl = cl->next)
 		if (cl->tgid == tgid && !pid_gone(cl->pidfd))
 			return cl;
 	return NULL;
@@ -555,7 +576,7 @@ static struct client *client_find(pid_t tgid)
  */
 #define REFUSE_LOG_NS (10 * 1000000000ull)
 
-static int charge(const struct place_caller *c, struct user *u, uint64_t bytes, char *msg,
+static int charge(struct place *pl, const struct place_caller *c, struct user *u, uint64_t bytes, char *msg,
 		  size_t len)
 {
 	const char *what = NULL;
@@ -564,22 +585,22 @@ static int charge(const struct place_caller *c, struct user *u, uint64_t bytes, 
 	int ret = 0;
 
 	msg[0] = 0;
-	if (u->nregs >= lim.regs_user) {
+	if (u->nregs >= pl->lim.regs_user) {
 		what = "reg_max_user";
 		ret = -EDQUOT;
-		snprintf(a, sizeof(a), "%u registrations", lim.regs_user);
-	} else if (bytes > lim.bytes_user - MIN(u->bytes, lim.bytes_user)) {
+		snprintf(a, sizeof(a), "%u registrations", pl->lim.regs_user);
+	} else if (bytes > pl->lim.bytes_user - MIN(u->bytes, pl->lim.bytes_user)) {
 		what = "reg_bytes_user";
 		ret = -EDQUOT;
-		snprintf(a, sizeof(a), "%s", util_fmt_size(lim.bytes_user, b, sizeof(b)));
-	} else if (nregs >= lim.regs) {
+		snprintf(a, sizeof(a), "%s", util_fmt_size(pl->lim.bytes_user, b, sizeof(b)));
+	} else if (pl->nregs >= pl->lim.regs) {
 		what = "reg_max";
 		ret = -ENOSPC;
-		snprintf(a, sizeof(a), "%u registrations", lim.regs);
-	} else if (bytes > lim.bytes - MIN(nbytes, lim.bytes)) {
+		snprintf(a, sizeof(a), "%u registrations", pl->lim.regs);
+	} else if (bytes > pl->lim.bytes - MIN(pl->nbytes, pl->lim.bytes)) {
 		what = "reg_bytes";
 		ret = -ENOSPC;
-		snprintf(a, sizeof(a), "%s", util_fmt_size(lim.bytes, b, sizeof(b)));
+		snprintf(a, sizeof(a), "%s", util_fmt_size(pl->lim.bytes, b, sizeof(b)));
 	}
 	if (ret) {
 		now = dm_mono_ns();
@@ -594,12 +615,12 @@ static int charge(const struct place_caller *c, struct user *u, uint64_t bytes, 
 	}
 	u->nregs++;
 	u->bytes += bytes;
-	nregs++;
-	nbytes += bytes;
+	pl->nregs++;
+	pl->nbytes += bytes;
 	return 0;
 }
 
-int place_register(struct fs *fs, const struct place_caller *c, struct dmafs_ioc_register *rq)
+int place_register(struct place *pl, const struct place_caller *c, struct dmafs_ioc_register *rq)
 {
 	struct client *cl, *fresh = NULL, *drop = NULL;
 	struct user *u;
@@ -624,9 +645,9 @@ int place_register(struct fs *fs, const struct place_caller *c, struct dmafs_ioc
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
-	pthread_mutex_lock(&regs_lock);
-	cl = client_find(c->tgid);
-	pthread_mutex_unlock(&regs_lock);
+	pthread_mutex_lock(&pl->regs_lock);
+	cl = client_find(pl, c->tgid);
+	pthread_mutex_unlock(&pl->regs_lock);
 	if (!cl) {
 		pidfd = (int)syscall(SYS_pidfd_open, c->tgid, 0);
 		fresh = pidfd < 0 ? NULL : calloc(1, sizeof(*fresh));
@@ -640,24 +661,24 @@ int place_register(struct fs *fs, const struct place_caller *c, struct dmafs_ioc
 		fresh->pidfd = pidfd;
 	}
 	/* counted before anything is mapped: the limits hold while registrations race */
-	pthread_mutex_lock(&regs_lock);
-	u = user_get(c->uid);
+	pthread_mutex_lock(&pl->regs_lock);
+	u = user_get(pl, c->uid);
 	msg[0] = 0;
-	ret = u ? charge(c, u, bytes, msg, sizeof(msg)) : -ENOMEM;
+	ret = u ? charge(pl, c, u, bytes, msg, sizeof(msg)) : -ENOMEM;
 	if (!ret) {
-		cl = client_find(c->tgid);
+		cl = client_find(pl, c->tgid);
 		if (!cl) {
 			cl = fresh;
 			fresh = NULL;
-			cl->next = clients;
-			clients = cl;
+			cl->next = pl->clients;
+			pl->clients = cl;
 		}
 		cl->nregs++;
 		r->cl = cl;
 		r->u = u;
 		r->charged = bytes;
 	}
-	pthread_mutex_unlock(&regs_lock);
+	pthread_mutex_unlock(&pl->regs_lock);
 	if (fresh) {
 		close(fresh->pidfd);
 		free(fresh);
@@ -672,46 +693,46 @@ int place_register(struct fs *fs, const struct place_caller *c, struct dmafs_ioc
 	r->size = rq->size;
 	ret = gen_id(&r->id);
 	if (!ret && rq->target == DMAFS_TARGET_HOST) {
-		ret = clientfd_take(c->tgid, cl->pidfd, rq->fd, &u->stuck, &fd);
+		ret = clientfd_take(&pl->shm, c->tgid, cl->pidfd, rq->fd, &u->stuck, &fd);
 		if (!ret)
 			ret = map_host(c, rq, r, fd);
 		if (fd >= 0)
 			close(fd);
 	} else if (!ret) {
-		ret = map_gpu(rq, r);
+		ret = map_gpu(pl, rq, r);
 	}
 	if (ret) {
-		pthread_mutex_lock(&regs_lock);
-		drop = uncount(r);
-		pthread_mutex_unlock(&regs_lock);
+		pthread_mutex_lock(&pl->regs_lock);
+		drop = uncount(pl, r);
+		pthread_mutex_unlock(&pl->regs_lock);
 		if (drop) {
 			close(drop->pidfd);
 			free(drop);
 		}
-		reg_free(r);
+		reg_free(pl, r);
 		return ret;
 	}
 	rq->id = r->id;
-	pthread_mutex_lock(&regs_lock);
-	r->next = regs;
-	regs = r;
-	pthread_mutex_unlock(&regs_lock);
+	pthread_mutex_lock(&pl->regs_lock);
+	r->next = pl->regs;
+	pl->regs = r;
+	pthread_mutex_unlock(&pl->regs_lock);
 	log_debug("placement: process %d registered buffer %016llx (%llu bytes, target %d)",
 		  (int)c->tgid, (unsigned long long)r->id, (unsigned long long)r->size, r->target);
 	return 0;
 }
 
 /* Find the caller's live registration and take a reference. */
-static int reg_get(const struct place_caller *c, uint64_t id, struct reg **out)
+static int reg_get(struct place *pl, const struct place_caller *c, uint64_t id, struct reg **out)
 {
 	int ret = -ENOENT;
 
-	pthread_mutex_lock(&regs_lock);
-	for (struct reg *r = regs; r; r = r->next) {
+	pthread_mutex_lock(&pl->regs_lock);
+	for (struct reg *r = pl->regs; r; r = r->next) {
 		if (r->id != id || r->dead)
 			continue;
 		/* a pid used again by another process must not reach the old one's buffers
-		 * in the half second before the reaper runs */
+		 * in the half second before the pl->reaper runs */
 		if (pid_gone(r->cl->pidfd))
 			break;
 		if (r->cl->tgid != c->tgid) {
@@ -723,32 +744,32 @@ static int reg_get(const struct place_caller *c, uint64_t id, struct reg **out)
 		}
 		break;
 	}
-	pthread_mutex_unlock(&regs_lock);
+	pthread_mutex_unlock(&pl->regs_lock);
 	return ret;
 }
 
-static void reg_put(struct reg *r)
+static void reg_put(struct place *pl, struct reg *r)
 {
 	int free_now;
 
-	pthread_mutex_lock(&regs_lock);
+	pthread_mutex_lock(&pl->regs_lock);
 	free_now = --r->refs == 0 && r->dead;
-	pthread_mutex_unlock(&regs_lock);
+	pthread_mutex_unlock(&pl->regs_lock);
 	if (free_now)
-		reap();
+		reap(pl);
 }
 
-int place_unregister(const struct place_caller *c, uint64_t id)
+int place_unregister(struct place *pl, const struct place_caller *c, uint64_t id)
 {
 	struct reg *r;
-	int ret = reg_get(c, id, &r);
+	int ret = reg_get(pl, c, id, &r);
 
 	if (ret)
 		return ret;
-	pthread_mutex_lock(&regs_lock);
+	pthread_mutex_lock(&pl->regs_lock);
 	r->dead = 1;
-	pthread_mutex_unlock(&regs_lock);
-	reg_put(r);
+	pthread_mutex_unlock(&pl->regs_lock);
+	reg_put(pl, r);
 	return 0;
 }
 
@@ -784,19 +805,22 @@ int place_validate(struct dmafs_ioc_place *p, uint64_t bufsize, uint64_t fsize)
 }
 
 /* The direct path for this registration, with every member registered with cuFile? */
-static int use_p2p(struct fs *fs, struct reg *r)
+static int use_p2p(struct place *pl, struct reg *r)
 {
+	struct fs *fs = pl->fs;
+
 	if (r->target != DMAFS_TARGET_CUDA || !r->p2p || fs->verify_place)
 		return 0;
 	for (unsigned m = 0; m < fs->n; m++)
-		if (p2p_member(&fs->members[m], m))
+		if (p2p_member(pl->p2p, &fs->members[m], m))
 			return 0;
 	return 1;
 }
 
-int place_run(struct fs *fs, const struct place_caller *c, uint64_t ino_nr,
+int place_run(struct place *pl, const struct place_caller *c, uint64_t ino_nr,
 	      struct dmafs_ioc_place *p)
 {
+	struct fs *fs = pl->fs;
 	uint64_t t0 = dm_mono_ns(), total = 0;
 	struct inode *ino;
 	struct reg *r;
@@ -804,14 +828,14 @@ int place_run(struct fs *fs, const struct place_caller *c, uint64_t ino_nr,
 
 	if (p->count > DMAFS_PLACE_MAX || p->flags)
 		return -EINVAL;
-	ret = reg_get(c, p->id, &r);
+	ret = reg_get(pl, c, p->id, &r);
 	if (ret)
 		return ret;
 	pthread_mutex_lock(&fs->meta.lock);
 	ino = meta_iget(&fs->meta, ino_nr);
 	pthread_mutex_unlock(&fs->meta.lock);
 	if (!ino || !S_ISREG(ino->a.mode)) {
-		reg_put(r);
+		reg_put(pl, r);
 		return ino ? -EINVAL : -ENOENT;
 	}
 	wback_wait(fs, ino, 0); /* what was written is on the members before we read */
@@ -819,25 +843,26 @@ int place_run(struct fs *fs, const struct place_caller *c, uint64_t ino_nr,
 	pthread_rwlock_rdlock(&ino->iolock);
 	ret = place_validate(p, r->size, ino->a.size);
 	if (!ret) {
-		struct pipe_target t = { .gpu = r->target != DMAFS_TARGET_HOST, .base = r->base };
+		struct pipe_target t = { .gpu = r->target != DMAFS_TARGET_HOST, .base = r->base,
+					 .stages = pl->stages, .copy_delay_ns = pl->copy_delay_ns };
 
 		if (r->target == DMAFS_TARGET_HOST) {
 			ret = host_intact(r, p);
 			if (!ret)
 				ret = pipeline_run(fs, ino, &t, p, fs->verify_place);
 			path = DMAFS_PATH_HOST;
-		} else if (use_p2p(fs, r)) {
-			ret = place_p2p(fs, ino, r->gpu, r->dev, r->map, (uint64_t)(r->base - (char *)r->map), p);
+		} else if (use_p2p(pl, r)) {
+			ret = place_p2p(pl->p2p, fs, ino, r->gpu, r->dev, r->map, (uint64_t)(r->base - (char *)r->map), p);
 			path = DMAFS_PATH_P2P;
 		} else {
-			ret = stage_get(r->target, r->gpu, r->dev, &t.stage);
+			ret = stage_get(pl->stages, r->target, r->gpu, r->dev, &t.stage);
 			if (!ret)
 				ret = pipeline_run(fs, ino, &t, p, fs->verify_place);
 			path = DMAFS_PATH_STAGED;
 		}
 	}
 	pthread_rwlock_unlock(&ino->iolock);
-	reg_put(r);
+	reg_put(pl, r);
 	if (ret)
 		return ret;
 	for (uint32_t i = 0; i < p->count; i++)
@@ -847,3 +872,4 @@ int place_run(struct fs *fs, const struct place_caller *c, uint64_t ino_nr,
 	p->elapsed_ns = dm_mono_ns() - t0;
 	return 0;
 }
+

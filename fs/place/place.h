@@ -28,17 +28,22 @@ struct place_limits {
 	uint64_t bytes, bytes_user;
 };
 
+/* The placement service of one mount (place.c). */
+struct place;
+
 /*
- * Start the service: the reaper of dead clients' registrations and, with @prewarm, the
- * setup of every GPU's staging (stage.h) in the background. staging: bytes per device.
+ * Start the service of @fs in *@out: the reaper of dead clients' registrations and, with
+ * @prewarm, the setup of every GPU's staging (stage.h) in the background. staging: bytes
+ * per device; copy_delay_us: pipeline.h; p2p_force: p2p_new(). Returns 0 or -errno; *@out is for place_shutdown() either way.
  */
-int place_init(struct fs *fs, const struct place_limits *limits, uint64_t staging_bytes,
-	       int prewarm);
-void place_shutdown(void);
+int place_init(struct place **out, struct fs *fs, const struct place_limits *limits,
+	       uint64_t staging_bytes, unsigned copy_delay_us, int prewarm, int p2p_force);
+/* Drop every registration and stop (NULL: nothing to do). */
+void place_shutdown(struct place *pl);
 /* Thread id from a FUSE request -> process id, from /proc. Returns 0 or -ESRCH. */
 int place_tgid(pid_t tid, pid_t *tgid);
 
-int place_info(struct fs *fs, uint64_t ino, struct dmafs_ioc_info *out);
+int place_info(struct place *pl, uint64_t ino, struct dmafs_ioc_info *out);
 /*
  * Register a buffer of the caller. Host: the caller's descriptor rq->fd of a shmem or
  * hugetlbfs file it owns, open read-write (clientfd.h), with no hole in the range.
@@ -48,8 +53,8 @@ int place_info(struct fs *fs, uint64_t ino, struct dmafs_ioc_info *out);
  * the mount, -ENXIO GPU runtime or device missing, -ESRCH the caller is gone, -EAGAIN
  * descriptors of the caller's still being closed, -EPERM descriptor not handed over.
  */
-int place_register(struct fs *fs, const struct place_caller *c, struct dmafs_ioc_register *r);
-int place_unregister(const struct place_caller *c, uint64_t id);
+int place_register(struct place *pl, const struct place_caller *c, struct dmafs_ioc_register *r);
+int place_unregister(struct place *pl, const struct place_caller *c, uint64_t id);
 /*
  * Place extents of file @ino (opened for reading by the caller) into a buffer the caller
  * registered. Returns 0 (p's out fields set) or -errno: -EINVAL malformed request,
@@ -57,7 +62,7 @@ int place_unregister(const struct place_caller *c, uint64_t id);
  * -EIO member read error, -ENODEV GPU copy failure, -EFAULT the client took its host
  * buffer's memory away (no member is blamed).
  */
-int place_run(struct fs *fs, const struct place_caller *c, uint64_t ino,
+int place_run(struct place *pl, const struct place_caller *c, uint64_t ino,
 	      struct dmafs_ioc_place *p);
 /* Check the request header and entries against a buffer of @bufsize and a file of
  * @fsize; sets each entry's effective length. Pure: the fuzz target. */
@@ -65,7 +70,8 @@ int place_validate(struct dmafs_ioc_place *p, uint64_t bufsize, uint64_t fsize);
 /* The cuFile path (place-p2p.c): @map is the IPC mapping of the registration on device
  * @dev, @rel the registration's offset inside it. */
 struct gpu;
-int place_p2p(struct fs *fs, struct inode *ino, struct gpu *g, int dev, void *map, uint64_t rel,
-	      const struct dmafs_ioc_place *p);
+struct p2p;
+int place_p2p(struct p2p *P, struct fs *fs, struct inode *ino, struct gpu *g, int dev, void *map,
+	      uint64_t rel, const struct dmafs_ioc_place *p);
 
 #endif

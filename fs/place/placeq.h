@@ -21,13 +21,16 @@ struct placeq_job {
  * place_queue): a queued placement holds its 12 KiB request in the daemon. */
 #define PLACEQ_PER_USER 256
 
-/* Start @threads threads; at most @per_user requests of one user wait at a time.
- * Returns 0 or -errno. */
-int placeq_start(unsigned threads, unsigned per_user);
+/* The queues and their threads (placeq.c). */
+struct placeq;
+
+/* Start @threads threads in *@out; at most @per_user requests of one user wait at a time.
+ * Returns 0 or -errno; *@out is for placeq_stop() either way. */
+int placeq_start(struct placeq **out, unsigned threads, unsigned per_user);
 /* Queue @j for its user. Returns 0, or -EAGAIN when that user already has @per_user
  * requests waiting (the job is then still the caller's). */
-int placeq_submit(struct placeq_job *j);
-/* Run what is queued, then stop the threads (unmount). */
-void placeq_stop(void);
+int placeq_submit(struct placeq *q, struct placeq_job *j);
+/* Run what is queued, then stop the threads (unmount; NULL: nothing to do). */
+void placeq_stop(struct placeq *q);
 
 #endif

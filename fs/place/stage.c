@@ -15,11 +15,13 @@
 
 #define MAX_DEVS 64
 
-/* [host, cuda, hip][device]; host uses device 0 only */
-static struct stage pools[3][MAX_DEVS];
-static uint64_t pool_bytes = 64ull << 20;
-static pthread_t setup_thread;
-static int setup_running;
+/* Every pool of one mount. */
+struct stages {
+	struct stage pools[3][MAX_DEVS]; /* [host, cuda, hip][device]; host: device 0 only */
+	uint64_t pool_bytes;
+	pthread_t setup_thread;
+	int setup_running;
+};
 
 static int kind(int target)
 {
@@ -31,7 +33,7 @@ static const char *target_name(int target)
 	return target == DMAFS_TARGET_CUDA ? "CUDA" : target == DMAFS_TARGET_HIP ? "HIP" : "host";
 }
 
-uint64_t stage_bytes(void) { return pool_bytes; }
+uint64_t stage_bytes(const struct stages *S) { return S->pool_bytes; }
 
 /* Undo a partial or complete setup; caller owns @s (state SETUP). */
 static void teardown(struct stage *s)
@@ -63,7 +65,7 @@ static void teardown(struct stage *s)
  * huge pages where the system allows them: populating and pinning 2 MiB pages is what
  * makes a 256 MiB pool take tens of milliseconds rather than hundreds.
  */
-static int setup(struct stage *s)
+static int setup(struct stage *s, uint64_t pool_bytes)
 {
 	uint64_t t0 = dm_mono_ns();
 	int ret = 0;
@@ -103,14 +105,14 @@ static int setup(struct stage *s)
 	return 0;
 }
 
-int stage_get(int target, struct gpu *g, int dev, struct stage **out)
+int stage_get(struct stages *S, int target, struct gpu *g, int dev, struct stage **out)
 {
 	struct stage *s;
 	int ret;
 
 	if (dev < 0 || dev >= MAX_DEVS || (target != DMAFS_TARGET_HOST && !g))
 		return -ENODEV;
-	s = &pools[kind(target)][target == DMAFS_TARGET_HOST ? 0 : dev];
+	s = &S->pools[kind(target)][target == DMAFS_TARGET_HOST ? 0 : dev];
 	pthread_mutex_lock(&s->lock);
 	while (s->state == STAGE_SETUP)
 		pthread_cond_wait(&s->cond, &s->lock);
@@ -125,10 +127,10 @@ int stage_get(int target, struct gpu *g, int dev, struct stage **out)
 	s->target = target;
 	s->dev = target == DMAFS_TARGET_HOST ? 0 : dev;
 	s->gpu = target == DMAFS_TARGET_HOST ? NULL : g;
-	ret = setup(s);
+	ret = setup(s, S->pool_bytes);
 	if (ret) {
 		log_err("placement: cannot set up %llu MiB of %s staging for %s device %d: %s (placements to it fail with ENODEV; a smaller staging_mb= may help)",
-			(unsigned long long)(pool_bytes >> 20), s->gpu ? "pinned" : "host",
+			(unsigned long long)(S->pool_bytes >> 20), s->gpu ? "pinned" : "host",
 			target_name(target), dev, strerror(-ret));
 		teardown(s);
 	} else if (s->gpu) {
@@ -145,14 +147,14 @@ int stage_get(int target, struct gpu *g, int dev, struct stage **out)
 	return 0;
 }
 
-int stage_describe(int target, int dev, char *buf, size_t len)
+int stage_describe(struct stages *S, int target, int dev, char *buf, size_t len)
 {
 	struct stage *s;
 	int state;
 
 	if (dev < 0 || dev >= MAX_DEVS)
 		return -ENODEV;
-	s = &pools[kind(target)][target == DMAFS_TARGET_HOST ? 0 : dev];
+	s = &S->pools[kind(target)][target == DMAFS_TARGET_HOST ? 0 : dev];
 	pthread_mutex_lock(&s->lock);
 	state = s->state;
 	pthread_mutex_unlock(&s->lock);
@@ -172,8 +174,8 @@ int stage_describe(int target, int dev, char *buf, size_t len)
 static void *setup_main(void *arg)
 {
 	static const int targets[] = { DMAFS_TARGET_CUDA, DMAFS_TARGET_HIP };
+	struct stages *S = arg;
 
-	(void)arg;
 	for (size_t t = 0; t < sizeof(targets) / sizeof(targets[0]); t++) {
 		struct gpu *g;
 		struct stage *s;
@@ -184,37 +186,45 @@ static void *setup_main(void *arg)
 			continue;
 		}
 		for (int d = 0; d < gpu_count(g) && d < MAX_DEVS; d++)
-			stage_get(targets[t], g, d, &s);
+			stage_get(S, targets[t], g, d, &s);
 	}
 	return NULL;
 }
 
-int stage_init(uint64_t bytes, int prewarm)
+int stage_init(struct stages **out, uint64_t bytes, int prewarm)
 {
+	struct stages *S = calloc(1, sizeof(*S));
+
+	*out = S;
+	if (!S)
+		return -ENOMEM;
+	S->pool_bytes = 64ull << 20;
 	for (int k = 0; k < 3; k++)
 		for (int d = 0; d < MAX_DEVS; d++) {
-			pthread_mutex_init(&pools[k][d].lock, NULL);
-			pthread_cond_init(&pools[k][d].cond, NULL);
+			pthread_mutex_init(&S->pools[k][d].lock, NULL);
+			pthread_cond_init(&S->pools[k][d].cond, NULL);
 		}
 	if (bytes)
-		pool_bytes = MAX(ALIGN_UP(bytes, STAGE_SLOT), 4ull * STAGE_SLOT);
+		S->pool_bytes = MAX(ALIGN_UP(bytes, STAGE_SLOT), 4ull * STAGE_SLOT);
 	if (!prewarm)
 		return 0;
-	if (pthread_create(&setup_thread, NULL, setup_main, NULL))
+	if (pthread_create(&S->setup_thread, NULL, setup_main, S))
 		return -EAGAIN;
-	setup_running = 1;
+	S->setup_running = 1;
 	return 0;
 }
 
-void stage_shutdown(void)
+void stage_shutdown(struct stages *S)
 {
-	if (setup_running) {
-		pthread_join(setup_thread, NULL);
-		setup_running = 0;
+	if (!S)
+		return;
+	if (S->setup_running) {
+		pthread_join(S->setup_thread, NULL);
+		S->setup_running = 0;
 	}
 	for (int k = 0; k < 3; k++)
 		for (int d = 0; d < MAX_DEVS; d++) {
-			struct stage *s = &pools[k][d];
+			struct stage *s = &S->pools[k][d];
 
 			if (s->state == STAGE_READY)
 				teardown(s);

@@ -28,6 +28,9 @@
 
 struct gpu;
 
+/* The pools of one mount, one per target device (stage.c). */
+struct stages;
+
 struct stage {
 	pthread_mutex_t lock;	/* innermost lock: nothing else is taken while holding it */
 	pthread_cond_t cond;	/* a slot came back, a placement left, or setup ended */
@@ -52,20 +55,20 @@ enum { STAGE_NONE, STAGE_SETUP, STAGE_READY };
  * Remember the pool size (@bytes per device, rounded up to whole slots, at least 4) and,
  * with @prewarm, start the thread that sets up every GPU's pool now. Returns 0 or -errno.
  */
-int stage_init(uint64_t bytes, int prewarm);
+int stage_init(struct stages **out, uint64_t bytes, int prewarm);
 /* Wait for the setup thread and free every pool (no placement may run). */
-void stage_shutdown(void);
+void stage_shutdown(struct stages *S);
 /* Pool bytes per device. */
-uint64_t stage_bytes(void);
+uint64_t stage_bytes(const struct stages *S);
 /*
  * The pool of @target (DMAFS_TARGET_*) device @dev, set up now if nobody has yet (or
  * waiting for a setup in progress). @g: the runtime for GPU targets, NULL for host.
  * Returns 0 and *out, or -ENOMEM/-ENODEV (logged) when it cannot be set up; a later call
  * tries again.
  */
-int stage_get(int target, struct gpu *g, int dev, struct stage **out);
+int stage_get(struct stages *S, int target, struct gpu *g, int dev, struct stage **out);
 /* What the pool of a device costs and whether it is ready, for INFO/dmafs-check. */
-int stage_describe(int target, int dev, char *buf, size_t len);
+int stage_describe(struct stages *S, int target, int dev, char *buf, size_t len);
 
 /* A placement starts / stops using @s (the fair share of slots depends on how many do). */
 void stage_enter(struct stage *s);
