@@ -15,14 +15,9 @@
  *
  * A staged piece's device copy is queued once the piece has been ready for the copy delay
  * (-o copy_delay_us, PIPELINE_COPY_DELAY_US by default), or at once when no reads are left
- * in flight. Measured with loop-device members (H100 host, 8 members), side by side:
- * 15-20 GB/s without the delay, 23-24 with 300 us in one run, 16-22 and 27-32 in another;
- * with the copies left out altogether the reads ran at 29-40. The likely cause: a loop
- * device's read ends in a CPU copy by a kernel worker, which leaves the slot's lines in
- * that core's private cache, and the device reading them from there at once slows the
- * worker's next copies. Members that DMA into the slot should neither gain nor lose (not
- * measured here), beyond the staging the waiting pieces hold: copy delay x placement
- * rate, 9 MiB at 30 GB/s.
+ * in flight: a slot just written by a CPU copy (a loop device's read) is slower for the
+ * GPU to read at once, and the delay costs only the staging the waiting pieces hold.
+ * dmafs(8), copy_delay_us, gives the measurements.
  */
 #ifndef DMAFS_PIPELINE_H
 #define DMAFS_PIPELINE_H
