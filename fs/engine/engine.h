@@ -94,6 +94,7 @@ struct fs_ctx {
 	int32_t pid;	   /* the requesting thread; 0: unknown (see acl_pid_capable) */
 };
 
+/* mount.c: the engine's life: mount, end of service, statfs, fsync */
 /* Mount-time setup: members already opened and verified. @err gets a one-line reason. */
 int fs_mount(struct fs *fs, struct member *ms, unsigned n, int ro, char *err, size_t errlen);
 /*
@@ -107,9 +108,22 @@ int fs_finish(struct fs *fs);
 /* fs_finish if not done yet, then free memory (members are closed by the caller). Returns
  * fs_finish's result. */
 int fs_unmount(struct fs *fs);
+int fs_statfs(struct fs *fs, struct statvfs *sv);
+/* Commit everything written so far. */
+int fs_fsync(struct fs *fs);
 
+/* attr.c: attributes */
 void fs_stat(struct fs *fs, const struct inode *ino, struct stat *st);
 int fs_getattr(struct fs *fs, uint64_t ino, struct stat *st);
+/*
+ * @valid uses FUSE_SET_ATTR_* bits. A size change or a change of owner or group by @c
+ * drops set-user-ID and set-group-ID as fs_killpriv_bits() says (@c NULL: nothing is
+ * dropped), and the file's capabilities.
+ */
+int fs_setattr(struct fs *fs, const struct fs_ctx *c, uint64_t ino, const struct stat *in,
+	       int valid, struct stat *out);
+
+/* namei.c: names */
 /*
  * On success the kernel holds one more reference (nlookup) on the returned inode. "." is
  * @parent itself, of any type, while it lives (linked or not); ".." the parent of
@@ -138,16 +152,32 @@ int fs_unlink(struct fs *fs, uint64_t parent, const char *name, int rmdir);
  */
 int fs_rename(struct fs *fs, const struct fs_ctx *c, uint64_t parent, const char *name,
 	      uint64_t newparent, const char *newname, unsigned flags);
-/*
- * @valid uses FUSE_SET_ATTR_* bits. A size change or a change of owner or group by @c
- * drops set-user-ID and set-group-ID as fs_killpriv_bits() says (@c NULL: nothing is
- * dropped), and the file's capabilities.
- */
-int fs_setattr(struct fs *fs, const struct fs_ctx *c, uint64_t ino, const struct stat *in,
-	       int valid, struct stat *out);
 int fs_readlink(struct fs *fs, uint64_t ino, char *buf, size_t len);
+
+/* file.c: open files and their data (above write-behind) */
 int fs_open(struct fs *fs, uint64_t ino, int flags);
 void fs_release(struct fs *fs, uint64_t ino);
+/* Write @ino's buffered data, then commit everything. Returns a background write error
+ * of @ino (once) or the commit's. */
+int fs_fsync_file(struct fs *fs, uint64_t ino);
+/* close(2) of a file descriptor: its buffered data is written; returns a background
+ * write error of @ino (once) or 0. */
+int fs_flush(struct fs *fs, uint64_t ino);
+/*
+ * Read up to @size bytes at @off. On success returns the byte count and sets *data to a
+ * per-thread buffer valid until this thread's next fs_read.
+ */
+ssize_t fs_read(struct fs *fs, uint64_t ino, uint64_t off, size_t size, const char **data);
+/* Write (buffered by write-behind when it can); returns bytes accepted (short only at
+ * ENOSPC) or -errno. The daemon's own write: no privileges are dropped (fs_killpriv). */
+ssize_t fs_write(struct fs *fs, uint64_t ino, const char *data, size_t size, uint64_t off);
+/* A write by @c (fs_killpriv first; @c NULL: none), with the data brought in by
+ * @copy(@arg, dst, size) (0 or -errno), called once, straight into write-behind's buffer
+ * when the write is buffered. */
+ssize_t fs_write_from(struct fs *fs, const struct fs_ctx *c, uint64_t ino, size_t size,
+		      uint64_t off, int (*copy)(void *arg, char *dst, size_t size), void *arg);
+
+/* dir.c: directory listing */
 /*
  * Open directory @ino for reading. *@limit (kept by the caller for this open) gets the
  * first cookie (meta.h) that the open does not list: entries made after it, a renamed one
@@ -164,16 +194,8 @@ void fs_releasedir(struct fs *fs, uint64_t ino);
 int fs_readdir(struct fs *fs, uint64_t ino, uint64_t off, uint64_t *limit,
 	       int (*fill)(void *arg, const char *name, const struct stat *st, uint64_t next),
 	       void *arg);
-int fs_statfs(struct fs *fs, struct statvfs *sv);
-/* Commit everything written so far. */
-int fs_fsync(struct fs *fs);
-/* Write @ino's buffered data, then commit everything. Returns a background write error
- * of @ino (once) or the commit's. */
-int fs_fsync_file(struct fs *fs, uint64_t ino);
-/* close(2) of a file descriptor: its buffered data is written; returns a background
- * write error of @ino (once) or 0. */
-int fs_flush(struct fs *fs, uint64_t ino);
 
+/* xattr.c: extended attributes and the layout text */
 /*
  * xattrs: user.*, trusted.* and security.*, and with ACLs on system.posix_acl_access and
  * system.posix_acl_default; other names get -EOPNOTSUPP. user.dmafs.layout is virtual
@@ -188,6 +210,9 @@ int fs_setxattr(struct fs *fs, const struct fs_ctx *c, uint64_t ino, const char 
 		const void *val, size_t size, int flags);
 int fs_listxattr(struct fs *fs, const struct fs_ctx *c, uint64_t ino, char *buf, size_t size);
 int fs_removexattr(struct fs *fs, uint64_t ino, const char *name);
+/* The layout text of a regular file from extent @first (one page of at most ~60 KB;
+ * malloc'd, caller frees) or NULL with *err set. */
+char *fs_layout(struct fs *fs, uint64_t ino, size_t first, int *err);
 
 /* iflags.c: chattr +i, +a */
 /*
@@ -230,16 +255,8 @@ uint32_t fs_killpriv_bits(const struct fs_ctx *c, uint32_t mode, uint32_t gid, i
 int fs_killpriv(struct fs *fs, const struct fs_ctx *c, uint64_t ino);
 /* Would a write by @c take something from @ino now (a bit fs_killpriv_bits() names)? */
 int fs_killpriv_due(struct fs *fs, const struct fs_ctx *c, uint64_t ino);
-/* The layout text of a regular file from extent @first (one page of at most ~60 KB;
- * malloc'd, caller frees) or NULL with *err set. */
-char *fs_layout(struct fs *fs, uint64_t ino, size_t first, int *err);
 
-/* data.c: the data path */
-/*
- * Read up to @size bytes at @off. On success returns the byte count and sets *data to a
- * per-thread buffer valid until this thread's next fs_read.
- */
-ssize_t fs_read(struct fs *fs, uint64_t ino, uint64_t off, size_t size, const char **data);
+/* read.c: reading file data */
 /*
  * The member reads that fill the block-aligned file range [a, b) of @ino into @buf, in
  * file order: holes are zeroed in @buf here, and @emit gets each read (never crossing a
@@ -263,14 +280,8 @@ void fs_io_error(struct fs *fs, const struct inode *ino, const struct uring_op *
 /* Read blocks [a, b) of @ino into @buf (holes zeroed); caller holds ino->iolock. */
 int fs_read_blocks(struct fs *fs, struct inode *ino, char *buf, uint64_t a, uint64_t b,
 		   int verify);
-/* Write (buffered by write-behind when it can); returns bytes accepted (short only at
- * ENOSPC) or -errno. The daemon's own write: no privileges are dropped (fs_killpriv). */
-ssize_t fs_write(struct fs *fs, uint64_t ino, const char *data, size_t size, uint64_t off);
-/* A write by @c (fs_killpriv first; @c NULL: none), with the data brought in by
- * @copy(@arg, dst, size) (0 or -errno), called once, straight into write-behind's buffer
- * when the write is buffered. */
-ssize_t fs_write_from(struct fs *fs, const struct fs_ctx *c, uint64_t ino, size_t size,
-		      uint64_t off, int (*copy)(void *arg, char *dst, size_t size), void *arg);
+
+/* write.c: writing file data */
 /* Write to the members now; returns bytes written (short only at ENOSPC) or -errno.
  * @mtime: when the write was accepted (ns; 0: now). Caller holds no lock of @ino. */
 ssize_t fs_write_inode(struct fs *fs, struct inode *ino, const char *data, size_t size,
@@ -344,6 +355,7 @@ int fs_set_ro(struct fs *fs, int ro, char *err, size_t errlen);
 int fs_fallocate(struct fs *fs, const struct fs_ctx *c, uint64_t ino, int mode, uint64_t off,
 		 uint64_t len);
 
+/* txn.c: one metadata change at a time */
 /*
  * Take meta.lock with room for @need bytes of log records (compacting if needed).
  * @grows: the operation adds metadata, and must leave the deletion reserve free.
