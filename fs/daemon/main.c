@@ -101,13 +101,7 @@ static int mount_members(struct daemon *d)
 		 * data */
 		.wronly_direct = !o->wronly_cache && !o->writeback && daemon_kernel_at_least(6, 6),
 	};
-	fs->atime = o->atime;
-	fs->nodiratime = o->nodiratime;
-	fs->sync = o->sync;
-	fs->dirsync = o->dirsync;
-	fs->commit_interval = o->commit;
-	fs->writebehind_mb = o->writebehind_mb;
-	fs->verify_place = o->verify_place;
+	fs->set = o->fs;
 	d->member_list = daemon_members_abs(d->ms, d->nms, 1);
 	return d->member_list ? 0 : -1;
 }
@@ -179,7 +173,7 @@ static int start_services(struct daemon *d)
 	log_debug("placement: %u threads; at most %u registrations (%u per user), %llu host bytes (%llu per user)",
 		  o->place_threads, d->lim.regs, d->lim.regs_user, (unsigned long long)d->lim.bytes,
 		  (unsigned long long)d->lim.bytes_user);
-	if (!o->ro && (ret = wback_start(fs, o->writebehind_mb))) {
+	if (!o->ro && (ret = wback_start(fs, o->fs.writebehind_mb))) {
 		log_err("cannot start write-behind: %s", strerror(-ret));
 		return -1;
 	}
@@ -187,7 +181,7 @@ static int start_services(struct daemon *d)
 	fs->j.before_arg = fs;
 	fs->j.before_take = fs_atime_log;
 	fs->j.take_arg = fs;
-	if (journal_start(&fs->j, o->commit)) {
+	if (journal_start(&fs->j, o->fs.commit_interval)) {
 		log_err("cannot start the commit thread");
 		return -1;
 	}
@@ -213,8 +207,8 @@ static int serve(struct daemon *d, struct fuse_args *args)
 	daemon_publish(d);
 	/* the kernel mount's atime flags say what the daemon does (mount -o remount passes
 	 * them back); the path walk stops at the mount's root, so this asks the daemon nothing */
-	if ((o->atime != FS_ATIME_RELATIME || o->nodiratime) &&
-	    (err = remount_set_atime(o->mountpoint, o->atime, o->nodiratime)))
+	if ((o->fs.atime != FS_ATIME_RELATIME || o->fs.nodiratime) &&
+	    (err = remount_set_atime(o->mountpoint, o->fs.atime, o->fs.nodiratime)))
 		daemon_note(d, "%s: the kernel mount's flags do not show the atime options (mount_setattr: %s); the daemon applies them all the same",
 			    o->mountpoint, strerror(-err));
 	if (!start_services(d)) {

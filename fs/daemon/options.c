@@ -25,12 +25,12 @@ enum {
 
 #define OPT(t, p) { t, offsetof(struct options, p), 1 }
 static const struct fuse_opt opt_spec[] = {
-	OPT("commit=%u", commit),
+	OPT("commit=%u", fs.commit_interval),
 	OPT("threads=%u", threads),
 	OPT("readahead_kb=%u", readahead_kb),
 	OPT("staging_mb=%u", staging_mb),
 	OPT("copy_delay_us=%u", copy_delay_us),
-	OPT("writebehind_mb=%u", writebehind_mb),
+	OPT("writebehind_mb=%u", fs.writebehind_mb),
 	OPT("place_threads=%u", place_threads),
 	OPT("place_queue=%u", place_queue),
 	OPT("reg_max=%u", reg_max),
@@ -41,7 +41,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("gpu_setup=%s", gpu_setup),
 	OPT("user=%s", user),
 	OPT("writeback_cache", writeback),
-	OPT("verify_place", verify_place),
+	OPT("verify_place", fs.verify_place),
 	OPT("wronly_cache", wronly_cache),
 	OPT("no_handles", no_handles),
 	OPT("verbose", verbose),
@@ -95,36 +95,36 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *out)
 		o->user_mount = 1;
 		return 0;
 	case KEY_ATIME: /* undoes noatime */
-		if (o->atime == FS_ATIME_NEVER)
-			o->atime = FS_ATIME_RELATIME;
+		if (o->fs.atime == FS_ATIME_NEVER)
+			o->fs.atime = FS_ATIME_RELATIME;
 		return 0;
 	case KEY_NOATIME:
-		o->atime = FS_ATIME_NEVER;
+		o->fs.atime = FS_ATIME_NEVER;
 		return 0;
 	case KEY_RELATIME:
-		o->atime = FS_ATIME_RELATIME;
+		o->fs.atime = FS_ATIME_RELATIME;
 		return 0;
 	case KEY_STRICTATIME:
-		o->atime = FS_ATIME_STRICT;
+		o->fs.atime = FS_ATIME_STRICT;
 		return 0;
 	case KEY_NOSTRICTATIME:
-		if (o->atime == FS_ATIME_STRICT)
-			o->atime = FS_ATIME_RELATIME;
+		if (o->fs.atime == FS_ATIME_STRICT)
+			o->fs.atime = FS_ATIME_RELATIME;
 		return 0;
 	case KEY_NODIRATIME:
-		o->nodiratime = 1;
+		o->fs.nodiratime = 1;
 		return 0;
 	case KEY_DIRATIME:
-		o->nodiratime = 0;
+		o->fs.nodiratime = 0;
 		return 0;
 	case KEY_SYNC:
-		o->sync = 1;
+		o->fs.sync = 1;
 		return 1;
 	case KEY_ASYNC:
-		o->sync = 0;
+		o->fs.sync = 0;
 		return 1;
 	case KEY_DIRSYNC:
-		o->dirsync = 1;
+		o->fs.dirsync = 1;
 		return 1;
 	case KEY_RO:
 		o->ro = 1;
@@ -302,9 +302,10 @@ int options_refuse_control(int argc, char *argv[])
 
 int options_parse(struct options *o, struct fuse_args *args)
 {
-	*o = (struct options){ .commit = 5, .threads = THREADS_AUTO, .readahead_kb = 16384,
-			       .staging_mb = 64, .copy_delay_us = PIPELINE_COPY_DELAY_US,
-			       .writebehind_mb = 256, .attr_timeout = 1.0, .entry_timeout = 1.0 };
+	*o = (struct options){ .fs = { .commit_interval = 5, .writebehind_mb = 256 },
+			       .threads = THREADS_AUTO, .readahead_kb = 16384, .staging_mb = 64,
+			       .copy_delay_us = PIPELINE_COPY_DELAY_US, .attr_timeout = 1.0,
+			       .entry_timeout = 1.0 };
 	return fuse_opt_parse(args, o, opt_spec, opt_proc) == -1 ? -1 : 0;
 }
 
@@ -320,8 +321,8 @@ int options_check(struct options *o)
 		fprintf(stderr, "dmafs: place_threads must be 1..1024 and place_queue 1..65536\n");
 		return -1;
 	}
-	if (o->threads < 1 || o->threads > 1024 || o->commit < 1 || o->commit > 3600 ||
-	    o->staging_mb < 4 || o->staging_mb > 65536 || o->writebehind_mb > 65536 ||
+	if (o->threads < 1 || o->threads > 1024 || o->fs.commit_interval < 1 || o->fs.commit_interval > 3600 ||
+	    o->staging_mb < 4 || o->staging_mb > 65536 || o->fs.writebehind_mb > 65536 ||
 	    o->copy_delay_us > 100000) {
 		fprintf(stderr, "dmafs: threads must be 1..1024, commit 1..3600 seconds, staging_mb 4..65536, writebehind_mb 0..65536, copy_delay_us 0..100000\n");
 		return -1;

@@ -6,17 +6,19 @@
 #include <fuse_lowlevel.h>
 #include <stdio.h>
 
+#include "engine/engine.h"
+
 struct options {
 	char *members;
 	char *mountpoint;
 	char *user; /* user=NAME from mount(8): recorded in utab, for umount(8) */
-	unsigned commit, threads, readahead_kb, staging_mb, writebehind_mb, copy_delay_us;
+	struct fs_settings fs; /* what the engine is asked for: fs->set */
+	unsigned threads, readahead_kb, staging_mb, copy_delay_us;
 	unsigned place_threads, place_queue, reg_max, reg_max_user;
 	char *reg_bytes, *reg_bytes_user;
-	int writeback, verify_place, wronly_cache, verbose, no_handles;
+	int writeback, wronly_cache, verbose, no_handles;
 	char *p2p, *gpu_setup;
 	int ro, foreground, debug, help, version;
-	int atime, nodiratime, sync, dirsync; /* fs.atime (FS_ATIME_*), ... */
 	int user_mount; /* user, users, owner or group: a mount for users, nosuid,nodev */
 	double attr_timeout, entry_timeout;
 };

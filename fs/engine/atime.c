@@ -4,7 +4,7 @@
  *
  * The kernel never updates the atime of a FUSE inode itself (it marks them S_NOATIME) and
  * sends nothing for a read served from its page cache, so the daemon updates atime when a
- * read reaches it: READ, READDIR and placements. The rule is the mount's (fs.atime):
+ * read reaches it: READ, READDIR and placements. The rule is the mount's (fs.set.atime):
  * relatime (default: only when the atime is not later than mtime or ctime, or is at least
  * a day old), strictatime (every read), noatime (never); nodiratime leaves directories
  * alone. An open whose first read would change the atime drops the file's cached pages
@@ -26,9 +26,9 @@ static int due(const struct fs *fs, const struct inode *i, int64_t now)
 {
 	int64_t mtime;
 
-	if (fs->ro || fs->atime == FS_ATIME_NEVER || (S_ISDIR(i->a.mode) && fs->nodiratime))
+	if (fs->ro || fs->set.atime == FS_ATIME_NEVER || (S_ISDIR(i->a.mode) && fs->set.nodiratime))
 		return 0;
-	if (fs->atime == FS_ATIME_STRICT)
+	if (fs->set.atime == FS_ATIME_STRICT)
 		return 1;
 	/* written data still in write-behind has its mtime there */
 	mtime = MAX(i->a.mtime, wback_mtime(i));
@@ -53,7 +53,7 @@ int fs_accessed(struct fs *fs, uint64_t ino)
 	struct inode *i;
 	int ret = 0;
 
-	if (fs->ro || fs->atime == FS_ATIME_NEVER)
+	if (fs->ro || fs->set.atime == FS_ATIME_NEVER)
 		return 0;
 	pthread_mutex_lock(&fs->meta.lock);
 	i = meta_iget(&fs->meta, ino);

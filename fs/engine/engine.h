@@ -30,6 +30,18 @@ struct fs_csum_cache {
 	char *blk;
 };
 
+/* What the mount options ask of the engine (daemon/options.c fills it in). */
+struct fs_settings {
+	int verify_place; /* placements check checksums too (mount option verify_place) */
+	/* those a remount may change (atime.c, fuse/); read without a lock */
+	int atime;	/* FS_ATIME_*: when a read updates the access time */
+	int nodiratime; /* ... except for directories, never */
+	int sync;	/* every write and metadata change is committed before it returns */
+	int dirsync;	/* directory changes are */
+	/* to start them when going read-write */
+	unsigned commit_interval, writebehind_mb;
+};
+
 struct fs {
 	struct member *members;
 	unsigned n;
@@ -38,25 +50,19 @@ struct fs {
 	struct meta meta;
 	struct alloc alloc;
 	struct journal j;
-	int verify_place; /* placements check checksums too (mount option verify_place) */
+	struct fs_settings set;
 	/*
 	 * POSIX ACLs are on (the kernel agreed to FUSE_POSIX_ACL and FUSE_DONT_MASK): the
 	 * system.posix_acl_* xattrs are kept, new inodes inherit default ACLs, and the umask
 	 * is applied here, not by the kernel.
 	 */
 	int acl;
-	/* mount options that a remount may change (atime.c, ops-*.c); read without a lock */
-	int atime;	/* FS_ATIME_*: when a read updates the access time */
-	int nodiratime; /* ... except for directories, never */
-	int sync;	/* every write and metadata change is committed before it returns */
-	int dirsync;	/* directory changes are */
 	/* inodes whose atime changed since the last commit (atime.c); meta.lock */
 	uint64_t *atime_dirty;
 	size_t natime_dirty, catime_dirty;
 	/* read-write mode switches (remount, mode.c) */
 	pthread_mutex_t mode_lock;
 	int members_ro;		 /* the members were opened read-only (mounted with -o ro) */
-	unsigned commit_interval, writebehind_mb; /* to start them when going read-write */
 	struct fs_csum_cache cc[FMT_MAX_MEMBERS];
 	struct wback wb;
 	/*

@@ -110,11 +110,11 @@ static int start_writing(struct fs *fs, char *err, size_t errlen)
 	pthread_mutex_lock(&fs->meta.lock);
 	fs->ro = 0;
 	pthread_mutex_unlock(&fs->meta.lock);
-	ret = wback_start(fs, fs->writebehind_mb);
+	ret = wback_start(fs, fs->set.writebehind_mb);
 	if (ret)
 		log_warn("remount: cannot start write-behind (%s); writes go to the members at once",
 			 strerror(-ret));
-	ret = journal_start(&fs->j, fs->commit_interval);
+	ret = journal_start(&fs->j, fs->set.commit_interval);
 	if (ret) {
 		snprintf(err, errlen, "cannot start the commit thread: %s", strerror(-ret));
 		pthread_mutex_lock(&fs->meta.lock);

@@ -139,7 +139,7 @@ void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv, off_
 				    bufv);
 
 	/* mount option sync: the data and the metadata that finds it are durable first */
-	if (n >= 0 && ops_fs(req)->sync) {
+	if (n >= 0 && ops_fs(req)->set.sync) {
 		int err = fs_fsync_file(ops_fs(req), ino);
 
 		if (err)

@@ -21,7 +21,7 @@ int ops_durable(fuse_req_t req, int ret, int dirop)
 {
 	int c;
 
-	if (ret < 0 || !(ops_fs(req)->sync || (dirop && ops_fs(req)->dirsync)))
+	if (ret < 0 || !(ops_fs(req)->set.sync || (dirop && ops_fs(req)->set.dirsync)))
 		return ret;
 	c = fs_fsync(ops_fs(req));
 	return c ? c : ret;

@@ -186,10 +186,10 @@ static int ioc_mode(struct ioc *x)
 		snprintf(m->msg, sizeof(m->msg), "the kernel mount is still read-write: remount it read-only first (mount -o remount,ro)");
 		return 0;
 	}
-	s->fs.atime = (int)m->atime;
-	s->fs.nodiratime = !!(m->flags & DMAFS_MODE_NODIRATIME);
-	s->fs.sync = !!(m->flags & DMAFS_MODE_SYNC);
-	s->fs.dirsync = !!(m->flags & DMAFS_MODE_DIRSYNC);
+	s->fs.set.atime = (int)m->atime;
+	s->fs.set.nodiratime = !!(m->flags & DMAFS_MODE_NODIRATIME);
+	s->fs.set.sync = !!(m->flags & DMAFS_MODE_SYNC);
+	s->fs.set.dirsync = !!(m->flags & DMAFS_MODE_DIRSYNC);
 	m->status = fs_set_ro(&s->fs, !!(m->flags & DMAFS_MODE_RO), err, sizeof(err));
 	if (m->status)
 		snprintf(m->msg, sizeof(m->msg), "%s", err);

@@ -282,7 +282,7 @@ static int p2p_reason(struct place *pl, int target, char *why, size_t len)
 {
 	void *h;
 
-	if (pl->fs->verify_place) {
+	if (pl->fs->set.verify_place) {
 		snprintf(why, len, "p2p not used: verify_place is on, and checksums can only be checked while the data is in host staging");
 		return 0;
 	}
@@ -319,7 +319,7 @@ int place_info(struct place *pl, uint64_t ino, struct dmafs_ioc_info *out)
 	out->t[0].devices = 0;
 	snprintf(out->t[0].why, sizeof(out->t[0].why),
 		 "O_DIRECT reads straight into the client's shared pages (zero copy where buffer and file offsets agree modulo 4096)%s",
-		 fs->verify_place ? "; checksums verified" : "");
+		 fs->set.verify_place ? "; checksums verified" : "");
 	for (int k = 1; k < 3; k++) {
 		struct dmafs_ioc_target_info *t = &out->t[k];
 		int target = k == 1 ? DMAFS_TARGET_CUDA : DMAFS_TARGET_HIP;
@@ -809,7 +809,7 @@ static int use_p2p(struct place *pl, struct reg *r)
 {
 	struct fs *fs = pl->fs;
 
-	if (r->target != DMAFS_TARGET_CUDA || !r->p2p || fs->verify_place)
+	if (r->target != DMAFS_TARGET_CUDA || !r->p2p || fs->set.verify_place)
 		return 0;
 	for (unsigned m = 0; m < fs->n; m++)
 		if (p2p_member(pl->p2p, &fs->members[m], m))
@@ -849,7 +849,7 @@ int place_run(struct place *pl, const struct place_caller *c, uint64_t ino_nr,
 		if (r->target == DMAFS_TARGET_HOST) {
 			ret = host_intact(r, p);
 			if (!ret)
-				ret = pipeline_run(fs, ino, &t, p, fs->verify_place);
+				ret = pipeline_run(fs, ino, &t, p, fs->set.verify_place);
 			path = DMAFS_PATH_HOST;
 		} else if (use_p2p(pl, r)) {
 			ret = place_p2p(pl->p2p, fs, ino, r->gpu, r->dev, r->map, (uint64_t)(r->base - (char *)r->map), p);
@@ -857,7 +857,7 @@ int place_run(struct place *pl, const struct place_caller *c, uint64_t ino_nr,
 		} else {
 			ret = stage_get(pl->stages, r->target, r->gpu, r->dev, &t.stage);
 			if (!ret)
-				ret = pipeline_run(fs, ino, &t, p, fs->verify_place);
+				ret = pipeline_run(fs, ino, &t, p, fs->set.verify_place);
 			path = DMAFS_PATH_STAGED;
 		}
 	}
