@@ -216,6 +216,19 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	if (conn->capable & FUSE_CAP_ASYNC_READ)
 		conn->want |= FUSE_CAP_ASYNC_READ;
 	/*
+	 * Asynchronous direct I/O (libfuse asks for it by default) only with -o async_dio. The
+	 * kernel drops a file's cached pages over the range of an O_DIRECT write before sending
+	 * it, and again afterwards only for a write it waited for: an aio or io_uring write it
+	 * completes asynchronously leaves pages a buffered reader fetched meanwhile holding
+	 * the old data after the write has returned (xfstests generic/451; Linux 6.18 lacks
+	 * the drop in fuse_aio_complete()). Without it each O_DIRECT call is sent piece by
+	 * piece, one after another.
+	 */
+	if (d->o.async_dio && (conn->capable & FUSE_CAP_ASYNC_DIO))
+		conn->want |= FUSE_CAP_ASYNC_DIO;
+	else
+		conn->want &= ~FUSE_CAP_ASYNC_DIO;
+	/*
 	 * The kernel drops set-user-ID and set-group-ID itself; the daemon adds what its rule
 	 * lacks (killpriv.c). libfuse 3.14 asks for HANDLE_KILLPRIV but never sends it; a
 	 * later one would, and the kernel would then leave chown(2) to a daemon that cannot
