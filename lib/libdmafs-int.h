@@ -111,7 +111,6 @@ int place_range(struct dmafs_buf *b, int fd, uint64_t foff, uint64_t len, uint64
 int place_ranges(struct dmafs_buf *b, const char *const *paths, const uint64_t *file_offsets,
 		 const uint64_t *lengths, const uint64_t *buffer_offsets, size_t n,
 		 unsigned threads, struct dmafs_result *res, struct dmafs_result *total);
-uint64_t place_now_ns(void);
 
 /* mountinfo.c - the mount of a device number, from /proc/self/mountinfo. */
 struct mountinfo {

@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common.h"
 #include "libdmafs-int.h"
 #include "safetensors.h"
 
@@ -143,22 +144,15 @@ static char *dir_of(const char *path)
 
 /* ---- reading ---- */
 
+/* All @len bytes at @off, or -ENODATA: the file is shorter than fstat said (shrinking
+ * under us). */
 static int pread_all(int fd, void *buf, size_t len, uint64_t off)
 {
-	size_t done = 0;
+	ssize_t r = dm_pread_full(fd, buf, len, (off_t)off);
 
-	while (done < len) {
-		ssize_t r = pread(fd, (char *)buf + done, len - done, (off_t)(off + done));
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -errno;
-		if (r == 0)
-			return -ENODATA; /* shorter than fstat said: shrinking under us */
-		done += (size_t)r;
-	}
-	return 0;
+	if (r < 0)
+		return (int)r;
+	return (size_t)r < len ? -ENODATA : 0;
 }
 
 /*
@@ -330,17 +324,8 @@ static int list_dir(struct dmafs_model *m, const char *dir, const char *shown, c
 		free(p);
 		if (!S_ISREG(st.st_mode))
 			continue;
-		if (n == cap) {
-			char **nn = realloc(names, (cap = cap ? cap * 2 : 16) * sizeof(*nn));
-
-			if (!nn) {
-				ret = -ENOMEM;
-				break;
-			}
-			names = nn;
-		}
-		names[n] = strdup(de->d_name);
-		if (!names[n]) {
+		if (dm_grow(&names, &cap, n + 1, sizeof(*names), 16) ||
+		    !(names[n] = strdup(de->d_name))) {
 			ret = -ENOMEM;
 			break;
 		}

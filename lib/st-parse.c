@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common.h"
 #include "safetensors.h"
 
 /* ---- dtypes ---- */
@@ -515,15 +516,8 @@ struct keys {
 
 static int keys_add(struct keys *ks, const char *s, size_t len)
 {
-	if (ks->n == ks->cap) {
-		size_t cap = ks->cap ? ks->cap * 2 : 16;
-		struct key *k = realloc(ks->k, cap * sizeof(*k));
-
-		if (!k)
-			return -ENOMEM;
-		ks->k = k;
-		ks->cap = cap;
-	}
+	if (dm_grow(&ks->k, &ks->cap, ks->n + 1, sizeof(*ks->k), 16))
+		return -ENOMEM;
 	ks->k[ks->n].s = s;
 	ks->k[ks->n].len = len;
 	ks->n++;
@@ -641,15 +635,8 @@ struct entries {
 
 static int entry_add(struct entries *v, struct st_entry **out)
 {
-	if (v->n == v->cap) {
-		size_t cap = v->cap ? v->cap * 2 : 64;
-		struct st_entry *e = realloc(v->e, cap * sizeof(*e));
-
-		if (!e)
-			return -ENOMEM;
-		v->e = e;
-		v->cap = cap;
-	}
+	if (dm_grow(&v->e, &v->cap, v->n + 1, sizeof(*v->e), 64))
+		return -ENOMEM;
 	*out = &v->e[v->n++];
 	memset(*out, 0, sizeof(**out));
 	return 0;
@@ -1054,15 +1041,8 @@ struct mapv {
 
 static int map_add(struct mapv *v, const char *t, const char *f)
 {
-	if (v->n == v->cap) {
-		size_t cap = v->cap ? v->cap * 2 : 64;
-		struct st_map_entry *e = realloc(v->e, cap * sizeof(*e));
-
-		if (!e)
-			return -ENOMEM;
-		v->e = e;
-		v->cap = cap;
-	}
+	if (dm_grow(&v->e, &v->cap, v->n + 1, sizeof(*v->e), 64))
+		return -ENOMEM;
 	v->e[v->n].tensor = t;
 	v->e[v->n].file = f;
 	v->n++;

@@ -20,7 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
 #ifdef DMAFS_XXH_DISPATCH
@@ -28,15 +27,14 @@
 #include <xxh_x86dispatch.h>
 #endif
 
+#include "common.h"
 #include "dmafs.h"
 #include "gpu.h"
 
+/* Seconds on the monotonic clock, for durations. */
 static double now(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
+	return (double)dm_mono_ns() / 1e9;
 }
 
 static void drop_caches(void)

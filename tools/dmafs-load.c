@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common.h"
 #include "dmafs-load.h"
 #include "json.h"
 #include "dmafs.h"
@@ -172,15 +173,8 @@ static int parse_gpus(const char *s)
 
 static int add_file(const char *path, const struct stat *st)
 {
-	if (nfiles == capfiles) {
-		size_t n = capfiles ? capfiles * 2 : 64;
-		struct file *f = realloc(files, n * sizeof(*f));
-
-		if (!f)
-			return -ENOMEM;
-		files = f;
-		capfiles = n;
-	}
+	if (dm_grow(&files, &capfiles, nfiles + 1, sizeof(*files), 64))
+		return -ENOMEM;
 	memset(&files[nfiles], 0, sizeof(files[0]));
 	files[nfiles].path = strdup(path);
 	if (!files[nfiles].path)
@@ -354,14 +348,6 @@ static void close_groups(void)
 
 /* ---- progress ---- */
 
-uint64_t load_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -374,7 +360,7 @@ static struct {
 
 static void progress_draw(int final)
 {
-	uint64_t done = 0, el = load_now_ns() - prog.t0;
+	uint64_t done = 0, el = dm_mono_ns() - prog.t0;
 	double frac;
 	int w = 30, fill;
 	char bar[64];
@@ -419,7 +405,7 @@ void load_progress_start(struct dmafs_buf *const *bufs, size_t n, uint64_t total
 	prog.bufs = bufs;
 	prog.nbufs = n;
 	prog.total = total;
-	prog.t0 = load_now_ns();
+	prog.t0 = dm_mono_ns();
 	prog.stop = 0;
 	prog.on = !opt.quiet && !opt.json && isatty(STDERR_FILENO) &&
 		  !pthread_create(&prog.tid, NULL, progress_main, NULL);
@@ -441,7 +427,7 @@ void load_progress_stop(void)
 
 static int place_all(uint64_t *elapsed)
 {
-	uint64_t t0 = load_now_ns(), total = 0;
+	uint64_t t0 = dm_mono_ns(), total = 0;
 	struct dmafs_buf **bufs = calloc(ngroups, sizeof(*bufs));
 	int ret = 0;
 
@@ -505,7 +491,7 @@ static int place_all(uint64_t *elapsed)
 	}
 	load_progress_stop();
 	free(bufs);
-	*elapsed = load_now_ns() - t0;
+	*elapsed = dm_mono_ns() - t0;
 	return ret;
 }
 
@@ -531,14 +517,12 @@ static void verify_file(struct file *f, char *a, char *b)
 	}
 	while (f->verified == 1 && off < f->size) {
 		size_t want = f->size - off < VERIFY_CHUNK ? (size_t)(f->size - off) : VERIFY_CHUNK;
-		ssize_t n = pread(fd, a, want, (off_t)off);
+		ssize_t n = dm_pread_full(fd, a, want, (off_t)off);
 		const char *placed;
 
-		if (n < 0 && errno == EINTR)
-			continue;
 		if (n <= 0) {
 			load_err("%s: cannot verify: read at %llu: %s", f->path, (unsigned long long)off,
-			    n ? strerror(errno) : "file shrank");
+			    n ? strerror((int)-n) : "file shrank");
 			load_errors++;
 			f->verified = 0;
 			break;

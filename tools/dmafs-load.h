@@ -31,7 +31,6 @@ extern struct load_opt opt;
 extern int load_errors;
 
 void load_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-uint64_t load_now_ns(void);
 double load_gbps(uint64_t bytes, uint64_t ns);
 void load_json_str(const char *s);
 /* "host", "cuda:N", "hip:N", written into @buf. */

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "common.h"
 #include "journal.h"
 #include "member.h"
 #include "meta.h"
@@ -140,7 +141,7 @@ static int check_entries(struct inode *d, void *arg)
 }
 
 static struct inode **orphans;
-static size_t norphans;
+static size_t norphans, corphans;
 
 static int check_links(struct inode *i, void *arg)
 {
@@ -161,7 +162,8 @@ static int check_links(struct inode *i, void *arg)
 				(unsigned long long)i->ino, i->dir ? "directory" : "file", i->a.nlink,
 				repair ? "; moved to /lost+found" : "");
 		}
-		orphans = realloc(orphans, (norphans + 1) * sizeof(*orphans));
+		if (dm_grow(&orphans, &corphans, norphans + 1, sizeof(*orphans), 64))
+			return -ENOMEM;
 		orphans[norphans++] = i;
 		return 0;
 	} else if (i->dir) {
@@ -227,7 +229,7 @@ static void fix_orphans(void)
 
 			r.a.mode = S_IFDIR | 0700;
 			r.a.nlink = 2;
-			r.a.atime = r.a.mtime = r.a.ctime = (int64_t)util_now_ns();
+			r.a.atime = r.a.mtime = r.a.ctime = dm_wall_ns();
 			meta_apply(&meta, &r);
 			lfino = r.ino;
 			struct fmt_rec l = { .type = REC_LINK, .dir = FMT_ROOT_INO, .ino = lfino,
@@ -469,7 +471,8 @@ int main(int argc, char **argv)
 		return 8;
 	meta_for_each(&meta, check_entries, NULL);
 	meta_for_each(&meta, collect, NULL);
-	meta_for_each(&meta, check_links, NULL);
+	if (meta_for_each(&meta, check_links, NULL))
+		return 8;
 	{
 		uint64_t start[FMT_MAX_MEMBERS], end[FMT_MAX_MEMBERS], cap = 0, used;
 

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common.h"
 #include "dmafs-load.h"
 #include "dmafs.h"
 #include "gpu.h"
@@ -220,7 +221,7 @@ static int place(struct load *l)
 	struct dmafs_buf *bufs[LOAD_MAX_GPUS];
 	pthread_t tid[LOAD_MAX_GPUS];
 	int started[LOAD_MAX_GPUS] = { 0 }, nb = 0;
-	uint64_t t0 = load_now_ns();
+	uint64_t t0 = dm_mono_ns();
 
 	for (int k = 0; k < l->nslots; k++)
 		if (l->slots[k].b)
@@ -259,7 +260,7 @@ static int place(struct load *l)
 		if (sl->total.path > l->total.path)
 			l->total.path = sl->total.path;
 	}
-	l->total.elapsed_ns = load_now_ns() - t0;
+	l->total.elapsed_ns = dm_mono_ns() - t0;
 	if (l->err)
 		l->total.path = DMAFS_PATH_NONE;
 	return l->err;
@@ -301,16 +302,14 @@ static int verify(struct load *l)
 		while (off < t->nbytes) {
 			size_t want = t->nbytes - off < LOAD_VERIFY_CHUNK ? (size_t)(t->nbytes - off)
 									  : LOAD_VERIFY_CHUNK;
-			ssize_t n = pread(fd, a, want, (off_t)(t->file_offset + off));
+			ssize_t n = dm_pread_full(fd, a, want, (off_t)(t->file_offset + off));
 			const char *p = placed + off;
 
-			if (n < 0 && errno == EINTR)
-				continue;
 			if (n != (ssize_t)want) {
 				load_err("%s: cannot verify tensor %s: read at %llu: %s",
 					 dmafs_model_file(l->m, t->file), t->name,
 					 (unsigned long long)(t->file_offset + off),
-					 n < 0 ? strerror(errno) : "file shrank");
+					 n < 0 ? strerror((int)-n) : "file shrank");
 				bad = -1;
 				break;
 			}

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common.h"
 #include "format.h"
 #include "journal.h"
 #include "member.h"
@@ -235,7 +236,7 @@ int main(int argc, char *argv[])
 	root.a.uid = getuid();
 	root.a.gid = getgid();
 	root.a.nlink = 2;
-	root.a.atime = root.a.mtime = root.a.ctime = (int64_t)util_now_ns();
+	root.a.atime = root.a.mtime = root.a.ctime = dm_wall_ns();
 	if (fmt_rec_encode(&snap, &root))
 		return 1;
 	/* Superblocks go last: an interrupted mkfs leaves no member that looks formatted. */

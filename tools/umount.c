@@ -33,9 +33,9 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "common.h"
 #include "mountrec.h"
 #include "utab.h"
 
@@ -82,12 +82,10 @@ static void usage(FILE *f)
 		prog, prog);
 }
 
+/* Seconds on the monotonic clock, for durations. */
 static double now(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
+	return (double)dm_mono_ns() / 1e9;
 }
 
 /*
