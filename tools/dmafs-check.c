@@ -30,9 +30,8 @@
 #include "libdmafs-int.h"
 #include "mountrec.h"
 #include "scan.h"
+#include "tool.h"
 #include "util.h"
-
-enum { EXIT_OK = 0, EXIT_MISSING = 1, EXIT_ERR = 2 };
 
 /*
  * Output: every fact is a (section, key, value) triple printed as text or as JSON.
@@ -481,7 +480,7 @@ static int check_mount(const char *arg, int require)
 	int ret, ok = 0, have_rec;
 
 	if (stat(arg, &st)) {
-		fprintf(stderr, "dmafs-check: %s: %s\n", arg, strerror(errno));
+		tool_err("%s: %s", arg, strerror(errno));
 		return -1;
 	}
 	open_("mount", "Mount", 0);
@@ -539,13 +538,13 @@ static int check_mount(const char *arg, int require)
 	}
 	ret = dmafs_session_open(arg, &s);
 	if (ret) {
-		fprintf(stderr, "dmafs-check: %s: cannot open a session: %s\n", arg, dmafs_strerror(ret));
+		tool_err("%s: cannot open a session: %s", arg, dmafs_strerror(ret));
 		close_(0);
 		return -1;
 	}
 	ret = dmafs_session_caps(s, &c);
 	if (ret) {
-		fprintf(stderr, "dmafs-check: %s: the daemon does not answer: %s\n", arg, dmafs_strerror(ret));
+		tool_err("%s: the daemon does not answer: %s", arg, dmafs_strerror(ret));
 		dmafs_session_close(s);
 		close_(0);
 		return -1;
@@ -668,8 +667,8 @@ static void list_fs(const struct scan_fs *fs)
 
 /*
  * List the dmafs filesystems on the block devices, or the ones @name (LABEL=, UUID=)
- * names. Returns EXIT_OK when every one listed has all its members, EXIT_MISSING when one
- * lacks a member or has one twice, or when @name matches none, EXIT_ERR on an error.
+ * names. Returns CHECK_EXIT_OK when every one listed has all its members, CHECK_EXIT_MISSING when one
+ * lacks a member or has one twice, or when @name matches none, CHECK_EXIT_ERR on an error.
  */
 static int list_filesystems(const char *name)
 {
@@ -680,21 +679,21 @@ static int list_filesystems(const char *name)
 	size_t vlen;
 
 	if (name && scan_source_kind(name, &v, &vlen) <= 0) {
-		fprintf(stderr, "dmafs-check: %s: not a filesystem name: LABEL=NAME, UUID=UUID, dmafs:LABEL=NAME or dmafs:UUID=UUID\n",
+		tool_err("%s: not a filesystem name: LABEL=NAME, UUID=UUID, dmafs:LABEL=NAME or dmafs:UUID=UUID",
 			name);
-		return EXIT_ERR;
+		return CHECK_EXIT_ERR;
 	}
 	ret = scan_block_devices(&r);
 	if (ret) {
-		fprintf(stderr, "dmafs-check: cannot list the block devices in /sys/class/block: %s (is sysfs mounted?)\n",
+		tool_err("cannot list the block devices in /sys/class/block: %s (is sysfs mounted?)",
 			strerror(-ret));
-		return EXIT_ERR;
+		return CHECK_EXIT_ERR;
 	}
 	nfs = scan_filesystems(&r, &fs);
 	if (nfs < 0) {
-		fprintf(stderr, "dmafs-check: %s\n", strerror(-nfs));
+		tool_err("%s", strerror(-nfs));
 		scan_result_free(&r);
-		return EXIT_ERR;
+		return CHECK_EXIT_ERR;
 	}
 	if (json) {
 		putchar('{');
@@ -748,18 +747,18 @@ static int list_filesystems(const char *name)
 	}
 	/* a list that may be short says so where scripts parsing the output do not look */
 	if (r.denied)
-		fprintf(stderr, "dmafs-check: %d block device%s could not be opened (permission denied%s): the list may be incomplete\n",
+		tool_err("%d block device%s could not be opened (permission denied%s): the list may be incomplete",
 			r.denied, r.denied == 1 ? "" : "s", geteuid() ? "; run as root" : "");
 	if (r.failed)
-		fprintf(stderr, "dmafs-check: %d block device%s could not be read: the list may be incomplete\n",
+		tool_err("%d block device%s could not be read: the list may be incomplete",
 			r.failed, r.failed == 1 ? "" : "s");
 	if (!shown && !json && unusable == 0)
-		fprintf(stderr, "dmafs-check: image files are not scanned: attach them with losetup -f --show IMAGE\n");
+		tool_err("image files are not scanned: attach them with losetup -f --show IMAGE");
 	free(fs);
 	scan_result_free(&r);
 	if (name && !shown)
-		return EXIT_MISSING;
-	return bad ? EXIT_MISSING : EXIT_OK;
+		return CHECK_EXIT_MISSING;
+	return bad ? CHECK_EXIT_MISSING : CHECK_EXIT_OK;
 }
 
 static void usage(FILE *f)
@@ -782,77 +781,23 @@ static void usage(FILE *f)
 		"filesystem by that name), 2 error. See dmafs-check(1).\n");
 }
 
-int main(int argc, char **argv)
+/*
+ * The whole report: GPUs, direct storage, io_uring, and @mount (may be NULL) with the
+ * paths it offers. The exit status: with @require, whether the mount offers that path.
+ */
+static int report(const char *mount, int require)
 {
-	static const struct option lopts[] = {
-		{ "require", required_argument, NULL, 'r' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "list", no_argument, NULL, 'l' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	const char *mount = NULL;
-	int c, require = 0, ok = -2, have_cuda_dev, list = 0;
 	struct gpu *g;
 	char why[256];
+	int ok = -2, have_cuda_dev;
 
-	while ((c = getopt_long(argc, argv, "r:jlh", lopts, NULL)) != -1) {
-		switch (c) {
-		case 'r':
-			if (!strcmp(optarg, "p2p"))
-				require = DMAFS_PATH_P2P;
-			else if (!strcmp(optarg, "staged"))
-				require = DMAFS_PATH_STAGED;
-			else if (!strcmp(optarg, "host"))
-				require = DMAFS_PATH_HOST;
-			else {
-				fprintf(stderr, "dmafs-check: --require %s: expected p2p, staged or host\n", optarg);
-				return EXIT_ERR;
-			}
-			break;
-		case 'j':
-			json = 1;
-			break;
-		case 'l':
-			list = 1;
-			break;
-		case 'h':
-			usage(stdout);
-			return EXIT_OK;
-		default:
-			usage(stderr);
-			return EXIT_ERR;
-		}
-	}
-	if (optind < argc)
-		mount = argv[optind++];
-	if (optind < argc) {
-		usage(stderr);
-		return EXIT_ERR;
-	}
-	if (list) {
-		if (require) {
-			fprintf(stderr, "dmafs-check: --require checks a mount; --list takes none\n");
-			return EXIT_ERR;
-		}
-		return list_filesystems(mount);
-	}
-	if (require && !mount) {
-		fprintf(stderr, "dmafs-check: --require needs a MOUNT or FILE to check\n");
-		return EXIT_ERR;
-	}
-	if (mount && access(mount, F_OK)) {
-		fprintf(stderr, "dmafs-check: %s: %s\n", mount, strerror(errno));
-		return EXIT_ERR;
-	}
 	if (json)
 		putchar('{');
 	else
 		printf("dmafs-check %s (libdmafs %d.%d.%d)\n", PACKAGE_VERSION,
 		       dmafs_version() / 10000, dmafs_version() / 100 % 100, dmafs_version() % 100);
-	if (json) {
+	if (json)
 		kv("version", NULL, 0, "%s", PACKAGE_VERSION);
-	}
 	check_gpus();
 	have_cuda_dev = gpu_load(DMAFS_TARGET_CUDA, &g, why, sizeof(why)) == 0;
 	open_("direct", "Direct storage", 0);
@@ -873,8 +818,73 @@ int main(int argc, char **argv)
 	if (json)
 		printf("\n}\n");
 	if (ok == -1)
-		return EXIT_ERR;
+		return CHECK_EXIT_ERR;
 	if (require)
-		return ok ? EXIT_OK : EXIT_MISSING;
-	return EXIT_OK;
+		return ok ? CHECK_EXIT_OK : CHECK_EXIT_MISSING;
+	return CHECK_EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lopts[] = {
+		{ "require", required_argument, NULL, 'r' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "list", no_argument, NULL, 'l' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *mount = NULL;
+	int c, require = 0, list = 0;
+
+	tool_init("dmafs-check");
+	while ((c = getopt_long(argc, argv, "r:jlh", lopts, NULL)) != -1) {
+		switch (c) {
+		case 'r':
+			if (!strcmp(optarg, "p2p"))
+				require = DMAFS_PATH_P2P;
+			else if (!strcmp(optarg, "staged"))
+				require = DMAFS_PATH_STAGED;
+			else if (!strcmp(optarg, "host"))
+				require = DMAFS_PATH_HOST;
+			else {
+				tool_err("--require %s: expected p2p, staged or host", optarg);
+				return CHECK_EXIT_ERR;
+			}
+			break;
+		case 'j':
+			json = 1;
+			break;
+		case 'l':
+			list = 1;
+			break;
+		case 'h':
+			usage(stdout);
+			return CHECK_EXIT_OK;
+		default:
+			usage(stderr);
+			return CHECK_EXIT_ERR;
+		}
+	}
+	if (optind < argc)
+		mount = argv[optind++];
+	if (optind < argc) {
+		usage(stderr);
+		return CHECK_EXIT_ERR;
+	}
+	if (list) {
+		if (require) {
+			tool_err("--require checks a mount; --list takes none");
+			return CHECK_EXIT_ERR;
+		}
+		return list_filesystems(mount);
+	}
+	if (require && !mount) {
+		tool_err("--require needs a MOUNT or FILE to check");
+		return CHECK_EXIT_ERR;
+	}
+	if (mount && access(mount, F_OK)) {
+		tool_err("%s: %s", mount, strerror(errno));
+		return CHECK_EXIT_ERR;
+	}
+	return report(mount, require);
 }
