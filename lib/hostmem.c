@@ -4,25 +4,12 @@
  * allocated, zeroed and mapped before dmafs_buf_alloc_host() returns, made as cheaply as
  * the kernel allows.
  *
- * Where the time goes (2 GiB, 4 KiB pages, 2-core VM, Linux 6.18): the kernel allocates,
- * zeroes and maps 524288 pages and frees them again at the end; nothing else counts.
- * mmap(MAP_POPULATE) of a fresh memfd, the obvious way, takes 0.55-1.4 s in one thread:
- * a shared mapping is populated with read faults, and each read fault on a missing page
- * also scans the next 15 for fault-around before allocating the one page. Measured
- * instead (best of 8 runs, allocation plus population):
- *   fallocate(), then MADV_POPULATE_WRITE in 2 threads        0.29 s (0.64 s of CPU)
- *   fallocate() and MADV_POPULATE_WRITE per 64 MiB, 2 threads  0.38 s
- *   one thread fallocating 64 MiB pieces, one populating them  0.47 s (0.91 s of CPU)
- *   MADV_POPULATE_WRITE alone in 2 threads                    0.44 s (1.11 s of CPU)
- *   fallocate(), then mmap(MAP_POPULATE)                        0.45 s
- * fallocate() allocates without zeroing (0.15 s; it holds the inode lock, so one thread,
- * and faults running beside it slow both down); the write faults then zero and map the
- * pages, in parallel since each thread has its own range and the pages exist already.
- * On a 16-core VM, 16 GiB: populating in 1, 2, 4, 8, 16 threads took 4.4-5.1, 2.2-2.4,
- * 1.2-1.3, 1.8-2.7, 2.1-2.7 s (2 GiB: 0.14-0.16 s in 4 threads, 0.27-0.31 in 8): past 4
- * threads it gets slower, hence THREADS_MAX. Mapping lazily instead would leave the
- * faults to whoever reads the buffer first, from user space: 0.3-0.4 s more to read
- * 2 GiB.
+ * A 4 KiB page costs the kernel an allocation, a zeroing and a mapping, and nothing else
+ * counts, so the path is the one that does those in parallel: fallocate() allocates
+ * without zeroing (one thread: it holds the inode lock), then write faults from a few
+ * threads, each in its own range, zero and map. mmap(MAP_POPULATE), the obvious way,
+ * takes read faults that also scan for fault-around, in one thread: several times
+ * slower. The measurements are in dmafs_buf_alloc_host(3), NOTES.
  *
  * Reserved 2 MiB hugetlb pages (vm.nr_hugepages) are used first when there are enough
  * of them: 512 times fewer pages to zero, map and free. Transparent huge pages are not
@@ -46,7 +33,7 @@
 #endif
 
 #define HUGE_SIZE (2ULL << 20)
-/* Below this the 4 KiB path costs under 15 ms; reserved huge pages go to larger buffers. */
+/* Below this the 4 KiB path is cheap enough: reserved huge pages go to larger buffers. */
 #define HUGE_MIN (64ULL << 20)
 
 /* The size is final: nothing can shrink the object under the daemon's mapping or ours

@@ -27,10 +27,9 @@ _Static_assert(DMAFS_TARGET_HIP == DMAFS_TARGET_MAX, "one info slot per target")
 
 /*
  * Bytes per PLACE ioctl when the library splits a whole file: small enough that
- * dmafs_buf_placed() moves often enough for a progress bar (every ~80 ms at 13 GB/s),
- * large enough that the daemon's staging pipeline stays full (a fill and a drain per
- * chunk). Measured on an H100 with 4 loop members, 4 GiB file, staged path: 64 MiB
- * chunks 10.6 GB/s, 256 MiB 12.0, 512 MiB 13.2, 1 GiB 13.3, one ioctl 12.7.
+ * dmafs_buf_placed() moves often enough for a progress bar, large enough that the
+ * daemon's staging pipeline stays full (a fill and a drain per chunk); dmafs_place(3),
+ * NOTES, has the measurements that chose it.
  */
 #define LIB_PLACE_CHUNK (1ULL << 30)
 /* Bounce chunk of the posix fallback for GPU buffers (per thread, reused). */
