@@ -470,14 +470,103 @@ static int path_rank(int path)
 	return path >= DMAFS_PATH_P2P && path <= DMAFS_PATH_HOST ? path : 99;
 }
 
+/*
+ * Where @st's mount is and what it is made of. The members come from the daemon's record
+ * @rec when there is one (a mount by label shows only the label as its source).
+ */
+static void mount_source(const char *arg, const struct stat *st, const struct mountrec *rec)
+{
+	struct mountinfo mi;
+	const char *list;
+	char **m;
+	int n, ret = mountinfo_find(st->st_dev, arg, &mi);
+
+	if (ret) {
+		kv("mount", "mount", 0, "not found in /proc/self/mountinfo (%s)", strerror(-ret));
+		return;
+	}
+	list = rec && rec->members[0] ? rec->members : mi.source;
+	kv("mountpoint", "mount point", 0, "%s", mi.mnt);
+	kv("fstype", "type", 0, "%s", mi.fstype);
+	if (!strcmp(mi.fstype, DMAFS_FSTYPE) && strcmp(list, mi.source))
+		kv("source", "source", 0, "%s", mi.source);
+	if (!strcmp(mi.fstype, DMAFS_FSTYPE) && strncmp(list, "dmafs:", 6) &&
+	    (n = mountinfo_members(list, &m)) > 0) {
+		open_("members", "members:", 1);
+		for (int i = 0; i < n; i++) {
+			member(i, m[i]);
+			free(m[i]);
+		}
+		free(m);
+		close_(1);
+	} else if (!strcmp(list, mi.source)) {
+		kv("source", "source", 0, "%s", mi.source);
+	}
+	mountinfo_free(&mi);
+}
+
+/* The daemon's pid and the notes it made at mount (@rec's notices, cut into lines). */
+static void daemon_notes(struct mountrec *rec)
+{
+	kv("daemon_pid", "daemon", 1, "%d", (int)rec->pid);
+	open_("notices", "notices (not failures; the daemon's log has them too):", 1);
+	for (char *line = rec->notice, *nl; *line; line = nl + 1) {
+		nl = strchr(line, '\n');
+		if (!nl)
+			break; /* a note cut short by the record's size */
+		*nl = '\0';
+		if (json) {
+			jsep();
+			jstr(line);
+		} else {
+			indent();
+			printf("%s\n", line);
+		}
+	}
+	if (!json && !rec->notice[0]) {
+		indent();
+		printf("none\n");
+	}
+	close_(1);
+}
+
+/* The path a placement into each target takes, and why. 1 if one is @require or faster. */
+static int placement_paths(const struct dmafs_caps *c, int require)
+{
+	const struct { const char *key; const struct dmafs_target_caps *t; } tg[] = {
+		{ "host", &c->host }, { "cuda", &c->cuda }, { "hip", &c->hip },
+	};
+	int ok = 0;
+
+	open_("placement", "placement (path a placement into each target takes, and why):", 0);
+	for (size_t i = 0; i < 3; i++) {
+		const struct dmafs_target_caps *t = tg[i].t;
+
+		if (path_rank(t->path) <= require)
+			ok = 1;
+		if (json) {
+			open_(tg[i].key, NULL, 0);
+			kv("path", NULL, 0, "%s", dmafs_path_name(t->path));
+			kv("devices", NULL, 1, "%d", t->devices);
+			kv("why", NULL, 0, "%s", t->why);
+			close_(0);
+		} else {
+			indent();
+			printf("%-5s %-7s %s\n", tg[i].key, dmafs_path_name(t->path), t->why);
+		}
+	}
+	close_(0);
+	return ok;
+}
+
+/* The mount of @arg: 1 when a target's path is @require or faster, 0 when not, -1 on error. */
 static int check_mount(const char *arg, int require)
 {
 	struct dmafs_session *s;
 	struct dmafs_caps c;
-	struct mountinfo mi;
 	static struct mountrec rec;
 	struct stat st;
-	int ret, ok = 0, have_rec;
+	int ret, ok, have_rec;
 
 	if (stat(arg, &st)) {
 		tool_err("%s: %s", arg, strerror(errno));
@@ -485,57 +574,10 @@ static int check_mount(const char *arg, int require)
 	}
 	open_("mount", "Mount", 0);
 	kv("path", "path", 0, "%s", arg);
-	/* the daemon's record: the members it opened (a mount by label shows only the label as
-	 * its source) and what it noted at mount */
 	have_rec = mountrec_find_live(major(st.st_dev), minor(st.st_dev), getuid(), &rec) == 0;
-	ret = mountinfo_find(st.st_dev, arg, &mi);
-	if (ret) {
-		kv("mount", "mount", 0, "not found in /proc/self/mountinfo (%s)", strerror(-ret));
-	} else {
-		const char *list = have_rec && rec.members[0] ? rec.members : mi.source;
-		char **m;
-		int n;
-
-		kv("mountpoint", "mount point", 0, "%s", mi.mnt);
-		kv("fstype", "type", 0, "%s", mi.fstype);
-		if (!strcmp(mi.fstype, DMAFS_FSTYPE) && strcmp(list, mi.source))
-			kv("source", "source", 0, "%s", mi.source);
-		if (!strcmp(mi.fstype, DMAFS_FSTYPE) && strncmp(list, "dmafs:", 6) &&
-		    (n = mountinfo_members(list, &m)) > 0) {
-			open_("members", "members:", 1);
-			for (int i = 0; i < n; i++) {
-				member(i, m[i]);
-				free(m[i]);
-			}
-			free(m);
-			close_(1);
-		} else if (!strcmp(list, mi.source)) {
-			kv("source", "source", 0, "%s", mi.source);
-		}
-		mountinfo_free(&mi);
-	}
-	if (have_rec) {
-		kv("daemon_pid", "daemon", 1, "%d", (int)rec.pid);
-		open_("notices", "notices (not failures; the daemon's log has them too):", 1);
-		for (char *line = rec.notice, *nl; *line; line = nl + 1) {
-			nl = strchr(line, '\n');
-			if (!nl)
-				break; /* a note cut short by the record's size */
-			*nl = '\0';
-			if (json) {
-				jsep();
-				jstr(line);
-			} else {
-				indent();
-				printf("%s\n", line);
-			}
-		}
-		if (!json && !rec.notice[0]) {
-			indent();
-			printf("none\n");
-		}
-		close_(1);
-	}
+	mount_source(arg, &st, have_rec ? &rec : NULL);
+	if (have_rec)
+		daemon_notes(&rec);
 	ret = dmafs_session_open(arg, &s);
 	if (ret) {
 		tool_err("%s: cannot open a session: %s", arg, dmafs_strerror(ret));
@@ -556,30 +598,7 @@ static int check_mount(const char *arg, int require)
 		kv("stripe_unit", "stripe unit", 1, "%u", c.stripe_unit);
 		kv("staging_bytes", "staging per GPU", 1, "%llu", (unsigned long long)c.staging_bytes);
 	}
-	open_("placement", "placement (path a placement into each target takes, and why):", 0);
-	{
-		const struct { const char *key; const struct dmafs_target_caps *t; } tg[] = {
-			{ "host", &c.host }, { "cuda", &c.cuda }, { "hip", &c.hip },
-		};
-
-		for (size_t i = 0; i < 3; i++) {
-			const struct dmafs_target_caps *t = tg[i].t;
-
-			if (path_rank(t->path) <= require)
-				ok = 1;
-			if (json) {
-				open_(tg[i].key, NULL, 0);
-				kv("path", NULL, 0, "%s", dmafs_path_name(t->path));
-				kv("devices", NULL, 1, "%d", t->devices);
-				kv("why", NULL, 0, "%s", t->why);
-				close_(0);
-			} else {
-				indent();
-				printf("%-5s %-7s %s\n", tg[i].key, dmafs_path_name(t->path), t->why);
-			}
-		}
-	}
-	close_(0);
+	ok = placement_paths(&c, require);
 	close_(0);
 	dmafs_session_close(s);
 	return ok;
@@ -666,9 +685,47 @@ static void list_fs(const struct scan_fs *fs)
 }
 
 /*
+ * The superblocks this dmafs cannot use (another format version, damaged in both copies),
+ * after @shown filesystems; only in the full list (@all). Returns how many.
+ */
+static int list_unusable(const struct scan_result *r, int shown, int all)
+{
+	int unusable = 0;
+
+	if (json)
+		open_("unusable", NULL, 1);
+	for (int i = 0; all && i < r->n; i++) {
+		const struct scan_dev *d = &r->dev[i];
+		char why[128];
+
+		if (!d->err)
+			continue;
+		if (d->err == -EPROTONOSUPPORT)
+			snprintf(why, sizeof(why), "dmafs on-disk format version %u; this dmafs reads version %d",
+				 d->version, FMT_VERSION);
+		else
+			snprintf(why, sizeof(why), "%s in both copies",
+				 d->err == -EBADMSG ? "superblock checksum mismatch" : "superblock fields inconsistent");
+		if (json) {
+			open_(NULL, NULL, 0);
+			kv("path", NULL, 0, "%s", d->path);
+			kv("why", NULL, 0, "%s", why);
+			close_(0);
+		} else {
+			printf("%s%s  %s\n", unusable ? "" : shown ? "\nNot usable:\n" : "Not usable:\n", d->path, why);
+		}
+		unusable++;
+	}
+	if (json)
+		close_(1);
+	return unusable;
+}
+
+/*
  * List the dmafs filesystems on the block devices, or the ones @name (LABEL=, UUID=)
- * names. Returns CHECK_EXIT_OK when every one listed has all its members, CHECK_EXIT_MISSING when one
- * lacks a member or has one twice, or when @name matches none, CHECK_EXIT_ERR on an error.
+ * names. Returns CHECK_EXIT_OK when every one listed has all its members,
+ * CHECK_EXIT_MISSING when one lacks a member or has one twice, or when @name matches
+ * none, CHECK_EXIT_ERR on an error.
  */
 static int list_filesystems(const char *name)
 {
@@ -709,34 +766,10 @@ static int list_filesystems(const char *name)
 		if ((unsigned)fs[i].found < fs[i].sb->member_count || fs[i].dup >= 0)
 			bad = 1;
 	}
-	if (json) {
+	if (json)
 		close_(1);
-		open_("unusable", NULL, 1);
-	}
-	/* superblocks this dmafs cannot use: only in the full list */
-	for (int i = 0; i < r.n && !name; i++) {
-		const struct scan_dev *d = &r.dev[i];
-		char why[128];
-
-		if (!d->err)
-			continue;
-		if (d->err == -EPROTONOSUPPORT)
-			snprintf(why, sizeof(why), "dmafs on-disk format version %u; this dmafs reads version %d",
-				 d->version, FMT_VERSION);
-		else
-			snprintf(why, sizeof(why), "%s in both copies",
-				 d->err == -EBADMSG ? "superblock checksum mismatch" : "superblock fields inconsistent");
-		if (json) {
-			open_(NULL, NULL, 0);
-			kv("path", NULL, 0, "%s", d->path);
-			kv("why", NULL, 0, "%s", why);
-			close_(0);
-		} else {
-			printf("%s%s  %s\n", unusable++ ? "" : shown ? "\nNot usable:\n" : "Not usable:\n", d->path, why);
-		}
-	}
+	unusable = list_unusable(&r, shown, !name);
 	if (json) {
-		close_(1);
 		kv("devices_read", NULL, 1, "%d", r.candidates - r.denied - r.failed);
 		kv("devices_denied", NULL, 1, "%d", r.denied);
 		kv("devices_failed", NULL, 1, "%d", r.failed);

@@ -332,32 +332,120 @@ static int user_unmount(const char *mnt, int lazy)
 	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : EPERM;
 }
 
-static int do_unmount(const char *arg, int lazy, int force)
+/*
+ * The dmafs mount @arg names, as @mnt (the mount table's spelling) and @m. Returns 0 or
+ * the exit status, with the reason printed.
+ */
+static int find_mount(const char *arg, char *mnt, size_t len, struct mountrec_mnt *m)
 {
-	char mnt[PATH_MAX];
-	struct mountrec_mnt m;
-	struct found f;
-	int ret, e, pidfd = -1, n, others, flags = UMOUNT_NOFOLLOW;
+	int ret;
 
-	if (mountrec_find_mount(arg, &m) == 0) {
-		snprintf(mnt, sizeof(mnt), "%s", arg);
+	if (mountrec_find_mount(arg, m) == 0) {
+		snprintf(mnt, len, "%s", arg);
 	} else {
-		ret = canonical(arg, mnt, sizeof(mnt));
+		ret = canonical(arg, mnt, len);
 		if (ret) {
 			tool_err("%s: %s", arg, strerror(-ret));
 			return UMOUNT_EXIT_FAIL;
 		}
-		ret = mountrec_find_mount(mnt, &m);
+		ret = mountrec_find_mount(mnt, m);
 		if (ret) {
 			tool_err("%s: %s", arg, ret == -ENOENT ? "not mounted" : strerror(-ret));
 			return UMOUNT_EXIT_FAIL;
 		}
 	}
-	if (strcmp(m.fstype, "fuse.dmafs")) {
-		tool_err("%s: not a dmafs mount (type %s); unmount it with umount -i", mnt, m.fstype);
+	if (strcmp(m->fstype, "fuse.dmafs")) {
+		tool_err("%s: not a dmafs mount (type %s); unmount it with umount -i", mnt, m->fstype);
 		return UMOUNT_EXIT_FAIL;
 	}
+	return 0;
+}
 
+/* -v: the daemon, and what else of the filesystem stays mounted. */
+static void tell(const char *mnt, const struct mountrec_mnt *m, const struct found *f,
+		 int others)
+{
+	if (f->alive)
+		tool_err("%s: served by dmafs daemon %d (record %s)", mnt, (int)f->r.pid, f->path);
+	else
+		tool_err("%s: no running dmafs daemon recorded for it", mnt);
+	if (strcmp(m->root, "/"))
+		tool_err("%s: a bind mount of %s", mnt, m->root);
+	if (others > 0)
+		tool_err("%s: %d other mount%s of this filesystem stay%s", mnt, others,
+			 others > 1 ? "s" : "", others > 1 ? "" : "s");
+}
+
+/*
+ * Ask for a commit while the mount still answers: the work left after the unmount is
+ * then small, and an error shows up while the filesystem is still there.
+ */
+static void commit_first(const char *mnt)
+{
+	int fd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		if (fsync(fd) < 0 && verbose)
+			tool_err("%s: commit before unmounting failed: %s", mnt, strerror(errno));
+		close(fd);
+	}
+}
+
+/* umount2(), or fusermount3 for a user's mount. Returns 0 or the exit status, printed. */
+static int unmount(const char *mnt, int lazy, int force)
+{
+	int flags = UMOUNT_NOFOLLOW, e;
+
+	if (lazy)
+		flags |= MNT_DETACH;
+	if (force)
+		flags |= MNT_FORCE;
+	e = umount2(mnt, flags) < 0 ? errno : 0;
+	if (e == EPERM)
+		e = user_unmount(mnt, lazy);
+	if (!e) {
+		if (verbose)
+			tool_err("%s: unmounted%s", mnt, lazy ? " (detached)" : "");
+		return 0;
+	}
+	if (e == EBUSY) {
+		tool_err("%s: target is busy%s", mnt,
+			 force ? " (the daemon's connection was aborted: it finishes now; umount -l detaches the dead mount)"
+			       : " (lsof or fuser -m show who uses it; umount -l detaches it now)");
+		return UMOUNT_EXIT_FAIL;
+	}
+	if (e == EPERM) {
+		tool_err("%s: must be superuser to unmount, or the user who mounted it (fusermount3 -u refused too)", mnt);
+		return UMOUNT_EXIT_USAGE;
+	}
+	tool_err("%s: %s", mnt, e == EINVAL ? "not mounted" : strerror(e));
+	return UMOUNT_EXIT_FAIL;
+}
+
+/* After the unmount: wait for daemon @f (@pidfd) and report how it finished. */
+static int wait_daemon(const char *mnt, struct found *f, int pidfd)
+{
+	int ret;
+
+	if (f->alive)
+		wait_exit(f, pidfd, mnt);
+	ret = report(f, mnt);
+	/* umount(8) keeps the utab entry when a helper fails: drop it, it is unmounted */
+	if (ret)
+		utab_prune();
+	return ret;
+}
+
+static int do_unmount(const char *arg, int lazy, int force)
+{
+	char mnt[PATH_MAX];
+	struct mountrec_mnt m;
+	struct found f;
+	int ret, pidfd = -1, n, others;
+
+	ret = find_mount(arg, mnt, sizeof(mnt), &m);
+	if (ret)
+		return ret;
 	n = find_daemon(&m, NULL, m.user_id > 0 ? (uid_t)m.user_id : 0, &f);
 	/*
 	 * The daemon ends with the last mount of its filesystem: a bind mount (of a directory, a
@@ -367,95 +455,37 @@ static int do_unmount(const char *arg, int lazy, int force)
 	others = dev_count(m.major, m.minor) - 1;
 	if (f.alive)
 		pidfd = open_pidfd(&f);
-	if (verbose) {
-		if (f.alive)
-			tool_err("%s: served by dmafs daemon %d (record %s)", mnt, (int)f.r.pid, f.path);
-		else
-			tool_err("%s: no running dmafs daemon recorded for it", mnt);
-		if (strcmp(m.root, "/"))
-			tool_err("%s: a bind mount of %s", mnt, m.root);
-		if (others > 0)
-			tool_err("%s: %d other mount%s of this filesystem stay%s", mnt, others, others > 1 ? "s" : "",
-			    others > 1 ? "" : "s");
-	}
-
-	/*
-	 * Ask for a commit while the mount still answers: the work left after the unmount is
-	 * then small, and an error shows up while the filesystem is still there. Not with -f
-	 * (the daemon may not answer) or -l (which must not block).
-	 */
-	if (f.alive && !lazy && !force && others <= 0) {
-		int fd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-
-		if (fd >= 0) {
-			if (fsync(fd) < 0 && verbose)
-				tool_err("%s: commit before unmounting failed: %s", mnt, strerror(errno));
-			close(fd);
-		}
-	}
-
-	if (lazy)
-		flags |= MNT_DETACH;
-	if (force)
-		flags |= MNT_FORCE;
-	e = umount2(mnt, flags) < 0 ? errno : 0;
-	if (e == EPERM)
-		e = user_unmount(mnt, lazy);
-	if (e) {
-
-		if (pidfd >= 0)
-			close(pidfd);
-		if (e == EBUSY) {
-			tool_err("%s: target is busy%s", mnt,
-			    force ? " (the daemon's connection was aborted: it finishes now; umount -l detaches the dead mount)"
-				  : " (lsof or fuser -m show who uses it; umount -l detaches it now)");
-			return UMOUNT_EXIT_FAIL;
-		}
-		if (e == EPERM) {
-			tool_err("%s: must be superuser to unmount, or the user who mounted it (fusermount3 -u refused too)", mnt);
-			return UMOUNT_EXIT_USAGE;
-		}
-		tool_err("%s: %s", mnt, e == EINVAL ? "not mounted" : strerror(e));
-		return UMOUNT_EXIT_FAIL;
-	}
 	if (verbose)
-		tool_err("%s: unmounted%s", mnt, lazy ? " (detached)" : "");
-
-	if (others > 0 || (!lazy && conn_alive(m.major, m.minor))) {
+		tell(mnt, &m, &f, others);
+	/* Not with -f (the daemon may not answer) or -l (which must not block). */
+	if (f.alive && !lazy && !force && others <= 0)
+		commit_first(mnt);
+	ret = unmount(mnt, lazy, force);
+	if (ret || others > 0 || (!lazy && conn_alive(m.major, m.minor))) {
 		/* other mounts of the filesystem stay, here or in another mount namespace */
-		if (verbose)
+		if (!ret && verbose)
 			tool_err("%s: the filesystem stays mounted elsewhere%s: its daemon goes on serving it", mnt,
-			    others > 0 ? "" : " (in another mount namespace?)");
+				 others > 0 ? "" : " (in another mount namespace?)");
 		if (pidfd >= 0)
 			close(pidfd);
-		return UMOUNT_EXIT_OK;
+		return ret;
 	}
 	if (!n) {
 		tool_err("%s: unmounted, but no record of its dmafs daemon under /run/dmafs (a dmafs from before umount.dmafs, or one that could not write there): not waiting for it",
-		    mnt);
+			 mnt);
 		return UMOUNT_EXIT_OK;
 	}
-	if (!f.alive) {
-		/* umount(8) keeps the utab entry when a helper fails: drop it, it is unmounted */
-		ret = report(&f, mnt);
-		if (ret)
-			utab_prune();
-		return ret;
-	}
-	if (lazy) {
+	if (f.alive && lazy) {
 		if (verbose)
 			tool_err("%s: dmafs daemon %d finishes once the last file open on the filesystem is closed; %s --wait %s waits for it",
-			    mnt, (int)f.r.pid, tool_name(), mnt);
+				 mnt, (int)f.r.pid, tool_name(), mnt);
 		if (pidfd >= 0)
 			close(pidfd);
 		return UMOUNT_EXIT_OK;
 	}
-	wait_exit(&f, pidfd, mnt);
+	ret = wait_daemon(mnt, &f, pidfd);
 	if (pidfd >= 0)
 		close(pidfd);
-	ret = report(&f, mnt);
-	if (ret)
-		utab_prune();
 	return ret;
 }
 
