@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dmafs.h"
 #include "gpu-impl.h"
 
 /* Function pointers typed from cuda.h; the symbols are the versioned ones the header's
@@ -279,7 +278,6 @@ static int event_sync(void *e)
 static const struct gpu_ops ops = { GPU_OPS(GPU_OP) };
 
 const struct gpu_runtime gpu_cuda = {
-	.target = DMAFS_TARGET_CUDA,
 	.libs = (const char *const[]){ "libcuda.so.1", NULL },
 	.missing = "no NVIDIA driver",
 	.too_old = "driver too old",

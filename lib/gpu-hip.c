@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dmafs.h"
 #include "gpu-impl.h"
 
 #define HIP_FNS(X)                                   \
@@ -250,7 +249,6 @@ static const struct gpu_ops ops = { GPU_OPS(GPU_OP) };
 
 /* Sonames: the unversioned link of a -dev package, else ROCm 6's or 5's runtime. */
 const struct gpu_runtime gpu_hip = {
-	.target = DMAFS_TARGET_HIP,
 	.libs = (const char *const[]){ "libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5", NULL },
 	.missing = "no ROCm/HIP runtime",
 	.too_old = "runtime too old",

@@ -71,7 +71,6 @@ struct gpu_sym {
 
 /* A runtime as gpu_load() opens it, once per process. */
 struct gpu_runtime {
-	int target;			/* DMAFS_TARGET_CUDA or _HIP */
 	const char *const *libs;	/* sonames tried in turn, NULL-terminated */
 	const char *missing;		/* why none opens: "no NVIDIA driver" */
 	const char *too_old;		/* why a symbol is missing: "driver too old" */
@@ -87,7 +86,6 @@ struct gpu_runtime {
 extern const struct gpu_runtime gpu_cuda, gpu_hip;
 
 struct gpu {
-	int target;
 	int count;			/* at most GPU_DEV_MAX */
 	char version[64];
 	const struct gpu_ops *ops;

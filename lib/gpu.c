@@ -75,7 +75,6 @@ static int open_runtime(const struct gpu_runtime *r, struct gpu *g, char *why, s
 	n = r->start(g->version, sizeof(g->version), why, whylen);
 	if (n < 0)
 		return n;
-	g->target = r->target;
 	g->count = n < GPU_DEV_MAX ? n : GPU_DEV_MAX;
 	g->ops = r->ops;
 	return 0;
@@ -118,7 +117,6 @@ int gpu_load(int target, struct gpu **out, char *why, size_t whylen)
 	return 0;
 }
 
-int gpu_target(const struct gpu *g) { return g->target; }
 int gpu_count(struct gpu *g) { return g->count; }
 const char *gpu_version(struct gpu *g) { return g->version; }
 

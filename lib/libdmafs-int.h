@@ -100,9 +100,6 @@ struct hostmem {
 int hostmem_alloc(size_t size, struct hostmem *m);
 
 /* place.c */
-/* Place bytes [@foff, +@len) of the open regular file @fd at @boff, in LIB_PLACE_CHUNK pieces. */
-int place_range(struct dmafs_buf *b, int fd, uint64_t foff, uint64_t len, uint64_t boff,
-		struct dmafs_result *res);
 /*
  * dmafs_place_files() over parts of files: item i places [file_offsets[i], +lengths[i]) of
  * paths[i] at buffer_offsets[i]; both arrays NULL places whole files.

@@ -281,8 +281,9 @@ int dmafs_place(struct dmafs_buf *b, int fd, struct dmafs_extent *ext, size_t n,
 	return ret;
 }
 
-int place_range(struct dmafs_buf *b, int fd, uint64_t foff, uint64_t len, uint64_t boff,
-		struct dmafs_result *res)
+/* Place bytes [@foff, +@len) of the open regular file @fd at @boff, in LIB_PLACE_CHUNK pieces. */
+static int place_range(struct dmafs_buf *b, int fd, uint64_t foff, uint64_t len, uint64_t boff,
+		       struct dmafs_result *res)
 {
 	uint64_t t0 = dm_mono_ns(), off = 0;
 	struct dmafs_result r, sum = { .path = DMAFS_PATH_NONE };
