@@ -91,8 +91,8 @@ int dmafs_buf_alloc_host(struct dmafs_session *s, size_t size, struct dmafs_buf 
 	if (!s || !out || !size)
 		return -EINVAL;
 	/* Every page present before the first placement: the daemon's O_DIRECT reads would
-	 * otherwise allocate and zero them inside it (measured: 60% slower than into present
-	 * pages), and a buffer is registered once to be placed into many times. */
+	 * otherwise allocate and zero them inside it, much slower than into present pages,
+	 * and a buffer is registered once to be placed into many times. */
 	ret = hostmem_alloc(size, &m);
 	if (ret)
 		return ret;

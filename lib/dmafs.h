@@ -190,10 +190,11 @@ int dmafs_buf_register_hip(struct dmafs_session *s, void *devptr, size_t size, i
  * call returns (so that the first placement does not fault them in). 2 MiB hugetlb pages
  * when @size is 64 MiB or more and the pool (vm.nr_hugepages) has enough free ones, unless
  * the environment says DMAFS_HOST_HUGETLB=0; else 4 KiB pages, allocated by fallocate(2)
- * and mapped by up to 4 threads (one per CPU). Cost, 2 GiB of 4 KiB pages on a 2-core VM:
- * ~0.3 s here plus ~0.08 s in the daemon, which maps the same pages; freeing them takes
- * ~0.15 s more in whichever of the two unmaps last. dmafs_buf_ptr() gives the address; it
- * stays valid until dmafs_buf_unregister(). Returns 0 and *out, or:
+ * and mapped by up to 4 threads (one per CPU). The cost is the kernel's work on every
+ * page, here and in the daemon, which maps the same pages, and again to free them in
+ * whichever of the two unmaps last (figures: dmafs_buf_alloc_host(3), NOTES).
+ * dmafs_buf_ptr() gives the address; it stays valid until dmafs_buf_unregister().
+ * Returns 0 and *out, or:
  *   -EINVAL    s or out NULL, or size 0
  *   -ENOMEM    out of memory, or size too large for a memfd
  *   -EDQUOT    the daemon's per-user registration limit is reached (mount options

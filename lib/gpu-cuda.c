@@ -1,13 +1,10 @@
 // SPDX-License-Identifier: MIT
-/* gpu-cuda.c - the CUDA driver API through dlopen("libcuda.so.1"). */
+/* gpu-cuda.c - the CUDA driver API through dlopen("libcuda.so.1") (gpu-impl.h). */
 #include <cuda.h>
-#include <dlfcn.h>
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "dmafs.h"
 #include "gpu-impl.h"
 
 /* Function pointers typed from cuda.h; the symbols are the versioned ones the header's
@@ -23,7 +20,6 @@
 	X(cuDeviceGetPCIBusId, "cuDeviceGetPCIBusId")                    \
 	X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain")          \
 	X(cuCtxSetCurrent, "cuCtxSetCurrent")                            \
-	X(cuCtxGetCurrent, "cuCtxGetCurrent")                            \
 	X(cuMemGetAddressRange, "cuMemGetAddressRange_v2")               \
 	X(cuIpcGetMemHandle, "cuIpcGetMemHandle")                        \
 	X(cuIpcOpenMemHandle, "cuIpcOpenMemHandle_v2")                   \
@@ -50,11 +46,15 @@ static struct {
 #undef DECL
 } cu;
 
-static struct gpu g_cuda = { .target = DMAFS_TARGET_CUDA };
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-static int load_ret;
-static char load_why[256];
-static CUcontext ctx[64];
+static const struct gpu_sym syms[] = {
+#define SYM(fn, sym) { sym, (void **)&cu.fn },
+	CU_FNS(SYM)
+#undef SYM
+	{ NULL, NULL },
+};
+
+/* Primary contexts by ordinal, retained at first use and kept for the process's life. */
+static CUcontext ctx[GPU_DEV_MAX];
 
 static const char *cuerr(CUresult r)
 {
@@ -65,154 +65,108 @@ static const char *cuerr(CUresult r)
 	return s ? s : "unknown CUDA error";
 }
 
-static void load(void)
+/* 0, or -ENOMEM / -EIO for a failed call @what, logged. */
+static int check(const char *what, CUresult r)
 {
-	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-	CUresult r;
-	int v = 0;
-
-	if (!h) {
-		snprintf(load_why, sizeof(load_why), "libcuda.so.1 not found (no NVIDIA driver): %s", dlerror());
-		load_ret = -ENODEV;
-		return;
-	}
-#define LOAD(fn, sym)                                                                   \
-	cu.fn = (__typeof__(fn) *)dlsym(h, sym);                                        \
-	if (!cu.fn) {                                                                   \
-		snprintf(load_why, sizeof(load_why), "libcuda.so.1 lacks %s (driver too old)", sym); \
-		load_ret = -ENODEV;                                                     \
-		return;                                                                 \
-	}
-	CU_FNS(LOAD)
-#undef LOAD
-	r = cu.cuInit(0);
-	if (r != CUDA_SUCCESS) {
-		snprintf(load_why, sizeof(load_why), "cuInit failed: %s", cuerr(r));
-		load_ret = -ENODEV;
-		return;
-	}
-	cu.cuDriverGetVersion(&v);
-	snprintf(g_cuda.version, sizeof(g_cuda.version), "CUDA driver %d.%d", v / 1000, v % 1000 / 10);
-	g_cuda.ops = &gpu_cuda_ops;
-	if (cu.cuDeviceGetCount(&g_cuda.count) != CUDA_SUCCESS)
-		g_cuda.count = 0;
-	if (g_cuda.count > 64)
-		g_cuda.count = 64;
-}
-
-int gpu_cuda_load(struct gpu **out, char *why, size_t whylen)
-{
-	pthread_once(&once, load);
-	if (load_ret) {
-		snprintf(why, whylen, "%s", load_why);
-		return load_ret;
-	}
-	*out = &g_cuda;
-	return 0;
-}
-
-static int fail(const char *what, CUresult r)
-{
+	if (r == CUDA_SUCCESS)
+		return 0;
 	gpu_log("CUDA %s failed: %s", what, cuerr(r));
 	return r == CUDA_ERROR_OUT_OF_MEMORY ? -ENOMEM : -EIO;
+}
+
+/* Runtime call @fn with its arguments, checked under its own name. */
+#define CALL(fn, ...) check(#fn, cu.fn(__VA_ARGS__))
+
+static int start(char *version, size_t vlen, char *why, size_t whylen)
+{
+	CUresult r = cu.cuInit(0);
+	int v = 0, n = 0;
+
+	if (r != CUDA_SUCCESS) {
+		snprintf(why, whylen, "cuInit failed: %s", cuerr(r));
+		return -ENODEV;
+	}
+	cu.cuDriverGetVersion(&v);
+	snprintf(version, vlen, "CUDA driver %d.%d", v / 1000, v % 1000 / 10);
+	return cu.cuDeviceGetCount(&n) == CUDA_SUCCESS ? n : 0;
 }
 
 /* Make the device's primary context (the one PyTorch uses) current in this thread. */
 static int use(int dev)
 {
-	CUresult r;
-
-	if (dev < 0 || dev >= g_cuda.count)
-		return -ENODEV;
 	if (!ctx[dev]) {
 		CUdevice d;
 		CUcontext c;
+		int ret = CALL(cuDeviceGet, &d, dev);
 
-		r = cu.cuDeviceGet(&d, dev);
-		if (r == CUDA_SUCCESS)
-			r = cu.cuDevicePrimaryCtxRetain(&c, d);
-		if (r != CUDA_SUCCESS)
-			return fail("primary context", r);
+		if (!ret)
+			ret = CALL(cuDevicePrimaryCtxRetain, &c, d);
+		if (ret)
+			return ret;
 		__atomic_store_n(&ctx[dev], c, __ATOMIC_RELEASE); /* retained twice at worst: harmless */
 	}
-	r = cu.cuCtxSetCurrent(ctx[dev]);
-	return r == CUDA_SUCCESS ? 0 : fail("cuCtxSetCurrent", r);
+	return CALL(cuCtxSetCurrent, ctx[dev]);
 }
-
-#define CALL(what, expr)                                       \
-	do {                                                   \
-		CUresult r_ = (expr);                          \
-		if (r_ != CUDA_SUCCESS)                        \
-			return fail(what, r_);                 \
-	} while (0)
 
 static int name(int dev, char *buf, size_t len)
 {
 	CUdevice d;
+	int ret = CALL(cuDeviceGet, &d, dev);
 
-	CALL("cuDeviceGet", cu.cuDeviceGet(&d, dev));
-	CALL("cuDeviceGetName", cu.cuDeviceGetName(buf, (int)len, d));
-	return 0;
+	return ret ? ret : CALL(cuDeviceGetName, buf, (int)len, d);
 }
 
 static int uuid(int dev, uint8_t out[16])
 {
 	CUdevice d;
 	CUuuid u;
+	int ret = CALL(cuDeviceGet, &d, dev);
 
-	CALL("cuDeviceGet", cu.cuDeviceGet(&d, dev));
-	CALL("cuDeviceGetUuid", cu.cuDeviceGetUuid(&u, d));
-	memcpy(out, u.bytes, 16);
-	return 0;
+	if (!ret)
+		ret = CALL(cuDeviceGetUuid, &u, d);
+	if (!ret)
+		memcpy(out, u.bytes, 16);
+	return ret;
 }
 
 static int bus_id(int dev, char *buf, size_t len)
 {
 	CUdevice d;
+	int ret = CALL(cuDeviceGet, &d, dev);
 
-	CALL("cuDeviceGet", cu.cuDeviceGet(&d, dev));
-	CALL("cuDeviceGetPCIBusId", cu.cuDeviceGetPCIBusId(buf, (int)len, d));
-	return 0;
+	return ret ? ret : CALL(cuDeviceGetPCIBusId, buf, (int)len, d);
 }
 
-static int ipc_get(int dev, void *ptr, size_t size, uint8_t handle[64], uint64_t *offset)
+static int ipc_get(void *ptr, size_t size, uint8_t handle[64], uint64_t *offset)
 {
 	CUdeviceptr base;
 	size_t len;
 	CUipcMemHandle h;
-	int ret = use(dev);
+	int ret;
 
-	if (ret)
-		return ret;
 	if (cu.cuMemGetAddressRange(&base, &len, (CUdeviceptr)ptr) != CUDA_SUCCESS)
 		return -EINVAL; /* not device memory of this device */
 	if ((CUdeviceptr)ptr + size > base + len)
 		return -EINVAL;
-	CALL("cuIpcGetMemHandle", cu.cuIpcGetMemHandle(&h, base));
+	ret = CALL(cuIpcGetMemHandle, &h, base);
+	if (ret)
+		return ret;
 	memcpy(handle, h.reserved, 64);
 	*offset = (CUdeviceptr)ptr - base;
 	return 0;
 }
 
-static int copy_htod(int dev, void *dst, const void *src, size_t len)
+static int copy_htod(void *dst, const void *src, size_t len)
 {
-	int ret = use(dev);
-
-	if (ret)
-		return ret;
-	CALL("cuMemcpyHtoD", cu.cuMemcpyHtoD((CUdeviceptr)dst, src, len));
-	return 0;
+	return CALL(cuMemcpyHtoD, (CUdeviceptr)dst, src, len);
 }
 
-static int ipc_open(int dev, const uint8_t handle[64], void **base, size_t *len)
+static int ipc_open(const uint8_t handle[64], void **base, size_t *len)
 {
 	CUipcMemHandle h;
 	CUdeviceptr p, b;
 	CUresult r;
-	int ret = use(dev);
 
-	if (ret)
-		return ret;
 	memcpy(h.reserved, handle, 64);
 	r = cu.cuIpcOpenMemHandle(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
 	if (r != CUDA_SUCCESS) {
@@ -227,177 +181,107 @@ static int ipc_open(int dev, const uint8_t handle[64], void **base, size_t *len)
 	return 0;
 }
 
-static int ipc_close(int dev, void *base)
+static int ipc_close(void *base)
 {
-	int ret = use(dev);
-
-	if (ret)
-		return ret;
-	CALL("cuIpcCloseMemHandle", cu.cuIpcCloseMemHandle((CUdeviceptr)base));
-	return 0;
+	return CALL(cuIpcCloseMemHandle, (CUdeviceptr)base);
 }
 
-static int host_register(int dev, void *p, size_t len)
+static int host_register(void *p, size_t len)
 {
-	int ret = use(dev);
-
-	if (ret)
-		return ret;
-	CALL("cuMemHostRegister", cu.cuMemHostRegister(p, len, CU_MEMHOSTREGISTER_PORTABLE));
-	return 0;
+	return CALL(cuMemHostRegister, p, len, CU_MEMHOSTREGISTER_PORTABLE);
 }
 
-static int host_unregister(int dev, void *p)
+static int host_unregister(void *p)
 {
-	int ret = use(dev);
-
-	if (ret)
-		return ret;
-	CALL("cuMemHostUnregister", cu.cuMemHostUnregister(p));
-	return 0;
+	return CALL(cuMemHostUnregister, p);
 }
 
-static int stream_create(int dev, void **s)
+static int stream_create(void **s)
 {
 	CUstream st;
-	int ret = use(dev);
+	int ret = CALL(cuStreamCreate, &st, CU_STREAM_NON_BLOCKING);
 
-	if (ret)
-		return ret;
-	CALL("cuStreamCreate", cu.cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
-	*s = st;
-	return 0;
+	if (!ret)
+		*s = st;
+	return ret;
 }
 
-static void stream_destroy(int dev, void *s)
+static void stream_destroy(void *s)
 {
-	if (!use(dev))
-		cu.cuStreamDestroy((CUstream)s);
+	cu.cuStreamDestroy((CUstream)s);
 }
 
-static int copy_async(int dev, void *dst, const void *src, size_t len, void *s)
+static int copy_async(void *dst, const void *src, size_t len, void *s)
 {
-	int ret = use(dev);
-
-	if (ret)
-		return ret;
-	CALL("cuMemcpyHtoDAsync", cu.cuMemcpyHtoDAsync((CUdeviceptr)dst, src, len, (CUstream)s));
-	return 0;
+	return CALL(cuMemcpyHtoDAsync, (CUdeviceptr)dst, src, len, (CUstream)s);
 }
 
-static int stream_sync(int dev, void *s)
+static int stream_sync(void *s)
 {
-	int ret = use(dev);
-
-	if (ret)
-		return ret;
-	CALL("cuStreamSynchronize", cu.cuStreamSynchronize((CUstream)s));
-	return 0;
+	return CALL(cuStreamSynchronize, (CUstream)s);
 }
 
-static int mem_alloc(int dev, size_t size, void **p)
+static int mem_alloc(size_t size, void **p)
 {
 	CUdeviceptr d;
-	int ret = use(dev);
+	int ret = CALL(cuMemAlloc, &d, size);
 
-	if (ret)
-		return ret;
-	CALL("cuMemAlloc", cu.cuMemAlloc(&d, size));
-	*p = (void *)d;
-	return 0;
+	if (!ret)
+		*p = (void *)d;
+	return ret;
 }
 
-static int mem_free(int dev, void *p)
+static int mem_free(void *p)
 {
-	int ret = use(dev);
-
-	if (ret)
-		return ret;
-	CALL("cuMemFree", cu.cuMemFree((CUdeviceptr)p));
-	return 0;
+	return CALL(cuMemFree, (CUdeviceptr)p);
 }
 
-static int copy_dtoh(int dev, void *dst, const void *src, size_t len)
+static int copy_dtoh(void *dst, const void *src, size_t len)
 {
-	int ret = use(dev);
-
-	if (ret)
-		return ret;
-	CALL("cuMemcpyDtoH", cu.cuMemcpyDtoH(dst, (CUdeviceptr)src, len));
-	return 0;
+	return CALL(cuMemcpyDtoH, dst, (CUdeviceptr)src, len);
 }
 
-static int event_create(int dev, void **e)
+static int event_create(void **e)
 {
 	CUevent ev;
-	int ret = use(dev);
+	int ret = CALL(cuEventCreate, &ev, CU_EVENT_DISABLE_TIMING);
 
-	if (ret)
-		return ret;
-	CALL("cuEventCreate", cu.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
-	*e = ev;
-	return 0;
+	if (!ret)
+		*e = ev;
+	return ret;
 }
 
-static void event_destroy(int dev, void *e)
+static void event_destroy(void *e)
 {
-	if (!use(dev))
-		cu.cuEventDestroy((CUevent)e);
+	cu.cuEventDestroy((CUevent)e);
 }
 
-static int event_record(int dev, void *e, void *s)
+static int event_record(void *e, void *s)
 {
-	int ret = use(dev);
-
-	if (ret)
-		return ret;
-	CALL("cuEventRecord", cu.cuEventRecord((CUevent)e, (CUstream)s));
-	return 0;
+	return CALL(cuEventRecord, (CUevent)e, (CUstream)s);
 }
 
-static int event_query(int dev, void *e)
+static int event_query(void *e)
 {
-	CUresult r;
-	int ret = use(dev);
+	CUresult r = cu.cuEventQuery((CUevent)e);
 
-	if (ret)
-		return ret;
-	r = cu.cuEventQuery((CUevent)e);
 	if (r == CUDA_ERROR_NOT_READY)
 		return 0;
-	return r == CUDA_SUCCESS ? 1 : fail("cuEventQuery", r);
+	return r == CUDA_SUCCESS ? 1 : check("cuEventQuery", r);
 }
 
-static int event_sync(int dev, void *e)
+static int event_sync(void *e)
 {
-	int ret = use(dev);
-
-	if (ret)
-		return ret;
-	CALL("cuEventSynchronize", cu.cuEventSynchronize((CUevent)e));
-	return 0;
+	return CALL(cuEventSynchronize, (CUevent)e);
 }
 
-const struct gpu_ops gpu_cuda_ops = {
-	.name = name,
-	.uuid = uuid,
-	.bus_id = bus_id,
-	.ipc_get = ipc_get,
-	.copy_htod = copy_htod,
-	.ipc_open = ipc_open,
-	.ipc_close = ipc_close,
-	.host_register = host_register,
-	.host_unregister = host_unregister,
-	.stream_create = stream_create,
-	.stream_destroy = stream_destroy,
-	.copy_async = copy_async,
-	.stream_sync = stream_sync,
-	.mem_alloc = mem_alloc,
-	.mem_free = mem_free,
-	.copy_dtoh = copy_dtoh,
-	.event_create = event_create,
-	.event_destroy = event_destroy,
-	.event_record = event_record,
-	.event_query = event_query,
-	.event_sync = event_sync,
+static const struct gpu_ops ops = { GPU_OPS(GPU_OP) };
+
+const struct gpu_runtime gpu_cuda = {
+	.libs = (const char *const[]){ "libcuda.so.1", NULL },
+	.missing = "no NVIDIA driver",
+	.too_old = "driver too old",
+	.syms = syms,
+	.start = start,
+	.ops = &ops,
 };

@@ -1,17 +1,14 @@
 // SPDX-License-Identifier: MIT
-/* gpu-hip.c - the HIP runtime through dlopen("libamdhip64.so"). Untested on AMD hardware
- * by the project's CI (no GPU there); mirrors gpu-cuda.c call for call. */
+/* gpu-hip.c - the HIP runtime through dlopen("libamdhip64.so") (gpu-impl.h). Untested on
+ * AMD hardware by the project's CI (no GPU there); mirrors gpu-cuda.c call for call. */
 #ifndef __HIP_PLATFORM_AMD__
 #define __HIP_PLATFORM_AMD__
 #endif
-#include <dlfcn.h>
 #include <errno.h>
 #include <hip/hip_runtime_api.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "dmafs.h"
 #include "gpu-impl.h"
 
 #define HIP_FNS(X)                                   \
@@ -49,10 +46,12 @@ static struct {
 #undef DECL
 } hip;
 
-static struct gpu g_hip = { .target = DMAFS_TARGET_HIP };
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-static int load_ret;
-static char load_why[256];
+static const struct gpu_sym syms[] = {
+#define SYM(fn) { #fn, (void **)&hip.fn },
+	HIP_FNS(SYM)
+#undef SYM
+	{ NULL, NULL },
+};
 
 static const char *hiperr(hipError_t r)
 {
@@ -61,136 +60,89 @@ static const char *hiperr(hipError_t r)
 	return s ? s : "unknown HIP error";
 }
 
-static void load(void)
+/* 0, or -ENOMEM / -EIO for a failed call @what, logged. */
+static int check(const char *what, hipError_t r)
 {
-	void *h = dlopen("libamdhip64.so", RTLD_NOW | RTLD_LOCAL);
-	hipError_t r;
-	int v = 0;
-
-	if (!h)
-		h = dlopen("libamdhip64.so.6", RTLD_NOW | RTLD_LOCAL);
-	if (!h)
-		h = dlopen("libamdhip64.so.5", RTLD_NOW | RTLD_LOCAL);
-	if (!h) {
-		snprintf(load_why, sizeof(load_why), "libamdhip64.so not found (no ROCm/HIP runtime)");
-		load_ret = -ENODEV;
-		return;
-	}
-#define LOAD(fn)                                                                        \
-	hip.fn = (__typeof__(fn) *)dlsym(h, #fn);                                       \
-	if (!hip.fn) {                                                                  \
-		snprintf(load_why, sizeof(load_why), "libamdhip64.so lacks %s (runtime too old)", #fn); \
-		load_ret = -ENODEV;                                                     \
-		return;                                                                 \
-	}
-	HIP_FNS(LOAD)
-#undef LOAD
-	r = hip.hipInit(0);
-	if (r != hipSuccess) {
-		snprintf(load_why, sizeof(load_why), "hipInit failed: %s", hiperr(r));
-		load_ret = -ENODEV;
-		return;
-	}
-	hip.hipRuntimeGetVersion(&v);
-	snprintf(g_hip.version, sizeof(g_hip.version), "HIP runtime %d", v);
-	g_hip.ops = &gpu_hip_ops;
-	if (hip.hipGetDeviceCount(&g_hip.count) != hipSuccess)
-		g_hip.count = 0;
-	if (g_hip.count > 64)
-		g_hip.count = 64;
-}
-
-int gpu_hip_load(struct gpu **out, char *why, size_t whylen)
-{
-	pthread_once(&once, load);
-	if (load_ret) {
-		snprintf(why, whylen, "%s", load_why);
-		return load_ret;
-	}
-	*out = &g_hip;
-	return 0;
-}
-
-static int fail(const char *what, hipError_t r)
-{
+	if (r == hipSuccess)
+		return 0;
 	gpu_log("HIP %s failed: %s", what, hiperr(r));
 	return r == hipErrorOutOfMemory ? -ENOMEM : -EIO;
 }
 
-#define CALL(what, expr)                               \
-	do {                                           \
-		hipError_t r_ = (expr);                \
-		if (r_ != hipSuccess)                  \
-			return fail(what, r_);         \
-	} while (0)
+/* Runtime call @fn with its arguments, checked under its own name. */
+#define CALL(fn, ...) check(#fn, hip.fn(__VA_ARGS__))
+
+static int start(char *version, size_t vlen, char *why, size_t whylen)
+{
+	hipError_t r = hip.hipInit(0);
+	int v = 0, n = 0;
+
+	if (r != hipSuccess) {
+		snprintf(why, whylen, "hipInit failed: %s", hiperr(r));
+		return -ENODEV;
+	}
+	hip.hipRuntimeGetVersion(&v);
+	snprintf(version, vlen, "HIP runtime %d", v);
+	return hip.hipGetDeviceCount(&n) == hipSuccess ? n : 0;
+}
 
 /* HIP keeps a current device per thread. */
 static int use(int dev)
 {
-	CALL("hipSetDevice", hip.hipSetDevice(dev));
-	return 0;
+	return CALL(hipSetDevice, dev);
 }
 
 static int name(int dev, char *buf, size_t len)
 {
-	CALL("hipDeviceGetName", hip.hipDeviceGetName(buf, (int)len, dev));
-	return 0;
+	return CALL(hipDeviceGetName, buf, (int)len, dev);
 }
 
 static int uuid(int dev, uint8_t out[16])
 {
 	hipUUID u;
+	int ret = CALL(hipDeviceGetUuid, &u, dev);
 
-	CALL("hipDeviceGetUuid", hip.hipDeviceGetUuid(&u, dev));
-	memcpy(out, u.bytes, 16);
-	return 0;
+	if (!ret)
+		memcpy(out, u.bytes, 16);
+	return ret;
 }
 
 static int bus_id(int dev, char *buf, size_t len)
 {
-	CALL("hipDeviceGetPCIBusId", hip.hipDeviceGetPCIBusId(buf, (int)len, dev));
-	return 0;
+	return CALL(hipDeviceGetPCIBusId, buf, (int)len, dev);
 }
 
-static int ipc_get(int dev, void *ptr, size_t size, uint8_t handle[64], uint64_t *offset)
+static int ipc_get(void *ptr, size_t size, uint8_t handle[64], uint64_t *offset)
 {
 	hipDeviceptr_t base;
 	size_t len;
 	hipIpcMemHandle_t h;
-	int ret = use(dev);
+	int ret;
 
-	if (ret)
-		return ret;
 	if (hip.hipMemGetAddressRange(&base, &len, ptr) != hipSuccess)
-		return -EINVAL;
+		return -EINVAL; /* not device memory of this device */
 	if ((char *)ptr + size > (char *)base + len)
 		return -EINVAL;
-	CALL("hipIpcGetMemHandle", hip.hipIpcGetMemHandle(&h, base));
-	_Static_assert(sizeof(h) == 64, "hipIpcMemHandle_t is 64 bytes");
-	memcpy(handle, &h, 64);
-	*offset = (char *)ptr - (char *)base;
-	return 0;
-}
-
-static int copy_htod(int dev, void *dst, const void *src, size_t len)
-{
-	int ret = use(dev);
-
+	ret = CALL(hipIpcGetMemHandle, &h, base);
 	if (ret)
 		return ret;
-	CALL("hipMemcpyHtoD", hip.hipMemcpyHtoD(dst, (void *)src, len));
+	_Static_assert(sizeof(h) == 64, "hipIpcMemHandle_t is 64 bytes");
+	memcpy(handle, &h, 64);
+	*offset = (uint64_t)((char *)ptr - (char *)base);
 	return 0;
 }
 
-static int ipc_open(int dev, const uint8_t handle[64], void **base, size_t *len)
+static int copy_htod(void *dst, const void *src, size_t len)
+{
+	return CALL(hipMemcpyHtoD, dst, (void *)src, len);
+}
+
+static int ipc_open(const uint8_t handle[64], void **base, size_t *len)
 {
 	hipIpcMemHandle_t h;
 	hipDeviceptr_t b;
 	hipError_t r;
-	int ret = use(dev);
 
-	if (ret)
-		return ret;
 	memcpy(&h, handle, 64);
 	r = hip.hipIpcOpenMemHandle(base, h, hipIpcMemLazyEnablePeerAccess);
 	if (r != hipSuccess) {
@@ -204,175 +156,103 @@ static int ipc_open(int dev, const uint8_t handle[64], void **base, size_t *len)
 	return 0;
 }
 
-static int ipc_close(int dev, void *base)
+static int ipc_close(void *base)
 {
-	int ret = use(dev);
-
-	if (ret)
-		return ret;
-	CALL("hipIpcCloseMemHandle", hip.hipIpcCloseMemHandle(base));
-	return 0;
+	return CALL(hipIpcCloseMemHandle, base);
 }
 
-static int host_register(int dev, void *p, size_t len)
+static int host_register(void *p, size_t len)
 {
-	int ret = use(dev);
-
-	if (ret)
-		return ret;
-	CALL("hipHostRegister", hip.hipHostRegister(p, len, hipHostRegisterPortable));
-	return 0;
+	return CALL(hipHostRegister, p, len, hipHostRegisterPortable);
 }
 
-static int host_unregister(int dev, void *p)
+static int host_unregister(void *p)
 {
-	int ret = use(dev);
-
-	if (ret)
-		return ret;
-	CALL("hipHostUnregister", hip.hipHostUnregister(p));
-	return 0;
+	return CALL(hipHostUnregister, p);
 }
 
-static int stream_create(int dev, void **s)
+static int stream_create(void **s)
 {
 	hipStream_t st;
-	int ret = use(dev);
+	int ret = CALL(hipStreamCreateWithFlags, &st, hipStreamNonBlocking);
 
-	if (ret)
-		return ret;
-	CALL("hipStreamCreateWithFlags", hip.hipStreamCreateWithFlags(&st, hipStreamNonBlocking));
-	*s = st;
-	return 0;
+	if (!ret)
+		*s = st;
+	return ret;
 }
 
-static void stream_destroy(int dev, void *s)
+static void stream_destroy(void *s)
 {
-	if (!use(dev))
-		hip.hipStreamDestroy((hipStream_t)s);
+	hip.hipStreamDestroy((hipStream_t)s);
 }
 
-static int copy_async(int dev, void *dst, const void *src, size_t len, void *s)
+static int copy_async(void *dst, const void *src, size_t len, void *s)
 {
-	int ret = use(dev);
-
-	if (ret)
-		return ret;
-	CALL("hipMemcpyHtoDAsync", hip.hipMemcpyHtoDAsync(dst, (void *)src, len, (hipStream_t)s));
-	return 0;
+	return CALL(hipMemcpyHtoDAsync, dst, (void *)src, len, (hipStream_t)s);
 }
 
-static int stream_sync(int dev, void *s)
+static int stream_sync(void *s)
 {
-	int ret = use(dev);
-
-	if (ret)
-		return ret;
-	CALL("hipStreamSynchronize", hip.hipStreamSynchronize((hipStream_t)s));
-	return 0;
+	return CALL(hipStreamSynchronize, (hipStream_t)s);
 }
 
-static int mem_alloc(int dev, size_t size, void **p)
+static int mem_alloc(size_t size, void **p)
 {
-	int ret = use(dev);
-
-	if (ret)
-		return ret;
-	CALL("hipMalloc", hip.hipMalloc(p, size));
-	return 0;
+	return CALL(hipMalloc, p, size);
 }
 
-static int mem_free(int dev, void *p)
+static int mem_free(void *p)
 {
-	int ret = use(dev);
-
-	if (ret)
-		return ret;
-	CALL("hipFree", hip.hipFree(p));
-	return 0;
+	return CALL(hipFree, p);
 }
 
-static int copy_dtoh(int dev, void *dst, const void *src, size_t len)
+static int copy_dtoh(void *dst, const void *src, size_t len)
 {
-	int ret = use(dev);
-
-	if (ret)
-		return ret;
-	CALL("hipMemcpyDtoH", hip.hipMemcpyDtoH(dst, (hipDeviceptr_t)src, len));
-	return 0;
+	return CALL(hipMemcpyDtoH, dst, (hipDeviceptr_t)src, len);
 }
 
-static int event_create(int dev, void **e)
+static int event_create(void **e)
 {
 	hipEvent_t ev;
-	int ret = use(dev);
+	int ret = CALL(hipEventCreateWithFlags, &ev, hipEventDisableTiming);
 
-	if (ret)
-		return ret;
-	CALL("hipEventCreateWithFlags", hip.hipEventCreateWithFlags(&ev, hipEventDisableTiming));
-	*e = ev;
-	return 0;
+	if (!ret)
+		*e = ev;
+	return ret;
 }
 
-static void event_destroy(int dev, void *e)
+static void event_destroy(void *e)
 {
-	if (!use(dev))
-		hip.hipEventDestroy((hipEvent_t)e);
+	hip.hipEventDestroy((hipEvent_t)e);
 }
 
-static int event_record(int dev, void *e, void *s)
+static int event_record(void *e, void *s)
 {
-	int ret = use(dev);
-
-	if (ret)
-		return ret;
-	CALL("hipEventRecord", hip.hipEventRecord((hipEvent_t)e, (hipStream_t)s));
-	return 0;
+	return CALL(hipEventRecord, (hipEvent_t)e, (hipStream_t)s);
 }
 
-static int event_query(int dev, void *e)
+static int event_query(void *e)
 {
-	hipError_t r;
-	int ret = use(dev);
+	hipError_t r = hip.hipEventQuery((hipEvent_t)e);
 
-	if (ret)
-		return ret;
-	r = hip.hipEventQuery((hipEvent_t)e);
 	if (r == hipErrorNotReady)
 		return 0;
-	return r == hipSuccess ? 1 : fail("hipEventQuery", r);
+	return r == hipSuccess ? 1 : check("hipEventQuery", r);
 }
 
-static int event_sync(int dev, void *e)
+static int event_sync(void *e)
 {
-	int ret = use(dev);
-
-	if (ret)
-		return ret;
-	CALL("hipEventSynchronize", hip.hipEventSynchronize((hipEvent_t)e));
-	return 0;
+	return CALL(hipEventSynchronize, (hipEvent_t)e);
 }
 
-const struct gpu_ops gpu_hip_ops = {
-	.name = name,
-	.uuid = uuid,
-	.bus_id = bus_id,
-	.ipc_get = ipc_get,
-	.copy_htod = copy_htod,
-	.ipc_open = ipc_open,
-	.ipc_close = ipc_close,
-	.host_register = host_register,
-	.host_unregister = host_unregister,
-	.stream_create = stream_create,
-	.stream_destroy = stream_destroy,
-	.copy_async = copy_async,
-	.stream_sync = stream_sync,
-	.mem_alloc = mem_alloc,
-	.mem_free = mem_free,
-	.copy_dtoh = copy_dtoh,
-	.event_create = event_create,
-	.event_destroy = event_destroy,
-	.event_record = event_record,
-	.event_query = event_query,
-	.event_sync = event_sync,
+static const struct gpu_ops ops = { GPU_OPS(GPU_OP) };
+
+/* Sonames: the unversioned link of a -dev package, else ROCm 6's or 5's runtime. */
+const struct gpu_runtime gpu_hip = {
+	.libs = (const char *const[]){ "libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5", NULL },
+	.missing = "no ROCm/HIP runtime",
+	.too_old = "runtime too old",
+	.syms = syms,
+	.start = start,
+	.ops = &ops,
 };

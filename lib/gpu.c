@@ -1,6 +1,12 @@
 // SPDX-License-Identifier: MIT
-/* gpu.c - dispatch to the CUDA or HIP shim, and device lookup shared by both. */
+/*
+ * gpu.c - what CUDA and HIP have in common: opening the runtime once, device checks,
+ * making the device current before each call, and the log of failed calls. The runtime
+ * calls themselves are in gpu-cuda.c and gpu-hip.c (gpu-impl.h).
+ */
+#include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,22 +15,7 @@
 #include "dmafs.h"
 #include "gpu-impl.h"
 
-void (*gpu_log_hook)(const char *msg);
-
-#ifndef DMAFS_HAVE_CUDA
-int gpu_cuda_load(struct gpu **out, char *why, size_t whylen)
-{
-	snprintf(why, whylen, "dmafs was built without CUDA headers (configure --with-cuda=DIR)");
-	return -ENODEV;
-}
-#endif
-#ifndef DMAFS_HAVE_HIP
-int gpu_hip_load(struct gpu **out, char *why, size_t whylen)
-{
-	snprintf(why, whylen, "dmafs was built without HIP headers (Debian package libamdhip64-dev)");
-	return -ENODEV;
-}
-#endif
+static void (*log_hook)(const char *msg);
 
 void gpu_log(const char *fmt, ...)
 {
@@ -34,47 +25,117 @@ void gpu_log(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	if (gpu_log_hook)
-		gpu_log_hook(msg);
+	if (log_hook)
+		log_hook(msg);
 	else if (getenv("DMAFS_DEBUG"))
 		fprintf(stderr, "libdmafs: %s\n", msg);
 }
 
+void gpu_set_log(void (*fn)(const char *msg)) { log_hook = fn; }
+
+/* The shim of @target, or NULL with the reason in @why (not built, or no such target). */
+static const struct gpu_runtime *runtime(int target, char *why, size_t whylen)
+{
+	if (target == DMAFS_TARGET_CUDA) {
+#ifdef DMAFS_HAVE_CUDA
+		return &gpu_cuda;
+#else
+		snprintf(why, whylen, "dmafs was built without CUDA headers (configure --with-cuda=DIR)");
+#endif
+	} else if (target == DMAFS_TARGET_HIP) {
+#ifdef DMAFS_HAVE_HIP
+		return &gpu_hip;
+#else
+		snprintf(why, whylen, "dmafs was built without HIP headers (Debian package libamdhip64-dev)");
+#endif
+	}
+	return NULL;
+}
+
+/* dlopen the first of r->libs that opens, look up every symbol, start the runtime. */
+static int open_runtime(const struct gpu_runtime *r, struct gpu *g, char *why, size_t whylen)
+{
+	void *h = NULL;
+	int n;
+
+	for (const char *const *lib = r->libs; *lib && !h; lib++)
+		h = dlopen(*lib, RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		snprintf(why, whylen, "%s not found (%s): %s", r->libs[0], r->missing, dlerror());
+		return -ENODEV;
+	}
+	/* The library stays open for the life of the process: its calls are all we use. */
+	for (const struct gpu_sym *s = r->syms; s->name; s++) {
+		*s->slot = dlsym(h, s->name);
+		if (!*s->slot) {
+			snprintf(why, whylen, "%s lacks %s (%s)", r->libs[0], s->name, r->too_old);
+			return -ENODEV;
+		}
+	}
+	n = r->start(g->version, sizeof(g->version), why, whylen);
+	if (n < 0)
+		return n;
+	g->count = n < GPU_DEV_MAX ? n : GPU_DEV_MAX;
+	g->ops = r->ops;
+	return 0;
+}
+
 int gpu_load(int target, struct gpu **out, char *why, size_t whylen)
 {
+	/* One slot per target, filled at the first call: a runtime is never unloaded. */
+	static struct {
+		int done, ret;
+		char why[256];
+		struct gpu g;
+	} slot[DMAFS_TARGET_HIP + 1];
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	const struct gpu_runtime *r;
 	int ret;
 
-	if (target == DMAFS_TARGET_CUDA)
-		ret = gpu_cuda_load(out, why, whylen);
-	else if (target == DMAFS_TARGET_HIP)
-		ret = gpu_hip_load(out, why, whylen);
-	else
+	if (target != DMAFS_TARGET_CUDA && target != DMAFS_TARGET_HIP)
 		return -EINVAL;
-	if (!ret && (*out)->count == 0) {
+	r = runtime(target, why, whylen);
+	if (!r)
+		return -ENODEV;
+	pthread_mutex_lock(&lock);
+	if (!slot[target].done) {
+		slot[target].ret = open_runtime(r, &slot[target].g, slot[target].why,
+						sizeof(slot[target].why));
+		slot[target].done = 1;
+	}
+	pthread_mutex_unlock(&lock);
+	ret = slot[target].ret;
+	if (ret) {
+		snprintf(why, whylen, "%s", slot[target].why);
+		return ret;
+	}
+	*out = &slot[target].g;
+	if ((*out)->count == 0) {
 		snprintf(why, whylen, "%s: runtime loaded but no device found", (*out)->version);
 		return -ENODEV;
 	}
-	return ret;
+	return 0;
 }
 
-int gpu_target(const struct gpu *g) { return g->target; }
-void gpu_set_log(void (*fn)(const char *msg)) { gpu_log_hook = fn; }
 int gpu_count(struct gpu *g) { return g->count; }
 const char *gpu_version(struct gpu *g) { return g->version; }
 
-#define CHECK_DEV(g, dev) \
-	do { if ((dev) < 0 || (dev) >= (g)->count) return -ENODEV; } while (0)
+static int valid(const struct gpu *g, int dev) { return dev >= 0 && dev < g->count; }
+
+/* Check @dev and make it current in this thread: 0 or -errno. */
+static int enter(struct gpu *g, int dev)
+{
+	return valid(g, dev) ? g->ops->use(dev) : -ENODEV;
+}
 
 int gpu_device_name(struct gpu *g, int dev, char *name, size_t len)
 {
-	CHECK_DEV(g, dev);
-	return g->ops->name(dev, name, len);
+	return valid(g, dev) ? g->ops->name(dev, name, len) : -ENODEV;
 }
 
 int gpu_device_uuid(struct gpu *g, int dev, uint8_t uuid[16])
 {
-	CHECK_DEV(g, dev);
-	return g->ops->uuid(dev, uuid);
+	return valid(g, dev) ? g->ops->uuid(dev, uuid) : -ENODEV;
 }
 
 int gpu_find_uuid(struct gpu *g, const uint8_t uuid[16])
@@ -89,116 +150,131 @@ int gpu_find_uuid(struct gpu *g, const uint8_t uuid[16])
 
 int gpu_pci_bus_id(struct gpu *g, int dev, char *buf, size_t len)
 {
-	CHECK_DEV(g, dev);
-	return g->ops->bus_id(dev, buf, len);
+	return valid(g, dev) ? g->ops->bus_id(dev, buf, len) : -ENODEV;
 }
 
 int gpu_ipc_get(struct gpu *g, int dev, void *ptr, size_t size, uint8_t handle[64],
 		uint64_t *offset)
 {
-	CHECK_DEV(g, dev);
-	return g->ops->ipc_get(dev, ptr, size, handle, offset);
+	int ret = enter(g, dev);
+
+	return ret ? ret : g->ops->ipc_get(ptr, size, handle, offset);
 }
 
 int gpu_copy_htod(struct gpu *g, int dev, void *dst, const void *src, size_t len)
 {
-	CHECK_DEV(g, dev);
-	return g->ops->copy_htod(dev, dst, src, len);
+	int ret = enter(g, dev);
+
+	return ret ? ret : g->ops->copy_htod(dst, src, len);
 }
 
 int gpu_ipc_open(struct gpu *g, int dev, const uint8_t handle[64], void **base, size_t *len)
 {
-	CHECK_DEV(g, dev);
-	return g->ops->ipc_open(dev, handle, base, len);
+	int ret = enter(g, dev);
+
+	return ret ? ret : g->ops->ipc_open(handle, base, len);
 }
 
 int gpu_ipc_close(struct gpu *g, int dev, void *base)
 {
-	CHECK_DEV(g, dev);
-	return g->ops->ipc_close(dev, base);
+	int ret = enter(g, dev);
+
+	return ret ? ret : g->ops->ipc_close(base);
 }
 
 int gpu_host_register(struct gpu *g, int dev, void *p, size_t len)
 {
-	CHECK_DEV(g, dev);
-	return g->ops->host_register(dev, p, len);
+	int ret = enter(g, dev);
+
+	return ret ? ret : g->ops->host_register(p, len);
 }
 
 int gpu_host_unregister(struct gpu *g, int dev, void *p)
 {
-	CHECK_DEV(g, dev);
-	return g->ops->host_unregister(dev, p);
+	int ret = enter(g, dev);
+
+	return ret ? ret : g->ops->host_unregister(p);
 }
 
 int gpu_stream_create(struct gpu *g, int dev, void **stream)
 {
-	CHECK_DEV(g, dev);
-	return g->ops->stream_create(dev, stream);
+	int ret = enter(g, dev);
+
+	return ret ? ret : g->ops->stream_create(stream);
 }
 
 void gpu_stream_destroy(struct gpu *g, int dev, void *stream)
 {
-	if (dev >= 0 && dev < g->count)
-		g->ops->stream_destroy(dev, stream);
+	if (!enter(g, dev))
+		g->ops->stream_destroy(stream);
 }
 
 int gpu_copy_htod_async(struct gpu *g, int dev, void *dst, const void *src, size_t len,
 			void *stream)
 {
-	CHECK_DEV(g, dev);
-	return g->ops->copy_async(dev, dst, src, len, stream);
+	int ret = enter(g, dev);
+
+	return ret ? ret : g->ops->copy_async(dst, src, len, stream);
 }
 
 int gpu_stream_sync(struct gpu *g, int dev, void *stream)
 {
-	CHECK_DEV(g, dev);
-	return g->ops->stream_sync(dev, stream);
+	int ret = enter(g, dev);
+
+	return ret ? ret : g->ops->stream_sync(stream);
 }
 
 int gpu_mem_alloc(struct gpu *g, int dev, size_t size, void **p)
 {
-	CHECK_DEV(g, dev);
-	return g->ops->mem_alloc(dev, size, p);
+	int ret = enter(g, dev);
+
+	return ret ? ret : g->ops->mem_alloc(size, p);
 }
 
 int gpu_mem_free(struct gpu *g, int dev, void *p)
 {
-	CHECK_DEV(g, dev);
-	return g->ops->mem_free(dev, p);
+	int ret = enter(g, dev);
+
+	return ret ? ret : g->ops->mem_free(p);
 }
 
 int gpu_copy_dtoh(struct gpu *g, int dev, void *dst, const void *src, size_t len)
 {
-	CHECK_DEV(g, dev);
-	return g->ops->copy_dtoh(dev, dst, src, len);
+	int ret = enter(g, dev);
+
+	return ret ? ret : g->ops->copy_dtoh(dst, src, len);
 }
 
 int gpu_event_create(struct gpu *g, int dev, void **event)
 {
-	CHECK_DEV(g, dev);
-	return g->ops->event_create(dev, event);
+	int ret = enter(g, dev);
+
+	return ret ? ret : g->ops->event_create(event);
 }
 
 void gpu_event_destroy(struct gpu *g, int dev, void *event)
 {
-	if (dev >= 0 && dev < g->count)
-		g->ops->event_destroy(dev, event);
+	if (!enter(g, dev))
+		g->ops->event_destroy(event);
 }
 
 int gpu_event_record(struct gpu *g, int dev, void *event, void *stream)
 {
-	CHECK_DEV(g, dev);
-	return g->ops->event_record(dev, event, stream);
+	int ret = enter(g, dev);
+
+	return ret ? ret : g->ops->event_record(event, stream);
 }
 
 int gpu_event_query(struct gpu *g, int dev, void *event)
 {
-	CHECK_DEV(g, dev);
-	return g->ops->event_query(dev, event);
+	int ret = enter(g, dev);
+
+	return ret ? ret : g->ops->event_query(event);
 }
 
 int gpu_event_sync(struct gpu *g, int dev, void *event)
 {
-	CHECK_DEV(g, dev);
-	return g->ops->event_sync(dev, event);
+	int ret = enter(g, dev);
+
+	return ret ? ret : g->ops->event_sync(event);
 }

@@ -23,7 +23,6 @@ struct gpu;
  * found", "cuInit failed: CUDA_ERROR_NO_DEVICE ...").
  */
 int gpu_load(int target, struct gpu **out, char *why, size_t whylen);
-int gpu_target(const struct gpu *g);
 /* Route messages about failed runtime calls (default: stderr when DMAFS_DEBUG is set). */
 void gpu_set_log(void (*fn)(const char *msg));
 /* Number of devices, and driver/runtime version as text. */

@@ -4,25 +4,12 @@
  * allocated, zeroed and mapped before dmafs_buf_alloc_host() returns, made as cheaply as
  * the kernel allows.
  *
- * Where the time goes (2 GiB, 4 KiB pages, 2-core VM, Linux 6.18): the kernel allocates,
- * zeroes and maps 524288 pages and frees them again at the end; nothing else counts.
- * mmap(MAP_POPULATE) of a fresh memfd, the obvious way, takes 0.55-1.4 s in one thread:
- * a shared mapping is populated with read faults, and each read fault on a missing page
- * also scans the next 15 for fault-around before allocating the one page. Measured
- * instead (best of 8 runs, allocation plus population):
- *   fallocate(), then MADV_POPULATE_WRITE in 2 threads        0.29 s (0.64 s of CPU)
- *   fallocate() and MADV_POPULATE_WRITE per 64 MiB, 2 threads  0.38 s
- *   one thread fallocating 64 MiB pieces, one populating them  0.47 s (0.91 s of CPU)
- *   MADV_POPULATE_WRITE alone in 2 threads                    0.44 s (1.11 s of CPU)
- *   fallocate(), then mmap(MAP_POPULATE)                        0.45 s
- * fallocate() allocates without zeroing (0.15 s; it holds the inode lock, so one thread,
- * and faults running beside it slow both down); the write faults then zero and map the
- * pages, in parallel since each thread has its own range and the pages exist already.
- * On a 16-core VM, 16 GiB: populating in 1, 2, 4, 8, 16 threads took 4.4-5.1, 2.2-2.4,
- * 1.2-1.3, 1.8-2.7, 2.1-2.7 s (2 GiB: 0.14-0.16 s in 4 threads, 0.27-0.31 in 8): past 4
- * threads it gets slower, hence THREADS_MAX. Mapping lazily instead would leave the
- * faults to whoever reads the buffer first, from user space: 0.3-0.4 s more to read
- * 2 GiB.
+ * A 4 KiB page costs the kernel an allocation, a zeroing and a mapping, and nothing else
+ * counts, so the path is the one that does those in parallel: fallocate() allocates
+ * without zeroing (one thread: it holds the inode lock), then write faults from a few
+ * threads, each in its own range, zero and map. mmap(MAP_POPULATE), the obvious way,
+ * takes read faults that also scan for fault-around, in one thread: several times
+ * slower. The measurements are in dmafs_buf_alloc_host(3), NOTES.
  *
  * Reserved 2 MiB hugetlb pages (vm.nr_hugepages) are used first when there are enough
  * of them: 512 times fewer pages to zero, map and free. Transparent huge pages are not
@@ -32,15 +19,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/memfd.h>
-#include <pthread.h>
-#include <sched.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "common.h"
 #include "libdmafs-int.h"
 
 #ifndef MADV_POPULATE_WRITE
@@ -48,84 +33,14 @@
 #endif
 
 #define HUGE_SIZE (2ULL << 20)
-/* Below this the 4 KiB path costs under 15 ms; reserved huge pages go to larger buffers. */
+/* Below this the 4 KiB path is cheap enough: reserved huge pages go to larger buffers. */
 #define HUGE_MIN (64ULL << 20)
-/* Each populating thread gets at least this much: a thread costs ~50 us to start. */
-#define CHUNK_MIN (64ULL << 20)
-#define THREADS_MAX 4
-
-struct chunk {
-	char *p;
-	size_t len;
-	int err;
-};
-
-static void *populate_chunk(void *arg)
-{
-	struct chunk *c = arg;
-
-	c->err = madvise(c->p, c->len, MADV_POPULATE_WRITE) ? -errno : 0;
-	return NULL;
-}
 
 /* The size is final: nothing can shrink the object under the daemon's mapping or ours
  * (the daemon survives that, but the placement would fail with EFAULT). */
 static int seal(int fd)
 {
 	return fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) ? -errno : 0;
-}
-
-static unsigned cpus(void)
-{
-	cpu_set_t set;
-	long n;
-
-	if (!sched_getaffinity(0, sizeof(set), &set) && CPU_COUNT(&set) > 0)
-		return (unsigned)CPU_COUNT(&set);
-	n = sysconf(_SC_NPROCESSORS_ONLN);
-	return n > 0 ? (unsigned)n : 1;
-}
-
-/*
- * Fault in every page of [p, p + len) writable, in up to one thread per CPU. The helper
- * threads block all signals: they belong to the library, not to the caller's handlers.
- * Returns 0, -EINVAL where MADV_POPULATE_WRITE is unknown (Linux < 5.14), or the first
- * chunk's -errno (-ENOMEM, -EFAULT where a fault would have raised SIGBUS).
- */
-static int populate(char *p, size_t len)
-{
-	struct chunk c[THREADS_MAX];
-	pthread_t tid[THREADS_MAX];
-	int started[THREADS_MAX] = { 0 };
-	size_t n = cpus(), step, off = 0;
-	sigset_t all, old;
-	int ret = 0;
-
-	if (n > THREADS_MAX)
-		n = THREADS_MAX;
-	if (n > len / CHUNK_MIN)
-		n = len / CHUNK_MIN;
-	if (n < 1)
-		n = 1;
-	/* chunks of whole huge pages: no two threads fault the same 2 MiB page */
-	step = ((len + n - 1) / n + HUGE_SIZE - 1) / HUGE_SIZE * HUGE_SIZE;
-	for (n = 0; off < len; n++, off += step)
-		c[n] = (struct chunk){ p + off, len - off < step ? len - off : step, 0 };
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	for (size_t i = 1; i < n; i++)
-		started[i] = !pthread_create(&tid[i], NULL, populate_chunk, &c[i]);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	populate_chunk(&c[0]);
-	for (size_t i = 1; i < n; i++) {
-		if (started[i])
-			pthread_join(tid[i], NULL);
-		else
-			populate_chunk(&c[i]); /* no thread to be had: do it here */
-	}
-	for (size_t i = 0; i < n && !ret; i++)
-		ret = c[i].err;
-	return ret;
 }
 
 /* Map @fd's first @len bytes shared and populate them; *out is the address. */
@@ -136,7 +51,10 @@ static int map_populated(int fd, size_t len, void **out)
 
 	if (p == MAP_FAILED)
 		return -errno;
-	ret = populate(p, len);
+	/* Pieces of whole huge pages: no two threads fault the same 2 MiB page. -EINVAL:
+	 * MADV_POPULATE_WRITE is unknown (Linux < 5.14); -EFAULT: a fault would have raised
+	 * SIGBUS (no memory left for the object). */
+	ret = dm_populate(p, len, MADV_POPULATE_WRITE, HUGE_SIZE);
 	if (ret == -EINVAL) {
 		/* Before Linux 5.14: MAP_POPULATE, one thread, errors not reported. */
 		void *q = mmap(p, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE,
@@ -149,6 +67,23 @@ static int map_populated(int fd, size_t len, void **out)
 		return ret == -EFAULT ? -ENOMEM : ret;
 	}
 	*out = p;
+	return 0;
+}
+
+/* Seal @fd, map and populate its @len bytes into @m; @fd is closed on failure. */
+static int finish(int fd, size_t len, int huge, struct hostmem *m)
+{
+	int ret = seal(fd);
+
+	if (!ret)
+		ret = map_populated(fd, len, &m->ptr);
+	if (ret) {
+		close(fd);
+		return ret;
+	}
+	m->fd = fd;
+	m->len = len;
+	m->huge = huge;
 	return 0;
 }
 
@@ -175,17 +110,7 @@ static int alloc_huge(size_t size, struct hostmem *m)
 		close(fd);
 		return ret;
 	}
-	ret = seal(fd);
-	if (!ret)
-		ret = map_populated(fd, len, &m->ptr);
-	if (ret) {
-		close(fd);
-		return ret;
-	}
-	m->fd = fd;
-	m->len = len;
-	m->huge = 1;
-	return 0;
+	return finish(fd, len, 1, m);
 }
 
 static int alloc_small(size_t size, struct hostmem *m)
@@ -212,17 +137,7 @@ static int alloc_small(size_t size, struct hostmem *m)
 		close(fd);
 		return -ENOMEM;
 	}
-	ret = seal(fd);
-	if (!ret)
-		ret = map_populated(fd, len, &m->ptr);
-	if (ret) {
-		close(fd);
-		return ret;
-	}
-	m->fd = fd;
-	m->len = len;
-	m->huge = 0;
-	return 0;
+	return finish(fd, len, 0, m);
 }
 
 int hostmem_alloc(size_t size, struct hostmem *m)

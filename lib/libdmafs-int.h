@@ -27,10 +27,9 @@ _Static_assert(DMAFS_TARGET_HIP == DMAFS_TARGET_MAX, "one info slot per target")
 
 /*
  * Bytes per PLACE ioctl when the library splits a whole file: small enough that
- * dmafs_buf_placed() moves often enough for a progress bar (every ~80 ms at 13 GB/s),
- * large enough that the daemon's staging pipeline stays full (a fill and a drain per
- * chunk). Measured on an H100 with 4 loop members, 4 GiB file, staged path: 64 MiB
- * chunks 10.6 GB/s, 256 MiB 12.0, 512 MiB 13.2, 1 GiB 13.3, one ioctl 12.7.
+ * dmafs_buf_placed() moves often enough for a progress bar, large enough that the
+ * daemon's staging pipeline stays full (a fill and a drain per chunk); dmafs_place(3),
+ * NOTES, has the measurements that chose it.
  */
 #define LIB_PLACE_CHUNK (1ULL << 30)
 /* Bounce chunk of the posix fallback for GPU buffers (per thread, reused). */
@@ -101,9 +100,6 @@ struct hostmem {
 int hostmem_alloc(size_t size, struct hostmem *m);
 
 /* place.c */
-/* Place bytes [@foff, +@len) of the open regular file @fd at @boff, in LIB_PLACE_CHUNK pieces. */
-int place_range(struct dmafs_buf *b, int fd, uint64_t foff, uint64_t len, uint64_t boff,
-		struct dmafs_result *res);
 /*
  * dmafs_place_files() over parts of files: item i places [file_offsets[i], +lengths[i]) of
  * paths[i] at buffer_offsets[i]; both arrays NULL places whole files.
@@ -111,7 +107,6 @@ int place_range(struct dmafs_buf *b, int fd, uint64_t foff, uint64_t len, uint64
 int place_ranges(struct dmafs_buf *b, const char *const *paths, const uint64_t *file_offsets,
 		 const uint64_t *lengths, const uint64_t *buffer_offsets, size_t n,
 		 unsigned threads, struct dmafs_result *res, struct dmafs_result *total);
-uint64_t place_now_ns(void);
 
 /* mountinfo.c - the mount of a device number, from /proc/self/mountinfo. */
 struct mountinfo {

@@ -11,18 +11,10 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "common.h"
 #include "libdmafs-int.h"
-
-uint64_t place_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 /* The slower of two paths; NONE (nothing moved) never wins. */
 static int slower(int a, int b)
@@ -93,60 +85,42 @@ static struct bounce *bounce_get(struct gpu *g, int dev)
 	return bo;
 }
 
-/* Read up to @len bytes at @off into @dst; *got is what was read (short only at EOF). */
-static int pread_full(int fd, char *dst, uint64_t len, uint64_t off, uint64_t *got)
-{
-	uint64_t done = 0;
-
-	while (done < len) {
-		size_t want = len - done > (1U << 30) ? (1U << 30) : (size_t)(len - done);
-		ssize_t r = pread(fd, dst + done, want, (off_t)(off + done));
-
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			*got = done;
-			return -errno;
-		}
-		if (r == 0)
-			break;
-		done += (uint64_t)r;
-	}
-	*got = done;
-	return 0;
-}
-
+/*
+ * Read extent @e (@len bytes, clipped at the end of the file) into @b: straight into a host
+ * buffer, or through this thread's bounce chunk and a copy for a GPU buffer. Pieces of at
+ * most 1 GiB even for host buffers, so that after a read error e->length still counts
+ * what the pieces before it placed.
+ */
 static int posix_extent(struct dmafs_buf *b, int fd, struct dmafs_extent *e, uint64_t len)
 {
-	uint64_t done = 0, got;
-	struct bounce *bo;
-	int ret;
+	uint64_t done = 0, piece = 1ULL << 30;
+	struct bounce *bo = NULL;
+	int ret = 0;
 
-	if (b->target == DMAFS_TARGET_HOST) {
-		ret = pread_full(fd, (char *)b->ptr + e->buffer_offset, len, e->file_offset, &got);
-		e->length = got;
-		return ret;
+	if (b->target != DMAFS_TARGET_HOST) {
+		bo = bounce_get(b->gpu, b->device);
+		if (!bo)
+			return -ENOMEM;
+		piece = LIB_BOUNCE_CHUNK;
 	}
-	bo = bounce_get(b->gpu, b->device);
-	if (!bo)
-		return -ENOMEM;
 	while (done < len) {
-		uint64_t want = len - done < LIB_BOUNCE_CHUNK ? len - done : LIB_BOUNCE_CHUNK;
+		uint64_t want = len - done < piece ? len - done : piece;
+		char *dst = bo ? bo->p : (char *)b->ptr + e->buffer_offset + done;
+		ssize_t got = dm_pread_full(fd, dst, (size_t)want, (off_t)(e->file_offset + done));
 
-		ret = pread_full(fd, bo->p, want, e->file_offset + done, &got);
-		if (ret)
+		if (got < 0) {
+			ret = (int)got;
 			break;
-		if (got) {
-			ret = gpu_copy_htod(b->gpu, b->device,
-					    (char *)b->ptr + e->buffer_offset + done, bo->p, got);
-			if (ret) {
-				ret = -ENODEV;
-				break;
-			}
 		}
-		done += got;
-		if (got < want)
+		if (bo && got && gpu_copy_htod(b->gpu, b->device,
+					       (char *)b->ptr + e->buffer_offset + done, bo->p,
+					       (size_t)got)) {
+			ret = -ENODEV;
 			break;
+		}
+		done += (uint64_t)got;
+		if ((uint64_t)got < want)
+			break; /* end of file */
 	}
 	e->length = done;
 	return ret;
@@ -260,7 +234,7 @@ static int check_extents(const struct dmafs_buf *b, const struct dmafs_extent *e
 int dmafs_place(struct dmafs_buf *b, int fd, struct dmafs_extent *ext, size_t n,
 		struct dmafs_result *res)
 {
-	uint64_t t0 = place_now_ns(), bytes = 0, *len = NULL;
+	uint64_t t0 = dm_mono_ns(), bytes = 0, *len = NULL;
 	int path = DMAFS_PATH_NONE, flags, ret;
 	struct stat st;
 
@@ -302,15 +276,16 @@ int dmafs_place(struct dmafs_buf *b, int fd, struct dmafs_extent *ext, size_t n,
 	if (res) {
 		res->bytes = bytes;
 		res->path = ret ? DMAFS_PATH_NONE : path;
-		res->elapsed_ns = place_now_ns() - t0;
+		res->elapsed_ns = dm_mono_ns() - t0;
 	}
 	return ret;
 }
 
-int place_range(struct dmafs_buf *b, int fd, uint64_t foff, uint64_t len, uint64_t boff,
-		struct dmafs_result *res)
+/* Place bytes [@foff, +@len) of the open regular file @fd at @boff, in LIB_PLACE_CHUNK pieces. */
+static int place_range(struct dmafs_buf *b, int fd, uint64_t foff, uint64_t len, uint64_t boff,
+		       struct dmafs_result *res)
 {
-	uint64_t t0 = place_now_ns(), off = 0;
+	uint64_t t0 = dm_mono_ns(), off = 0;
 	struct dmafs_result r, sum = { .path = DMAFS_PATH_NONE };
 	int ret = 0;
 
@@ -338,7 +313,7 @@ int place_range(struct dmafs_buf *b, int fd, uint64_t foff, uint64_t len, uint64
 		*res = sum;
 		if (ret)
 			res->path = DMAFS_PATH_NONE;
-		res->elapsed_ns = place_now_ns() - t0;
+		res->elapsed_ns = dm_mono_ns() - t0;
 	}
 	return ret;
 }
@@ -411,7 +386,7 @@ int place_ranges(struct dmafs_buf *b, const char *const *paths, const uint64_t *
 		 const uint64_t *lengths, const uint64_t *buffer_offsets, size_t n,
 		 unsigned threads, struct dmafs_result *res, struct dmafs_result *total)
 {
-	uint64_t t0 = place_now_ns();
+	uint64_t t0 = dm_mono_ns();
 	struct files_job j = { .b = b, .paths = paths, .offs = buffer_offsets,
 			       .foffs = file_offsets, .lens = lengths, .n = n };
 	pthread_t *tid = NULL;
@@ -459,7 +434,7 @@ int place_ranges(struct dmafs_buf *b, const char *const *paths, const uint64_t *
 		}
 	}
 	if (total)
-		total->elapsed_ns = place_now_ns() - t0;
+		total->elapsed_ns = dm_mono_ns() - t0;
 out:
 	if (!res)
 		free(j.res);

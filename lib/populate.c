@@ -7,8 +7,9 @@
 
 #include "common.h"
 
-/* Each thread gets at least this much (a thread costs ~50 us to start), and past 4 threads
- * page faults on one mapping contend and it gets slower. */
+/* Each thread gets at least this much (starting one costs more than faulting less), and
+ * past 4 threads page faults on one mapping contend and it gets slower
+ * (dmafs_buf_alloc_host(3), NOTES). */
 #define PIECE_MIN (64ull << 20)
 #define THREADS_MAX 4
 

@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common.h"
 #include "libdmafs-int.h"
 #include "safetensors.h"
 
@@ -143,22 +144,15 @@ static char *dir_of(const char *path)
 
 /* ---- reading ---- */
 
+/* All @len bytes at @off, or -ENODATA: the file is shorter than fstat said (shrinking
+ * under us). */
 static int pread_all(int fd, void *buf, size_t len, uint64_t off)
 {
-	size_t done = 0;
+	ssize_t r = dm_pread_full(fd, buf, len, (off_t)off);
 
-	while (done < len) {
-		ssize_t r = pread(fd, (char *)buf + done, len - done, (off_t)(off + done));
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -errno;
-		if (r == 0)
-			return -ENODATA; /* shorter than fstat said: shrinking under us */
-		done += (size_t)r;
-	}
-	return 0;
+	if (r < 0)
+		return (int)r;
+	return (size_t)r < len ? -ENODATA : 0;
 }
 
 /*
@@ -330,17 +324,8 @@ static int list_dir(struct dmafs_model *m, const char *dir, const char *shown, c
 		free(p);
 		if (!S_ISREG(st.st_mode))
 			continue;
-		if (n == cap) {
-			char **nn = realloc(names, (cap = cap ? cap * 2 : 16) * sizeof(*nn));
-
-			if (!nn) {
-				ret = -ENOMEM;
-				break;
-			}
-			names = nn;
-		}
-		names[n] = strdup(de->d_name);
-		if (!names[n]) {
+		if (dm_grow(&names, &cap, n + 1, sizeof(*names), 16) ||
+		    !(names[n] = strdup(de->d_name))) {
 			ret = -ENOMEM;
 			break;
 		}
@@ -571,6 +556,59 @@ void dmafs_model_close(struct dmafs_model *m)
 	free(m);
 }
 
+static int locate(struct dmafs_model *m, const char *path, int depth, struct st_index *ix,
+		  char **ixshown, char *err, size_t errlen);
+
+/*
+ * A directory @path (@abs) without an index: a Hugging Face cache repository, resolved to
+ * its snapshot when @depth is 0, or a directory of shards.
+ */
+static int locate_unindexed(struct dmafs_model *m, const char *path, const char *abs,
+			    int depth, struct st_index *ix, char **ixshown, char *err,
+			    size_t errlen)
+{
+	char *snap = NULL;
+	int ret, hf = depth ? 0 : hf_repo_snapshot(abs, &snap);
+
+	if (hf < 0)
+		return fail(err, errlen, hf, "%s: out of memory", path);
+	if (hf == 1 && !access(snap, F_OK)) {
+		/* Messages show the snapshot by its absolute path: "refs/main" named it. */
+		ret = locate(m, snap, 1, ix, ixshown, err, errlen);
+		free(snap);
+		return ret;
+	}
+	free(snap);
+	return list_dir(m, abs, path, err, errlen);
+}
+
+/*
+ * Parse the index @ixpath (shown as @ixshown) into @ix and add its shards, named relative
+ * to @dir and shown relative to @sdir (NULL: out of memory); @path is what the user gave.
+ */
+static int read_index(struct dmafs_model *m, const char *path, const char *ixpath,
+		      const char *ixshown, const char *dir, const char *sdir,
+		      struct st_index *ix, char *err, size_t errlen)
+{
+	char why[400];
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	int ret = read_small(ixpath, ixshown, INDEX_MAX, &buf, &len, err, errlen);
+
+	if (ret)
+		return ret;
+	ret = st_parse_index(buf, len, ix, why, sizeof(why));
+	if (ret) {
+		ret = fail(err, errlen, ret, "%s: %s", ixshown, why);
+	} else {
+		ret = sdir ? index_files(m, ix, dir, sdir) : -ENOMEM;
+		if (ret)
+			ret = fail(err, errlen, ret, "%s: out of memory", path);
+	}
+	free(buf);
+	return ret;
+}
+
 /*
  * Find the files of @path and, for an index, parse it into @ix. @depth: an HF repository
  * directory resolves to its snapshot once; a snapshot is not resolved again (a symlink
@@ -579,12 +617,9 @@ void dmafs_model_close(struct dmafs_model *m)
 static int locate(struct dmafs_model *m, const char *path, int depth, struct st_index *ix,
 		  char **ixshown, char *err, size_t errlen)
 {
-	char *abs = NULL, *dir = NULL, *ixpath = NULL, *snap = NULL, why[400];
-	const char *shown = path;
-	uint8_t *buf = NULL;
+	char *abs = NULL, *dir = NULL, *ixpath = NULL, *sdir = NULL;
 	struct stat st;
-	size_t len = 0;
-	int ret, hf;
+	int ret;
 
 	if (stat(path, &st)) {
 		ret = -errno;
@@ -609,32 +644,17 @@ static int locate(struct dmafs_model *m, const char *path, int depth, struct st_
 			goto out;
 		}
 		if (access(ixpath, F_OK)) {
-			free(ixpath);
-			ixpath = NULL;
-			/* A cache repository directory rather than one of its snapshots? */
-			hf = depth ? 0 : hf_repo_snapshot(abs, &snap);
-			if (hf < 0) {
-				ret = fail(err, errlen, hf, "%s: out of memory", path);
-				goto out;
-			}
-			if (hf == 1 && !access(snap, F_OK)) {
-				char *shown_snap = snap;
-
-				/* Messages show the snapshot by its absolute path: "refs/main" named it. */
-				snap = NULL;
-				ret = locate(m, shown_snap, 1, ix, ixshown, err, errlen);
-				free(shown_snap);
-				goto out;
-			}
-			ret = list_dir(m, abs, shown, err, errlen);
+			ret = locate_unindexed(m, path, abs, depth, ix, ixshown, err, errlen);
 			goto out;
 		}
-		*ixshown = join(shown, INDEX_NAME);
+		*ixshown = join(path, INDEX_NAME);
 		dir = strdup(abs);
+		sdir = strdup(path);
 	} else if (S_ISREG(st.st_mode)) {
 		ixpath = strdup(abs);
 		*ixshown = strdup(path);
 		dir = dir_of(abs);
+		sdir = dir_of(path);
 	} else {
 		ret = fail(err, errlen, -EINVAL, "%s: not a file or directory", path);
 		goto out;
@@ -643,29 +663,13 @@ static int locate(struct dmafs_model *m, const char *path, int depth, struct st_
 		ret = fail(err, errlen, -ENOMEM, "%s: out of memory", path);
 		goto out;
 	}
-	ret = read_small(ixpath, *ixshown, INDEX_MAX, &buf, &len, err, errlen);
-	if (ret)
-		goto out;
-	ret = st_parse_index(buf, len, ix, why, sizeof(why));
-	if (ret) {
-		ret = fail(err, errlen, ret, "%s: %s", *ixshown, why);
-		goto out;
-	}
-	{
-		/* Shards are named relative to the index, shown relative to what the user gave. */
-		char *sdir = S_ISDIR(st.st_mode) ? strdup(shown) : dir_of(path);
-
-		ret = sdir ? index_files(m, ix, dir, sdir) : -ENOMEM;
-		free(sdir);
-		if (ret)
-			ret = fail(err, errlen, ret, "%s: out of memory", path);
-	}
+	/* Shards are named relative to the index, shown relative to what the user gave. */
+	ret = read_index(m, path, ixpath, *ixshown, dir, sdir, ix, err, errlen);
 out:
-	free(buf);
 	free(abs);
 	free(dir);
+	free(sdir);
 	free(ixpath);
-	free(snap);
 	return ret;
 }
 

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common.h"
 #include "safetensors.h"
 
 /* ---- dtypes ---- */
@@ -515,15 +516,8 @@ struct keys {
 
 static int keys_add(struct keys *ks, const char *s, size_t len)
 {
-	if (ks->n == ks->cap) {
-		size_t cap = ks->cap ? ks->cap * 2 : 16;
-		struct key *k = realloc(ks->k, cap * sizeof(*k));
-
-		if (!k)
-			return -ENOMEM;
-		ks->k = k;
-		ks->cap = cap;
-	}
+	if (dm_grow(&ks->k, &ks->cap, ks->n + 1, sizeof(*ks->k), 16))
+		return -ENOMEM;
 	ks->k[ks->n].s = s;
 	ks->k[ks->n].len = len;
 	ks->n++;
@@ -641,15 +635,8 @@ struct entries {
 
 static int entry_add(struct entries *v, struct st_entry **out)
 {
-	if (v->n == v->cap) {
-		size_t cap = v->cap ? v->cap * 2 : 64;
-		struct st_entry *e = realloc(v->e, cap * sizeof(*e));
-
-		if (!e)
-			return -ENOMEM;
-		v->e = e;
-		v->cap = cap;
-	}
+	if (dm_grow(&v->e, &v->cap, v->n + 1, sizeof(*v->e), 64))
+		return -ENOMEM;
 	*out = &v->e[v->n++];
 	memset(*out, 0, sizeof(**out));
 	return 0;
@@ -911,6 +898,41 @@ static int shrink(struct jp *j, struct st_entry *e, size_t n, char **out)
 	return 0;
 }
 
+/*
+ * One member of the header object, its key just read: "__metadata__" (at most once;
+ * *@seen_meta) or a tensor, added to @v.
+ */
+static int header_member(struct jp *j, struct entries *v, uint64_t data_len, int *seen_meta,
+			 size_t *nmeta)
+{
+	struct st_entry *e;
+	char *name;
+	int ret;
+
+	if (is(j, "__metadata__")) {
+		if (*seen_meta)
+			return jbad(j, "duplicate key '__metadata__'");
+		*seen_meta = 1;
+		ret = expect(j, ':');
+		return ret ? ret : parse_meta(j, nmeta);
+	}
+	if (j->slen == 0)
+		return jbad(j, "a tensor with an empty name");
+	if (j->snul) {
+		char q[128];
+
+		st_quote(q, sizeof(q), j->s);
+		return jbad(j, "tensor name %s contains U+0000", q);
+	}
+	name = keep(j);
+	ret = expect(j, ':');
+	if (!ret)
+		ret = entry_add(v, &e);
+	if (!ret)
+		ret = parse_tensor(j, name, data_len, e);
+	return ret;
+}
+
 int st_parse_header(const uint8_t *json, size_t len, uint64_t data_len, struct st_header *h,
 		    char *err, size_t errlen)
 {
@@ -936,42 +958,9 @@ int st_parse_header(const uint8_t *json, size_t len, uint64_t data_len, struct s
 		more = 0;
 	} else {
 		do {
-			struct st_entry *e;
-			char *name;
-
 			ret = jstr(&j);
-			if (ret)
-				goto out;
-			if (is(&j, "__metadata__")) {
-				if (seen_meta) {
-					ret = jbad(&j, "duplicate key '__metadata__'");
-					goto out;
-				}
-				seen_meta = 1;
-				ret = expect(&j, ':');
-				if (!ret)
-					ret = parse_meta(&j, &h->nmeta);
-				if (ret)
-					goto out;
-				continue;
-			}
-			if (j.slen == 0) {
-				ret = jbad(&j, "a tensor with an empty name");
-				goto out;
-			}
-			if (j.snul) {
-				char q[128];
-
-				st_quote(q, sizeof(q), j.s);
-				ret = jbad(&j, "tensor name %s contains U+0000", q);
-				goto out;
-			}
-			name = keep(&j);
-			ret = expect(&j, ':');
 			if (!ret)
-				ret = entry_add(&v, &e);
-			if (!ret)
-				ret = parse_tensor(&j, name, data_len, e);
+				ret = header_member(&j, &v, data_len, &seen_meta, &h->nmeta);
 			if (ret)
 				goto out;
 		} while ((more = next(&j, '}')) == 1);
@@ -1054,15 +1043,8 @@ struct mapv {
 
 static int map_add(struct mapv *v, const char *t, const char *f)
 {
-	if (v->n == v->cap) {
-		size_t cap = v->cap ? v->cap * 2 : 64;
-		struct st_map_entry *e = realloc(v->e, cap * sizeof(*e));
-
-		if (!e)
-			return -ENOMEM;
-		v->e = e;
-		v->cap = cap;
-	}
+	if (dm_grow(&v->e, &v->cap, v->n + 1, sizeof(*v->e), 64))
+		return -ENOMEM;
 	v->e[v->n].tensor = t;
 	v->e[v->n].file = f;
 	v->n++;
@@ -1136,15 +1118,57 @@ static int by_tensor(const void *a, const void *b)
 		      ((const struct st_map_entry *)b)->tensor);
 }
 
+/*
+ * One member of the index object, its key just read: the first "weight_map" is parsed
+ * into @v, anything else skipped; every key goes to @ks for the duplicate check.
+ */
+static int index_member(struct jp *j, struct keys *ks, struct mapv *v, int *seen_map)
+{
+	int map = is(j, "weight_map") && !*seen_map;
+	int ret = keys_add(ks, j->s, j->slen);
+
+	if (ret)
+		return ret;
+	keep(j);
+	ret = expect(j, ':');
+	if (ret)
+		return ret;
+	if (!map)
+		return jskip(j, 1);
+	*seen_map = 1;
+	return parse_map(j, v);
+}
+
+/* The whole index read: no key twice, a "weight_map" that is not empty and names each
+ * tensor once (@v sorted by tensor). */
+static int index_check(struct jp *j, struct keys *ks, struct mapv *v, int seen_map)
+{
+	const struct key *d = keys_dup(ks);
+	char q[128];
+
+	if (d)
+		return dup_err(j, "", d);
+	if (!seen_map)
+		return jbad(j, "no \"weight_map\"");
+	if (v->n == 0)
+		return jbad(j, "\"weight_map\" is empty");
+	qsort(v->e, v->n, sizeof(*v->e), by_tensor);
+	for (size_t i = 1; i < v->n; i++) {
+		if (!strcmp(v->e[i - 1].tensor, v->e[i].tensor)) {
+			st_quote(q, sizeof(q), v->e[i].tensor);
+			return jbad(j, "weight_map: duplicate key %s", q);
+		}
+	}
+	return 0;
+}
+
 int st_parse_index(const uint8_t *json, size_t len, struct st_index *ix, char *err,
 		   size_t errlen)
 {
 	struct keys ks = { 0 };
 	struct mapv v = { 0 };
-	const struct key *d;
 	struct jp j;
 	int ret = 0, seen_map = 0, more = 0;
-	char q[128];
 
 	memset(ix, 0, sizeof(*ix));
 	if (!json && len)
@@ -1160,46 +1184,18 @@ int st_parse_index(const uint8_t *json, size_t len, struct st_index *ix, char *e
 		j.p++;
 	else {
 		do {
-			int map;
-
 			ret = jstr(&j);
-			if (ret)
-				goto out;
-			map = is(&j, "weight_map") && !seen_map;
-			ret = keys_add(&ks, j.s, j.slen);
-			if (ret)
-				goto out;
-			keep(&j);
-			ret = expect(&j, ':');
-			if (ret)
-				goto out;
-			if (map) {
-				seen_map = 1;
-				ret = parse_map(&j, &v);
-			} else {
-				ret = jskip(&j, 1);
-			}
+			if (!ret)
+				ret = index_member(&j, &ks, &v, &seen_map);
 			if (ret)
 				goto out;
 		} while ((more = next(&j, '}')) == 1);
 	}
 	ret = more < 0 ? -EINVAL : jend(&j);
-	if (!ret && (d = keys_dup(&ks)))
-		ret = dup_err(&j, "", d);
-	if (!ret && !seen_map)
-		ret = jbad(&j, "no \"weight_map\"");
-	if (!ret && v.n == 0)
-		ret = jbad(&j, "\"weight_map\" is empty");
+	if (!ret)
+		ret = index_check(&j, &ks, &v, seen_map);
 	if (ret)
 		goto out;
-	qsort(v.e, v.n, sizeof(*v.e), by_tensor);
-	for (size_t i = 1; i < v.n; i++) {
-		if (!strcmp(v.e[i - 1].tensor, v.e[i].tensor)) {
-			st_quote(q, sizeof(q), v.e[i].tensor);
-			ret = jbad(&j, "weight_map: duplicate key %s", q);
-			goto out;
-		}
-	}
 	ix->strings = malloc(j.used ? j.used : 1);
 	if (!ix->strings) {
 		ret = -ENOMEM;

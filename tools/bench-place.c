@@ -20,7 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
 #ifdef DMAFS_XXH_DISPATCH
@@ -28,15 +27,15 @@
 #include <xxh_x86dispatch.h>
 #endif
 
+#include "common.h"
 #include "dmafs.h"
 #include "gpu.h"
+#include "tool.h"
 
+/* Seconds on the monotonic clock, for durations. */
 static double now(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
+	return (double)dm_mono_ns() / 1e9;
 }
 
 static void drop_caches(void)
@@ -45,16 +44,23 @@ static void drop_caches(void)
 
 	sync();
 	if (fd < 0 || write(fd, "3\n", 2) != 2)
-		fprintf(stderr, "bench-place: cannot drop the page cache (not root?): numbers for POSIX reads are warm\n");
+		tool_err("cannot drop the page cache (not root?): numbers for POSIX reads are warm");
 	if (fd >= 0)
 		close(fd);
 }
 
+/* A step failed: nothing to measure without it. @err is -errno (libdmafs) or errno. */
 static void die(const char *what, int err)
 {
-	fprintf(stderr, "bench-place: %s: %s\n", what, err < 0 ? dmafs_strerror(err) : strerror(err));
-	exit(1);
+	tool_err("%s: %s", what, err < 0 ? dmafs_strerror(err) : strerror(err));
+	exit(BENCH_EXIT_ERR);
 }
+
+/* The better of two figures: each is the best of the repetitions. */
+static double better(double a, double b) { return a > b ? a : b; }
+
+/* GB/s (10^9 bytes per second). */
+static double gbps(double bytes, double secs) { return secs > 0 ? bytes / secs / 1e9 : 0; }
 
 /* One member's share of the raw read: the runs the file occupies there. */
 struct raw_job {
@@ -174,11 +180,205 @@ static double raw_read(const char *file, char **members, int n)
 	return total / t0 / 1e9;
 }
 
+/* The run: what is measured, and the figures (best of the repetitions, GB/s). */
+struct bench {
+	const char *file, *target;
+	char **members;
+	int nmembers, reps;
+	int gpu_target, dev, have_gpu;
+	size_t size;
+	char *ref, *tmp;	/* the file's bytes (POSIX read), scratch of its size */
+	struct dmafs_session *s;
+	struct gpu *g;
+	double raw, h2d, place, naive, hostp, posix, hash;
+	const char *place_path;
+};
+
+/* The reference bytes, and the POSIX read figure (page cache dropped each time). Reads of
+ * 64 MiB, as an application reading a large file would make. */
+static void bench_posix(struct bench *b)
+{
+	int fd = open(b->file, O_RDONLY);
+
+	if (fd < 0)
+		die(b->file, errno);
+	for (int r = 0; r < b->reps; r++) {
+		double t0;
+
+		drop_caches();
+		t0 = now();
+		for (size_t got = 0; got < b->size;) {
+			size_t want = b->size - got > (64 << 20) ? (64 << 20) : b->size - got;
+			ssize_t k = dm_pread_full(fd, b->ref + got, want, (off_t)got);
+
+			if (k <= 0)
+				die("pread", k ? (int)-k : EIO);
+			got += (size_t)k;
+		}
+		b->posix = better(b->posix, gbps(b->size, now() - t0));
+	}
+	close(fd);
+}
+
+static void bench_host(struct bench *b)
+{
+	struct dmafs_result res;
+	struct dmafs_buf *hb;
+	int ret = dmafs_buf_alloc_host(b->s, b->size, &hb);
+
+	if (ret)
+		die("host buffer", ret);
+	for (int r = 0; r < b->reps; r++) {
+		memset(dmafs_buf_ptr(hb), 0, b->size);
+		ret = dmafs_place_file(hb, b->file, 0, &res);
+		if (ret)
+			die("host placement", ret);
+		if (memcmp(dmafs_buf_ptr(hb), b->ref, b->size))
+			die("host placement: bytes differ from the file", EIO);
+		b->hostp = better(b->hostp, gbps(res.bytes, res.elapsed_ns / 1e9));
+	}
+	dmafs_buf_unregister(hb);
+}
+
+/* Pinned host memory -> device @d: the copy engine's ceiling. */
+static void bench_h2d(struct bench *b, void *d)
+{
+	void *pinned;
+
+	if (posix_memalign(&pinned, 4096, b->size))
+		die("memory", ENOMEM);
+	memcpy(pinned, b->ref, b->size);
+	if (gpu_host_register(b->g, b->dev, pinned, b->size))
+		die("pinning", EIO);
+	for (int r = 0; r < b->reps; r++) {
+		double t0 = now();
+
+		if (gpu_copy_htod(b->g, b->dev, d, pinned, b->size))
+			die("h2d", EIO);
+		b->h2d = better(b->h2d, gbps(b->size, now() - t0));
+	}
+	gpu_host_unregister(b->g, b->dev, pinned);
+	free(pinned);
+}
+
+/* dmafs placement into device memory @d, then every byte checked. */
+static void bench_place_gpu(struct bench *b, void *d)
+{
+	struct dmafs_result res;
+	struct dmafs_buf *gb;
+	int ret;
+
+	ret = b->gpu_target == DMAFS_TARGET_CUDA
+		      ? dmafs_buf_register_cuda(b->s, d, b->size, b->dev, &gb)
+		      : dmafs_buf_register_hip(b->s, d, b->size, b->dev, &gb);
+	if (ret)
+		die("registering device memory", ret);
+	for (int r = 0; r < b->reps; r++) {
+		ret = dmafs_place_file(gb, b->file, 0, &res);
+		if (ret)
+			die("device placement", ret);
+		b->place_path = dmafs_path_name(res.path);
+		b->place = better(b->place, gbps(res.bytes, res.elapsed_ns / 1e9));
+	}
+	memset(b->tmp, 0, b->size);
+	if (gpu_copy_dtoh(b->g, b->dev, b->tmp, d, b->size) || memcmp(b->tmp, b->ref, b->size))
+		die("device placement: bytes differ from the file", EIO);
+	dmafs_buf_unregister(gb);
+}
+
+/* naive: POSIX read from the mount + a copy of each 64 MiB chunk to @d. */
+static void bench_naive(struct bench *b, void *d)
+{
+	size_t chunk = 64 << 20;
+
+	for (int r = 0; r < b->reps; r++) {
+		int fd = open(b->file, O_RDONLY);
+		double t0;
+
+		if (fd < 0)
+			die(b->file, errno);
+		drop_caches();
+		t0 = now();
+		for (size_t off = 0; off < b->size; off += chunk) {
+			size_t n = b->size - off < chunk ? b->size - off : chunk;
+
+			if (dm_pread_full(fd, b->tmp, n, (off_t)off) != (ssize_t)n)
+				die("pread", errno ? errno : EIO);
+			if (gpu_copy_htod(b->g, b->dev, (char *)d + off, b->tmp, n))
+				die("naive copy", EIO);
+		}
+		b->naive = better(b->naive, gbps(b->size, now() - t0));
+		close(fd);
+	}
+}
+
+static void bench_gpu(struct bench *b)
+{
+	char why[256];
+	void *d;
+	int ret;
+
+	b->have_gpu = gpu_load(b->gpu_target, &b->g, why, sizeof(why)) == 0;
+	if (!b->have_gpu) {
+		tool_err("no %s target: %s", b->target, why);
+		return;
+	}
+	ret = gpu_mem_alloc(b->g, b->dev, b->size, &d);
+	if (ret)
+		die("device memory", ret);
+	bench_h2d(b, d);
+	bench_place_gpu(b, d);
+	bench_naive(b, d);
+	gpu_mem_free(b->g, b->dev, d);
+}
+
+/* What checking checksums costs: XXH3 of every 4096-byte block, on one core (measured
+ * last, so that it cannot disturb the placement figures). */
+static void bench_hash(struct bench *b)
+{
+	uint64_t sink = 0;
+
+	for (int r = 0; r < b->reps; r++) {
+		double t0 = now();
+
+		for (size_t o = 0; o + 4096 <= b->size; o += 4096)
+			sink += XXH3_64bits_withSeed(b->ref + o, 4096, o);
+		b->hash = better(b->hash, gbps(b->size, now() - t0));
+	}
+	b->hash += (sink == 42) * 1e-12; /* keep the loop */
+}
+
+static void print_table(const struct bench *b)
+{
+	printf("file %.2f GB over %d members, best of %d, GB/s = 10^9 B/s\n", b->size / 1e9,
+	       b->nmembers, b->reps);
+	printf("%-44s %8s\n", "measurement", "GB/s");
+	printf("%-44s %8.2f\n", "raw O_DIRECT read of the members", b->raw);
+	printf("%-44s %8.2f\n", "XXH3 of 4096-byte blocks, one core", b->hash);
+	if (b->have_gpu) {
+		double ceil = b->raw < b->h2d ? b->raw : b->h2d;
+
+		printf("%-44s %8.2f\n", "pinned host->device copy", b->h2d);
+		printf("%-44s %8.2f  (path %s)\n", "dmafs placement into GPU memory", b->place,
+		       b->place_path);
+		printf("%-44s %8.2f\n", "naive pread from the mount + cudaMemcpy", b->naive);
+		printf("%-44s %8.2f\n", "dmafs placement into shared host memory", b->hostp);
+		printf("%-44s %8.2f\n", "POSIX pread from the mount (cold)", b->posix);
+		printf("\n%-44s %8s %8s\n", "ratio", "value", "goal");
+		printf("%-44s %8.2f %8s\n", "GPU placement / min(raw, h2d)", b->place / ceil, ">=0.92");
+		printf("%-44s %8.2f %8s\n", "GPU placement / host placement", b->place / b->hostp, ">=0.95");
+		printf("%-44s %8.2f\n", "GPU placement / naive", b->place / b->naive);
+		printf("%-44s %8.2f\n", "host placement / POSIX read", b->hostp / b->posix);
+	} else {
+		printf("%-44s %8.2f\n", "dmafs placement into shared host memory", b->hostp);
+		printf("%-44s %8.2f\n", "POSIX pread from the mount (cold)", b->posix);
+		printf("\n%-44s %8.2f\n", "host placement / raw", b->hostp / b->raw);
+		printf("%-44s %8.2f\n", "host placement / POSIX read", b->hostp / b->posix);
+	}
+}
+
 int main(int argc, char **argv)
 {
-	const char *file = NULL, *target = "cuda:0";
-	char *members[64], *list = NULL;
-	int nmembers = 0, dev = 0, reps = 3, gpu_target = DMAFS_TARGET_CUDA;
 	static const struct option lo[] = {
 		{ "file", required_argument, NULL, 'f' },
 		{ "members", required_argument, NULL, 'm' },
@@ -186,212 +386,49 @@ int main(int argc, char **argv)
 		{ "reps", required_argument, NULL, 'r' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct dmafs_session *s;
-	struct dmafs_result res;
+	struct bench b = { .target = "cuda:0", .reps = 3, .gpu_target = DMAFS_TARGET_CUDA,
+			   .place_path = "-" };
+	char *members[64], *list = NULL;
 	struct stat st;
-	struct gpu *g = NULL;
-	char why[256];
-	int c, ret, have_gpu;
-	double raw, h2d = 0, place = 0, naive = 0, hostp = 0, posix = 0, hash = 0;
-	const char *place_path = "-";
+	int c, ret;
 
+	tool_init("dmafs-bench-place");
 	while ((c = getopt_long(argc, argv, "f:m:t:r:", lo, NULL)) != -1) {
 		switch (c) {
-		case 'f': file = optarg; break;
+		case 'f': b.file = optarg; break;
 		case 'm': list = strdup(optarg); break;
-		case 't': target = optarg; break;
-		case 'r': reps = atoi(optarg); break;
-		default: return 1;
+		case 't': b.target = optarg; break;
+		case 'r': b.reps = atoi(optarg); break;
+		default: return BENCH_EXIT_ERR;
 		}
 	}
-	if (!file || !list) {
+	if (!b.file || !list) {
 		fprintf(stderr, "usage: dmafs-bench-place --file FILE --members A,B,... [--target cuda:N|hip:N] [--reps N]\n");
-		return 1;
+		return BENCH_EXIT_ERR;
 	}
-	for (char *tok = strtok(list, ","); tok && nmembers < 64; tok = strtok(NULL, ","))
-		members[nmembers++] = tok;
-	if (!strncmp(target, "hip:", 4))
-		gpu_target = DMAFS_TARGET_HIP;
-	dev = atoi(strchr(target, ':') ? strchr(target, ':') + 1 : "0");
-	if (stat(file, &st))
-		die(file, errno);
-	size_t size = st.st_size;
-	char *ref = malloc(size), *tmp = malloc(size);
-	if (!ref || !tmp)
+	for (char *tok = strtok(list, ","); tok && b.nmembers < 64; tok = strtok(NULL, ","))
+		members[b.nmembers++] = tok;
+	b.members = members;
+	if (!strncmp(b.target, "hip:", 4))
+		b.gpu_target = DMAFS_TARGET_HIP;
+	b.dev = atoi(strchr(b.target, ':') ? strchr(b.target, ':') + 1 : "0");
+	if (stat(b.file, &st))
+		die(b.file, errno);
+	b.size = (size_t)st.st_size;
+	b.ref = malloc(b.size);
+	b.tmp = malloc(b.size);
+	if (!b.ref || !b.tmp)
 		die("memory", ENOMEM);
-
-	ret = dmafs_session_open(file, &s);
+	ret = dmafs_session_open(b.file, &b.s);
 	if (ret)
 		die("session", ret);
-	/* reference bytes, and the POSIX read figure (cold) */
-	{
-		int fd = open(file, O_RDONLY);
-		double best = 0;
-
-		for (int r = 0; r < reps; r++) {
-			drop_caches();
-			double t0 = now();
-			size_t got = 0;
-			while (got < size) {
-				ssize_t k = pread(fd, ref + got, size - got > (64 << 20) ? (64 << 20) : size - got, got);
-				if (k <= 0)
-					die("pread", errno);
-				got += k;
-			}
-			t0 = now() - t0;
-			if (size / t0 / 1e9 > best)
-				best = size / t0 / 1e9;
-		}
-		posix = best;
-		close(fd);
-	}
-	{
-		double best = 0;
-
-		for (int r = 0; r < reps; r++) {
-			double v = raw_read(file, members, nmembers);
-
-			best = v > best ? v : best;
-		}
-		raw = best;
-	}
-
-	/* host target */
-	{
-		struct dmafs_buf *hb;
-		double best = 0;
-
-		ret = dmafs_buf_alloc_host(s, size, &hb);
-		if (ret)
-			die("host buffer", ret);
-		for (int r = 0; r < reps; r++) {
-			memset(dmafs_buf_ptr(hb), 0, size);
-			ret = dmafs_place_file(hb, file, 0, &res);
-			if (ret)
-				die("host placement", ret);
-			if (memcmp(dmafs_buf_ptr(hb), ref, size))
-				die("host placement: bytes differ from the file", EIO);
-			if (res.bytes / (res.elapsed_ns / 1e9) / 1e9 > best)
-				best = res.bytes / (res.elapsed_ns / 1e9) / 1e9;
-		}
-		hostp = best;
-		dmafs_buf_unregister(hb);
-	}
-
-	have_gpu = gpu_load(gpu_target, &g, why, sizeof(why)) == 0;
-	if (have_gpu) {
-		void *d, *pinned;
-		struct dmafs_buf *gb;
-		size_t chunk = 64 << 20;
-		double best;
-
-		ret = gpu_mem_alloc(g, dev, size, &d);
-		if (ret)
-			die("device memory", ret);
-		/* pinned host -> device ceiling */
-		if (posix_memalign(&pinned, 4096, size))
-			die("memory", ENOMEM);
-		memcpy(pinned, ref, size);
-		if (gpu_host_register(g, dev, pinned, size))
-			die("pinning", EIO);
-		best = 0;
-		for (int r = 0; r < reps; r++) {
-			double t0 = now();
-			if (gpu_copy_htod(g, dev, d, pinned, size))
-				die("h2d", EIO);
-			t0 = now() - t0;
-			if (size / t0 / 1e9 > best)
-				best = size / t0 / 1e9;
-		}
-		h2d = best;
-		gpu_host_unregister(g, dev, pinned);
-		free(pinned);
-
-		/* dmafs placement */
-		ret = gpu_target == DMAFS_TARGET_CUDA ? dmafs_buf_register_cuda(s, d, size, dev, &gb)
-						      : dmafs_buf_register_hip(s, d, size, dev, &gb);
-		if (ret)
-			die("registering device memory", ret);
-		best = 0;
-		for (int r = 0; r < reps; r++) {
-			ret = dmafs_place_file(gb, file, 0, &res);
-			if (ret)
-				die("device placement", ret);
-			place_path = dmafs_path_name(res.path);
-			if (res.bytes / (res.elapsed_ns / 1e9) / 1e9 > best)
-				best = res.bytes / (res.elapsed_ns / 1e9) / 1e9;
-		}
-		place = best;
-		memset(tmp, 0, size);
-		if (gpu_copy_dtoh(g, dev, tmp, d, size) || memcmp(tmp, ref, size))
-			die("device placement: bytes differ from the file", EIO);
-		dmafs_buf_unregister(gb);
-
-		/* naive: POSIX read from the mount + copy of each chunk */
-		best = 0;
-		for (int r = 0; r < reps; r++) {
-			int fd = open(file, O_RDONLY);
-			drop_caches();
-			double t0 = now();
-			for (size_t off = 0; off < size; off += chunk) {
-				size_t n = size - off < chunk ? size - off : chunk;
-				if (pread(fd, tmp, n, off) != (ssize_t)n)
-					die("pread", errno);
-				if (gpu_copy_htod(g, dev, (char *)d + off, tmp, n))
-					die("naive copy", EIO);
-			}
-			t0 = now() - t0;
-			close(fd);
-			if (size / t0 / 1e9 > best)
-				best = size / t0 / 1e9;
-		}
-		naive = best;
-		gpu_mem_free(g, dev, d);
-	} else {
-		fprintf(stderr, "bench-place: no %s target: %s\n", target, why);
-	}
-	/* What checking checksums costs: XXH3 of every 4096-byte block, on one core (measured
-	 * last, so that it cannot disturb the placement figures). */
-	{
-		double best = 0;
-		uint64_t sink = 0;
-
-		for (int r = 0; r < reps; r++) {
-			double t0 = now();
-
-			for (size_t o = 0; o + 4096 <= size; o += 4096)
-				sink += XXH3_64bits_withSeed(ref + o, 4096, o);
-			t0 = now() - t0;
-			if (size / t0 / 1e9 > best)
-				best = size / t0 / 1e9;
-		}
-		hash = best + (sink == 42) * 1e-12; /* keep the loop */
-	}
-
-	dmafs_session_close(s);
-
-	printf("file %.2f GB over %d members, best of %d, GB/s = 10^9 B/s\n", size / 1e9, nmembers, reps);
-	printf("%-44s %8s\n", "measurement", "GB/s");
-	printf("%-44s %8.2f\n", "raw O_DIRECT read of the members", raw);
-	printf("%-44s %8.2f\n", "XXH3 of 4096-byte blocks, one core", hash);
-	if (have_gpu) {
-		double ceil = raw < h2d ? raw : h2d;
-
-		printf("%-44s %8.2f\n", "pinned host->device copy", h2d);
-		printf("%-44s %8.2f  (path %s)\n", "dmafs placement into GPU memory", place, place_path);
-		printf("%-44s %8.2f\n", "naive pread from the mount + cudaMemcpy", naive);
-		printf("%-44s %8.2f\n", "dmafs placement into shared host memory", hostp);
-		printf("%-44s %8.2f\n", "POSIX pread from the mount (cold)", posix);
-		printf("\n%-44s %8s %8s\n", "ratio", "value", "goal");
-		printf("%-44s %8.2f %8s\n", "GPU placement / min(raw, h2d)", place / ceil, ">=0.92");
-		printf("%-44s %8.2f %8s\n", "GPU placement / host placement", place / hostp, ">=0.95");
-		printf("%-44s %8.2f\n", "GPU placement / naive", place / naive);
-		printf("%-44s %8.2f\n", "host placement / POSIX read", hostp / posix);
-	} else {
-		printf("%-44s %8.2f\n", "dmafs placement into shared host memory", hostp);
-		printf("%-44s %8.2f\n", "POSIX pread from the mount (cold)", posix);
-		printf("\n%-44s %8.2f\n", "host placement / raw", hostp / raw);
-		printf("%-44s %8.2f\n", "host placement / POSIX read", hostp / posix);
-	}
-	return 0;
+	bench_posix(&b);
+	for (int r = 0; r < b.reps; r++)
+		b.raw = better(b.raw, raw_read(b.file, b.members, b.nmembers));
+	bench_host(&b);
+	bench_gpu(&b);
+	bench_hash(&b);
+	dmafs_session_close(b.s);
+	print_table(&b);
+	return BENCH_EXIT_OK;
 }

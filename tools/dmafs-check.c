@@ -30,9 +30,8 @@
 #include "libdmafs-int.h"
 #include "util/mountrec.h"
 #include "io/scan.h"
+#include "tool.h"
 #include "util/util.h"
-
-enum { EXIT_OK = 0, EXIT_MISSING = 1, EXIT_ERR = 2 };
 
 /*
  * Output: every fact is a (section, key, value) triple printed as text or as JSON.
@@ -471,81 +470,123 @@ static int path_rank(int path)
 	return path >= DMAFS_PATH_P2P && path <= DMAFS_PATH_HOST ? path : 99;
 }
 
+/*
+ * Where @st's mount is and what it is made of. The members come from the daemon's record
+ * @rec when there is one (a mount by label shows only the label as its source).
+ */
+static void mount_source(const char *arg, const struct stat *st, const struct mountrec *rec)
+{
+	struct mountinfo mi;
+	const char *list;
+	char **m;
+	int n, ret = mountinfo_find(st->st_dev, arg, &mi);
+
+	if (ret) {
+		kv("mount", "mount", 0, "not found in /proc/self/mountinfo (%s)", strerror(-ret));
+		return;
+	}
+	list = rec && rec->members[0] ? rec->members : mi.source;
+	kv("mountpoint", "mount point", 0, "%s", mi.mnt);
+	kv("fstype", "type", 0, "%s", mi.fstype);
+	if (!strcmp(mi.fstype, DMAFS_FSTYPE) && strcmp(list, mi.source))
+		kv("source", "source", 0, "%s", mi.source);
+	if (!strcmp(mi.fstype, DMAFS_FSTYPE) && strncmp(list, "dmafs:", 6) &&
+	    (n = mountinfo_members(list, &m)) > 0) {
+		open_("members", "members:", 1);
+		for (int i = 0; i < n; i++) {
+			member(i, m[i]);
+			free(m[i]);
+		}
+		free(m);
+		close_(1);
+	} else if (!strcmp(list, mi.source)) {
+		kv("source", "source", 0, "%s", mi.source);
+	}
+	mountinfo_free(&mi);
+}
+
+/* The daemon's pid and the notes it made at mount (@rec's notices, cut into lines). */
+static void daemon_notes(struct mountrec *rec)
+{
+	kv("daemon_pid", "daemon", 1, "%d", (int)rec->pid);
+	open_("notices", "notices (not failures; the daemon's log has them too):", 1);
+	for (char *line = rec->notice, *nl; *line; line = nl + 1) {
+		nl = strchr(line, '\n');
+		if (!nl)
+			break; /* a note cut short by the record's size */
+		*nl = '\0';
+		if (json) {
+			jsep();
+			jstr(line);
+		} else {
+			indent();
+			printf("%s\n", line);
+		}
+	}
+	if (!json && !rec->notice[0]) {
+		indent();
+		printf("none\n");
+	}
+	close_(1);
+}
+
+/* The path a placement into each target takes, and why. 1 if one is @require or faster. */
+static int placement_paths(const struct dmafs_caps *c, int require)
+{
+	const struct { const char *key; const struct dmafs_target_caps *t; } tg[] = {
+		{ "host", &c->host }, { "cuda", &c->cuda }, { "hip", &c->hip },
+	};
+	int ok = 0;
+
+	open_("placement", "placement (path a placement into each target takes, and why):", 0);
+	for (size_t i = 0; i < 3; i++) {
+		const struct dmafs_target_caps *t = tg[i].t;
+
+		if (path_rank(t->path) <= require)
+			ok = 1;
+		if (json) {
+			open_(tg[i].key, NULL, 0);
+			kv("path", NULL, 0, "%s", dmafs_path_name(t->path));
+			kv("devices", NULL, 1, "%d", t->devices);
+			kv("why", NULL, 0, "%s", t->why);
+			close_(0);
+		} else {
+			indent();
+			printf("%-5s %-7s %s\n", tg[i].key, dmafs_path_name(t->path), t->why);
+		}
+	}
+	close_(0);
+	return ok;
+}
+
+/* The mount of @arg: 1 when a target's path is @require or faster, 0 when not, -1 on error. */
 static int check_mount(const char *arg, int require)
 {
 	struct dmafs_session *s;
 	struct dmafs_caps c;
-	struct mountinfo mi;
 	static struct mountrec rec;
 	struct stat st;
-	int ret, ok = 0, have_rec;
+	int ret, ok, have_rec;
 
 	if (stat(arg, &st)) {
-		fprintf(stderr, "dmafs-check: %s: %s\n", arg, strerror(errno));
+		tool_err("%s: %s", arg, strerror(errno));
 		return -1;
 	}
 	open_("mount", "Mount", 0);
 	kv("path", "path", 0, "%s", arg);
-	/* the daemon's record: the members it opened (a mount by label shows only the label as
-	 * its source) and what it noted at mount */
 	have_rec = mountrec_find_live(major(st.st_dev), minor(st.st_dev), getuid(), &rec) == 0;
-	ret = mountinfo_find(st.st_dev, arg, &mi);
-	if (ret) {
-		kv("mount", "mount", 0, "not found in /proc/self/mountinfo (%s)", strerror(-ret));
-	} else {
-		const char *list = have_rec && rec.members[0] ? rec.members : mi.source;
-		char **m;
-		int n;
-
-		kv("mountpoint", "mount point", 0, "%s", mi.mnt);
-		kv("fstype", "type", 0, "%s", mi.fstype);
-		if (!strcmp(mi.fstype, DMAFS_FSTYPE) && strcmp(list, mi.source))
-			kv("source", "source", 0, "%s", mi.source);
-		if (!strcmp(mi.fstype, DMAFS_FSTYPE) && strncmp(list, "dmafs:", 6) &&
-		    (n = mountinfo_members(list, &m)) > 0) {
-			open_("members", "members:", 1);
-			for (int i = 0; i < n; i++) {
-				member(i, m[i]);
-				free(m[i]);
-			}
-			free(m);
-			close_(1);
-		} else if (!strcmp(list, mi.source)) {
-			kv("source", "source", 0, "%s", mi.source);
-		}
-		mountinfo_free(&mi);
-	}
-	if (have_rec) {
-		kv("daemon_pid", "daemon", 1, "%d", (int)rec.pid);
-		open_("notices", "notices (not failures; the daemon's log has them too):", 1);
-		for (char *line = rec.notice, *nl; *line; line = nl + 1) {
-			nl = strchr(line, '\n');
-			if (!nl)
-				break; /* a note cut short by the record's size */
-			*nl = '\0';
-			if (json) {
-				jsep();
-				jstr(line);
-			} else {
-				indent();
-				printf("%s\n", line);
-			}
-		}
-		if (!json && !rec.notice[0]) {
-			indent();
-			printf("none\n");
-		}
-		close_(1);
-	}
+	mount_source(arg, &st, have_rec ? &rec : NULL);
+	if (have_rec)
+		daemon_notes(&rec);
 	ret = dmafs_session_open(arg, &s);
 	if (ret) {
-		fprintf(stderr, "dmafs-check: %s: cannot open a session: %s\n", arg, dmafs_strerror(ret));
+		tool_err("%s: cannot open a session: %s", arg, dmafs_strerror(ret));
 		close_(0);
 		return -1;
 	}
 	ret = dmafs_session_caps(s, &c);
 	if (ret) {
-		fprintf(stderr, "dmafs-check: %s: the daemon does not answer: %s\n", arg, dmafs_strerror(ret));
+		tool_err("%s: the daemon does not answer: %s", arg, dmafs_strerror(ret));
 		dmafs_session_close(s);
 		close_(0);
 		return -1;
@@ -557,30 +598,7 @@ static int check_mount(const char *arg, int require)
 		kv("stripe_unit", "stripe unit", 1, "%u", c.stripe_unit);
 		kv("staging_bytes", "staging per GPU", 1, "%llu", (unsigned long long)c.staging_bytes);
 	}
-	open_("placement", "placement (path a placement into each target takes, and why):", 0);
-	{
-		const struct { const char *key; const struct dmafs_target_caps *t; } tg[] = {
-			{ "host", &c.host }, { "cuda", &c.cuda }, { "hip", &c.hip },
-		};
-
-		for (size_t i = 0; i < 3; i++) {
-			const struct dmafs_target_caps *t = tg[i].t;
-
-			if (path_rank(t->path) <= require)
-				ok = 1;
-			if (json) {
-				open_(tg[i].key, NULL, 0);
-				kv("path", NULL, 0, "%s", dmafs_path_name(t->path));
-				kv("devices", NULL, 1, "%d", t->devices);
-				kv("why", NULL, 0, "%s", t->why);
-				close_(0);
-			} else {
-				indent();
-				printf("%-5s %-7s %s\n", tg[i].key, dmafs_path_name(t->path), t->why);
-			}
-		}
-	}
-	close_(0);
+	ok = placement_paths(&c, require);
 	close_(0);
 	dmafs_session_close(s);
 	return ok;
@@ -667,56 +685,17 @@ static void list_fs(const struct scan_fs *fs)
 }
 
 /*
- * List the dmafs filesystems on the block devices, or the ones @name (LABEL=, UUID=)
- * names. Returns EXIT_OK when every one listed has all its members, EXIT_MISSING when one
- * lacks a member or has one twice, or when @name matches none, EXIT_ERR on an error.
+ * The superblocks this dmafs cannot use (another format version, damaged in both copies),
+ * after @shown filesystems; only in the full list (@all). Returns how many.
  */
-static int list_filesystems(const char *name)
+static int list_unusable(const struct scan_result *r, int shown, int all)
 {
-	struct scan_result r;
-	struct scan_fs *fs = NULL;
-	int nfs, ret, shown = 0, bad = 0, unusable = 0;
-	const char *v;
-	size_t vlen;
+	int unusable = 0;
 
-	if (name && scan_source_kind(name, &v, &vlen) <= 0) {
-		fprintf(stderr, "dmafs-check: %s: not a filesystem name: LABEL=NAME, UUID=UUID, dmafs:LABEL=NAME or dmafs:UUID=UUID\n",
-			name);
-		return EXIT_ERR;
-	}
-	ret = scan_block_devices(&r);
-	if (ret) {
-		fprintf(stderr, "dmafs-check: cannot list the block devices in /sys/class/block: %s (is sysfs mounted?)\n",
-			strerror(-ret));
-		return EXIT_ERR;
-	}
-	nfs = scan_filesystems(&r, &fs);
-	if (nfs < 0) {
-		fprintf(stderr, "dmafs-check: %s\n", strerror(-nfs));
-		scan_result_free(&r);
-		return EXIT_ERR;
-	}
-	if (json) {
-		putchar('{');
-		kv("version", NULL, 0, "%s", PACKAGE_VERSION);
-		open_("filesystems", NULL, 1);
-	}
-	for (int i = 0; i < nfs; i++) {
-		if (name && !scan_matches(fs[i].sb, name))
-			continue;
-		if (shown++ && !json)
-			putchar('\n');
-		list_fs(&fs[i]);
-		if ((unsigned)fs[i].found < fs[i].sb->member_count || fs[i].dup >= 0)
-			bad = 1;
-	}
-	if (json) {
-		close_(1);
+	if (json)
 		open_("unusable", NULL, 1);
-	}
-	/* superblocks this dmafs cannot use: only in the full list */
-	for (int i = 0; i < r.n && !name; i++) {
-		const struct scan_dev *d = &r.dev[i];
+	for (int i = 0; all && i < r->n; i++) {
+		const struct scan_dev *d = &r->dev[i];
 		char why[128];
 
 		if (!d->err)
@@ -733,11 +712,64 @@ static int list_filesystems(const char *name)
 			kv("why", NULL, 0, "%s", why);
 			close_(0);
 		} else {
-			printf("%s%s  %s\n", unusable++ ? "" : shown ? "\nNot usable:\n" : "Not usable:\n", d->path, why);
+			printf("%s%s  %s\n", unusable ? "" : shown ? "\nNot usable:\n" : "Not usable:\n", d->path, why);
 		}
+		unusable++;
+	}
+	if (json)
+		close_(1);
+	return unusable;
+}
+
+/*
+ * List the dmafs filesystems on the block devices, or the ones @name (LABEL=, UUID=)
+ * names. Returns CHECK_EXIT_OK when every one listed has all its members,
+ * CHECK_EXIT_MISSING when one lacks a member or has one twice, or when @name matches
+ * none, CHECK_EXIT_ERR on an error.
+ */
+static int list_filesystems(const char *name)
+{
+	struct scan_result r;
+	struct scan_fs *fs = NULL;
+	int nfs, ret, shown = 0, bad = 0, unusable = 0;
+	const char *v;
+	size_t vlen;
+
+	if (name && scan_source_kind(name, &v, &vlen) <= 0) {
+		tool_err("%s: not a filesystem name: LABEL=NAME, UUID=UUID, dmafs:LABEL=NAME or dmafs:UUID=UUID",
+			name);
+		return CHECK_EXIT_ERR;
+	}
+	ret = scan_block_devices(&r);
+	if (ret) {
+		tool_err("cannot list the block devices in /sys/class/block: %s (is sysfs mounted?)",
+			strerror(-ret));
+		return CHECK_EXIT_ERR;
+	}
+	nfs = scan_filesystems(&r, &fs);
+	if (nfs < 0) {
+		tool_err("%s", strerror(-nfs));
+		scan_result_free(&r);
+		return CHECK_EXIT_ERR;
 	}
 	if (json) {
+		putchar('{');
+		kv("version", NULL, 0, "%s", PACKAGE_VERSION);
+		open_("filesystems", NULL, 1);
+	}
+	for (int i = 0; i < nfs; i++) {
+		if (name && !scan_matches(fs[i].sb, name))
+			continue;
+		if (shown++ && !json)
+			putchar('\n');
+		list_fs(&fs[i]);
+		if ((unsigned)fs[i].found < fs[i].sb->member_count || fs[i].dup >= 0)
+			bad = 1;
+	}
+	if (json)
 		close_(1);
+	unusable = list_unusable(&r, shown, !name);
+	if (json) {
 		kv("devices_read", NULL, 1, "%d", r.candidates - r.denied - r.failed);
 		kv("devices_denied", NULL, 1, "%d", r.denied);
 		kv("devices_failed", NULL, 1, "%d", r.failed);
@@ -748,18 +780,18 @@ static int list_filesystems(const char *name)
 	}
 	/* a list that may be short says so where scripts parsing the output do not look */
 	if (r.denied)
-		fprintf(stderr, "dmafs-check: %d block device%s could not be opened (permission denied%s): the list may be incomplete\n",
+		tool_err("%d block device%s could not be opened (permission denied%s): the list may be incomplete",
 			r.denied, r.denied == 1 ? "" : "s", geteuid() ? "; run as root" : "");
 	if (r.failed)
-		fprintf(stderr, "dmafs-check: %d block device%s could not be read: the list may be incomplete\n",
+		tool_err("%d block device%s could not be read: the list may be incomplete",
 			r.failed, r.failed == 1 ? "" : "s");
 	if (!shown && !json && unusable == 0)
-		fprintf(stderr, "dmafs-check: image files are not scanned: attach them with losetup -f --show IMAGE\n");
+		tool_err("image files are not scanned: attach them with losetup -f --show IMAGE");
 	free(fs);
 	scan_result_free(&r);
 	if (name && !shown)
-		return EXIT_MISSING;
-	return bad ? EXIT_MISSING : EXIT_OK;
+		return CHECK_EXIT_MISSING;
+	return bad ? CHECK_EXIT_MISSING : CHECK_EXIT_OK;
 }
 
 static void usage(FILE *f)
@@ -782,77 +814,23 @@ static void usage(FILE *f)
 		"filesystem by that name), 2 error. See dmafs-check(1).\n");
 }
 
-int main(int argc, char **argv)
+/*
+ * The whole report: GPUs, direct storage, io_uring, and @mount (may be NULL) with the
+ * paths it offers. The exit status: with @require, whether the mount offers that path.
+ */
+static int report(const char *mount, int require)
 {
-	static const struct option lopts[] = {
-		{ "require", required_argument, NULL, 'r' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "list", no_argument, NULL, 'l' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	const char *mount = NULL;
-	int c, require = 0, ok = -2, have_cuda_dev, list = 0;
 	struct gpu *g;
 	char why[256];
+	int ok = -2, have_cuda_dev;
 
-	while ((c = getopt_long(argc, argv, "r:jlh", lopts, NULL)) != -1) {
-		switch (c) {
-		case 'r':
-			if (!strcmp(optarg, "p2p"))
-				require = DMAFS_PATH_P2P;
-			else if (!strcmp(optarg, "staged"))
-				require = DMAFS_PATH_STAGED;
-			else if (!strcmp(optarg, "host"))
-				require = DMAFS_PATH_HOST;
-			else {
-				fprintf(stderr, "dmafs-check: --require %s: expected p2p, staged or host\n", optarg);
-				return EXIT_ERR;
-			}
-			break;
-		case 'j':
-			json = 1;
-			break;
-		case 'l':
-			list = 1;
-			break;
-		case 'h':
-			usage(stdout);
-			return EXIT_OK;
-		default:
-			usage(stderr);
-			return EXIT_ERR;
-		}
-	}
-	if (optind < argc)
-		mount = argv[optind++];
-	if (optind < argc) {
-		usage(stderr);
-		return EXIT_ERR;
-	}
-	if (list) {
-		if (require) {
-			fprintf(stderr, "dmafs-check: --require checks a mount; --list takes none\n");
-			return EXIT_ERR;
-		}
-		return list_filesystems(mount);
-	}
-	if (require && !mount) {
-		fprintf(stderr, "dmafs-check: --require needs a MOUNT or FILE to check\n");
-		return EXIT_ERR;
-	}
-	if (mount && access(mount, F_OK)) {
-		fprintf(stderr, "dmafs-check: %s: %s\n", mount, strerror(errno));
-		return EXIT_ERR;
-	}
 	if (json)
 		putchar('{');
 	else
 		printf("dmafs-check %s (libdmafs %d.%d.%d)\n", PACKAGE_VERSION,
 		       dmafs_version() / 10000, dmafs_version() / 100 % 100, dmafs_version() % 100);
-	if (json) {
+	if (json)
 		kv("version", NULL, 0, "%s", PACKAGE_VERSION);
-	}
 	check_gpus();
 	have_cuda_dev = gpu_load(DMAFS_TARGET_CUDA, &g, why, sizeof(why)) == 0;
 	open_("direct", "Direct storage", 0);
@@ -873,8 +851,73 @@ int main(int argc, char **argv)
 	if (json)
 		printf("\n}\n");
 	if (ok == -1)
-		return EXIT_ERR;
+		return CHECK_EXIT_ERR;
 	if (require)
-		return ok ? EXIT_OK : EXIT_MISSING;
-	return EXIT_OK;
+		return ok ? CHECK_EXIT_OK : CHECK_EXIT_MISSING;
+	return CHECK_EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lopts[] = {
+		{ "require", required_argument, NULL, 'r' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "list", no_argument, NULL, 'l' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *mount = NULL;
+	int c, require = 0, list = 0;
+
+	tool_init("dmafs-check");
+	while ((c = getopt_long(argc, argv, "r:jlh", lopts, NULL)) != -1) {
+		switch (c) {
+		case 'r':
+			if (!strcmp(optarg, "p2p"))
+				require = DMAFS_PATH_P2P;
+			else if (!strcmp(optarg, "staged"))
+				require = DMAFS_PATH_STAGED;
+			else if (!strcmp(optarg, "host"))
+				require = DMAFS_PATH_HOST;
+			else {
+				tool_err("--require %s: expected p2p, staged or host", optarg);
+				return CHECK_EXIT_ERR;
+			}
+			break;
+		case 'j':
+			json = 1;
+			break;
+		case 'l':
+			list = 1;
+			break;
+		case 'h':
+			usage(stdout);
+			return CHECK_EXIT_OK;
+		default:
+			usage(stderr);
+			return CHECK_EXIT_ERR;
+		}
+	}
+	if (optind < argc)
+		mount = argv[optind++];
+	if (optind < argc) {
+		usage(stderr);
+		return CHECK_EXIT_ERR;
+	}
+	if (list) {
+		if (require) {
+			tool_err("--require checks a mount; --list takes none");
+			return CHECK_EXIT_ERR;
+		}
+		return list_filesystems(mount);
+	}
+	if (require && !mount) {
+		tool_err("--require needs a MOUNT or FILE to check");
+		return CHECK_EXIT_ERR;
+	}
+	if (mount && access(mount, F_OK)) {
+		tool_err("%s: %s", mount, strerror(errno));
+		return CHECK_EXIT_ERR;
+	}
+	return report(mount, require);
 }

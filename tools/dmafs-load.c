@@ -14,7 +14,6 @@
 #include <getopt.h>
 #include <limits.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,10 +21,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common.h"
 #include "dmafs-load.h"
-#include "json.h"
 #include "dmafs.h"
 #include "gpu.h"
+#include "json.h"
+#include "tool.h"
 
 #define ALIGN LOAD_ALIGN
 #define VERIFY_CHUNK LOAD_VERIFY_CHUNK
@@ -53,26 +54,18 @@ struct group {
 	struct dmafs_result total;
 };
 
-struct load_opt opt = { .target = DMAFS_TARGET_HOST };
-int load_errors;
-
-static struct file *files;
-static size_t nfiles, capfiles;
-static struct group *groups;
-static size_t ngroups;
-static struct gpu *gpu;
-static char *gpumem;	/* GPU target: the allocation */
-
-void load_err(const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs("dmafs-load: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
+/* One run of the file mode: its options, the files and their mounts, the device memory. */
+struct job {
+	const struct load_opt *opt;
+	char tname[32];		/* the target as the user names it: "host", "cuda:0" */
+	struct file *files;
+	size_t nfiles, capfiles;
+	struct group *groups;
+	size_t ngroups;
+	struct gpu *gpu;
+	char *gpumem;		/* GPU target: the allocation */
+	int errors;		/* reported so far (each also printed); decides exit status 1 */
+};
 
 static void usage(FILE *f)
 {
@@ -96,21 +89,21 @@ static void usage(FILE *f)
 		"Exit status: 0 success, 1 error, 2 verify mismatch. See dmafs-load(1).\n");
 }
 
-static int parse_target(const char *s)
+static int parse_target(struct load_opt *o, const char *s)
 {
 	const char *num = NULL;
 	char *end;
 	long d = 0;
 
 	if (!strcmp(s, "host")) {
-		opt.target = DMAFS_TARGET_HOST;
+		o->target = DMAFS_TARGET_HOST;
 		return 0;
 	}
 	if (!strncmp(s, "cuda", 4)) {
-		opt.target = DMAFS_TARGET_CUDA;
+		o->target = DMAFS_TARGET_CUDA;
 		num = s + 4;
 	} else if (!strncmp(s, "hip", 3)) {
-		opt.target = DMAFS_TARGET_HIP;
+		o->target = DMAFS_TARGET_HIP;
 		num = s + 3;
 	} else {
 		return -1;
@@ -123,7 +116,7 @@ static int parse_target(const char *s)
 	} else if (*num) {
 		return -1;
 	}
-	opt.device = (int)d;
+	o->device = (int)d;
 	return 0;
 }
 
@@ -136,20 +129,13 @@ const char *load_target_name(int target, int device, char *buf, size_t len)
 	return buf;
 }
 
-static const char *target_name(void)
-{
-	static char buf[32];
-
-	return load_target_name(opt.target, opt.device, buf, sizeof(buf));
-}
-
 /* --gpus 0,1,...: device ordinals, each once. */
-static int parse_gpus(const char *s)
+static int parse_gpus(struct load_opt *o, const char *s)
 {
 	const char *p = s;
 	char *end;
 
-	opt.ngpus = 0;
+	o->ngpus = 0;
 	do {
 		long d;
 
@@ -157,12 +143,12 @@ static int parse_gpus(const char *s)
 		d = strtol(p, &end, 10);
 		if (errno || end == p || d < 0 || d > 1023 || (*end && *end != ','))
 			return -1;
-		for (int i = 0; i < opt.ngpus; i++)
-			if (opt.gpus[i] == d)
+		for (int i = 0; i < o->ngpus; i++)
+			if (o->gpus[i] == d)
 				return -1;
-		if (opt.ngpus == LOAD_MAX_GPUS)
+		if (o->ngpus == LOAD_MAX_GPUS)
 			return -1;
-		opt.gpus[opt.ngpus++] = (int)d;
+		o->gpus[o->ngpus++] = (int)d;
 		p = end + 1;
 	} while (*end == ',');
 	return 0;
@@ -170,26 +156,22 @@ static int parse_gpus(const char *s)
 
 /* ---- collecting files ---- */
 
-static int add_file(const char *path, const struct stat *st)
+static int add_file(struct job *j, const char *path, const struct stat *st)
 {
-	if (nfiles == capfiles) {
-		size_t n = capfiles ? capfiles * 2 : 64;
-		struct file *f = realloc(files, n * sizeof(*f));
-
-		if (!f)
-			return -ENOMEM;
-		files = f;
-		capfiles = n;
-	}
-	memset(&files[nfiles], 0, sizeof(files[0]));
-	files[nfiles].path = strdup(path);
-	if (!files[nfiles].path)
+	if (dm_grow(&j->files, &j->capfiles, j->nfiles + 1, sizeof(*j->files), 64))
 		return -ENOMEM;
-	files[nfiles].size = (uint64_t)st->st_size;
-	files[nfiles].dev = st->st_dev;
-	nfiles++;
+	memset(&j->files[j->nfiles], 0, sizeof(j->files[0]));
+	j->files[j->nfiles].path = strdup(path);
+	if (!j->files[j->nfiles].path)
+		return -ENOMEM;
+	j->files[j->nfiles].size = (uint64_t)st->st_size;
+	j->files[j->nfiles].dev = st->st_dev;
+	j->nfiles++;
 	return 0;
 }
+
+/* The job nftw() adds to: it passes its callback no argument of ours. */
+static struct job *walk_job;
 
 /* Directory walk: regular files, and symlinks that lead to regular files. Symlinks to
  * directories are not followed (they could loop). */
@@ -198,12 +180,12 @@ static int walk_cb(const char *path, const struct stat *st, int type, struct FTW
 	struct stat t;
 
 	if (type == FTW_F && S_ISREG(st->st_mode))
-		return add_file(path, st) ? FTW_STOP : 0;
+		return add_file(walk_job, path, st) ? FTW_STOP : 0;
 	if (type == FTW_SL && !stat(path, &t) && S_ISREG(t.st_mode))
-		return add_file(path, &t) ? FTW_STOP : 0;
+		return add_file(walk_job, path, &t) ? FTW_STOP : 0;
 	if (type == FTW_DNR || type == FTW_NS) {
-		load_err("%s: cannot read, skipped", path);
-		load_errors++;
+		tool_err("%s: cannot read, skipped", path);
+		walk_job->errors++;
 	}
 	return 0;
 }
@@ -213,28 +195,29 @@ static int cmp_path(const void *a, const void *b)
 	return strcmp(((const struct file *)a)->path, ((const struct file *)b)->path);
 }
 
-static int collect(char **paths, int n)
+static int collect(struct job *j, char **paths, int n)
 {
 	for (int i = 0; i < n; i++) {
-		size_t first = nfiles;
+		size_t first = j->nfiles;
 		struct stat st;
 
 		if (stat(paths[i], &st)) {
-			load_err("%s: %s", paths[i], strerror(errno));
+			tool_err("%s: %s", paths[i], strerror(errno));
 			return -1;
 		}
 		if (S_ISREG(st.st_mode)) {
-			if (add_file(paths[i], &st))
+			if (add_file(j, paths[i], &st))
 				return -1;
 		} else if (S_ISDIR(st.st_mode)) {
+			walk_job = j;
 			if (nftw(paths[i], walk_cb, 64, FTW_PHYS)) {
-				load_err("%s: %s", paths[i], strerror(errno));
+				tool_err("%s: %s", paths[i], strerror(errno));
 				return -1;
 			}
 			/* readdir order is arbitrary: sort each directory argument's files */
-			qsort(files + first, nfiles - first, sizeof(*files), cmp_path);
+			qsort(j->files + first, j->nfiles - first, sizeof(*j->files), cmp_path);
 		} else {
-			load_err("%s: not a regular file or directory", paths[i]);
+			tool_err("%s: not a regular file or directory", paths[i]);
 			return -1;
 		}
 	}
@@ -245,41 +228,41 @@ static int collect(char **paths, int n)
 
 static uint64_t align_up(uint64_t v) { return (v + ALIGN - 1) / ALIGN * ALIGN; }
 
-static int plan(uint64_t *total)
+static int plan(struct job *j, uint64_t *total)
 {
 	uint64_t off = 0;
 
-	for (size_t i = 0; i < nfiles; i++) {
+	for (size_t i = 0; i < j->nfiles; i++) {
 		size_t g;
 
-		for (g = 0; g < ngroups && groups[g].dev != files[i].dev; g++)
+		for (g = 0; g < j->ngroups && j->groups[g].dev != j->files[i].dev; g++)
 			;
-		if (g == ngroups) {
-			struct group *ng = realloc(groups, (ngroups + 1) * sizeof(*ng));
+		if (g == j->ngroups) {
+			struct group *ng = realloc(j->groups, (j->ngroups + 1) * sizeof(*ng));
 
 			if (!ng)
 				return -ENOMEM;
-			groups = ng;
-			memset(&groups[g], 0, sizeof(groups[g]));
-			groups[g].dev = files[i].dev;
-			ngroups++;
+			j->groups = ng;
+			memset(&j->groups[g], 0, sizeof(j->groups[g]));
+			j->groups[g].dev = j->files[i].dev;
+			j->ngroups++;
 		}
-		files[i].group = (int)g;
+		j->files[i].group = (int)g;
 	}
 	/* Lay the groups out one after the other, each file aligned inside its group. */
-	for (size_t g = 0; g < ngroups; g++) {
-		groups[g].base = off;
-		for (size_t i = 0; i < nfiles; i++) {
-			if (files[i].group != (int)g)
+	for (size_t g = 0; g < j->ngroups; g++) {
+		j->groups[g].base = off;
+		for (size_t i = 0; i < j->nfiles; i++) {
+			if (j->files[i].group != (int)g)
 				continue;
-			if (files[i].size > UINT64_MAX - ALIGN - off)
+			if (j->files[i].size > UINT64_MAX - ALIGN - off)
 				return -EOVERFLOW;
-			files[i].off = off;
-			off = align_up(off + files[i].size);
+			j->files[i].off = off;
+			off = align_up(off + j->files[i].size);
 		}
-		groups[g].size = off - groups[g].base;
-		if (!groups[g].size) { /* only empty files: still one page to register */
-			groups[g].size = ALIGN;
+		j->groups[g].size = off - j->groups[g].base;
+		if (!j->groups[g].size) { /* only empty files: still one page to register */
+			j->groups[g].size = ALIGN;
 			off += ALIGN;
 		}
 	}
@@ -287,80 +270,72 @@ static int plan(uint64_t *total)
 	return 0;
 }
 
-static int open_groups(uint64_t total)
+static int open_groups(struct job *j, uint64_t total)
 {
 	char why[256];
 	int ret;
 
-	if (opt.target != DMAFS_TARGET_HOST) {
-		ret = gpu_load(opt.target, &gpu, why, sizeof(why));
+	if (j->opt->target != DMAFS_TARGET_HOST) {
+		ret = gpu_load(j->opt->target, &j->gpu, why, sizeof(why));
 		if (ret) {
-			load_err("%s: no GPU: %s", target_name(), why);
+			tool_err("%s: no GPU: %s", j->tname, why);
 			return ret;
 		}
-		if (opt.device >= gpu_count(gpu)) {
-			load_err("%s: no such device (%d %s device(s) found)", target_name(),
-			    gpu_count(gpu), opt.target == DMAFS_TARGET_CUDA ? "CUDA" : "HIP");
+		if (j->opt->device >= gpu_count(j->gpu)) {
+			tool_err("%s: no such device (%d %s device(s) found)", j->tname,
+			    gpu_count(j->gpu), j->opt->target == DMAFS_TARGET_CUDA ? "CUDA" : "HIP");
 			return -ENODEV;
 		}
-		ret = gpu_mem_alloc(gpu, opt.device, total, (void **)&gpumem);
+		ret = gpu_mem_alloc(j->gpu, j->opt->device, total, (void **)&j->gpumem);
 		if (ret) {
-			load_err("%s: cannot allocate %llu bytes of device memory: %s (load fewer files at once)",
-			    target_name(), (unsigned long long)total, strerror(-ret));
+			tool_err("%s: cannot allocate %llu bytes of device memory: %s (load fewer files at once)",
+			    j->tname, (unsigned long long)total, strerror(-ret));
 			return ret;
 		}
 	}
-	for (size_t g = 0; g < ngroups; g++) {
-		struct group *gr = &groups[g];
+	for (size_t g = 0; g < j->ngroups; g++) {
+		struct group *gr = &j->groups[g];
 		const char *first = NULL;
 
-		for (size_t i = 0; i < nfiles && !first; i++)
-			if (files[i].group == (int)g)
-				first = files[i].path;
+		for (size_t i = 0; i < j->nfiles && !first; i++)
+			if (j->files[i].group == (int)g)
+				first = j->files[i].path;
 		ret = dmafs_session_open(first, &gr->s);
 		if (ret) {
-			load_err("%s: cannot open a dmafs session: %s", first, dmafs_strerror(ret));
+			tool_err("%s: cannot open a dmafs session: %s", first, dmafs_strerror(ret));
 			return ret;
 		}
 		gr->caps_ok = dmafs_session_caps(gr->s, &gr->caps) == 0;
-		if (opt.target == DMAFS_TARGET_HOST)
+		if (j->opt->target == DMAFS_TARGET_HOST)
 			ret = dmafs_buf_alloc_host(gr->s, gr->size, &gr->b);
-		else if (opt.target == DMAFS_TARGET_CUDA)
-			ret = dmafs_buf_register_cuda(gr->s, gpumem + gr->base, gr->size, opt.device,
+		else if (j->opt->target == DMAFS_TARGET_CUDA)
+			ret = dmafs_buf_register_cuda(gr->s, j->gpumem + gr->base, gr->size, j->opt->device,
 						      &gr->b);
 		else
-			ret = dmafs_buf_register_hip(gr->s, gpumem + gr->base, gr->size, opt.device,
+			ret = dmafs_buf_register_hip(gr->s, j->gpumem + gr->base, gr->size, j->opt->device,
 						     &gr->b);
 		if (ret) {
-			load_err("cannot register %llu bytes of %s memory for the files on the mount of %s: %s",
-			    (unsigned long long)gr->size, target_name(), first, dmafs_strerror(ret));
+			tool_err("cannot register %llu bytes of %s memory for the files on the mount of %s: %s",
+			    (unsigned long long)gr->size, j->tname, first, dmafs_strerror(ret));
 			return ret;
 		}
 	}
 	return 0;
 }
 
-static void close_groups(void)
+static void close_groups(struct job *j)
 {
-	for (size_t g = 0; g < ngroups; g++) {
-		if (groups[g].b)
-			dmafs_buf_unregister(groups[g].b);
-		if (groups[g].s)
-			dmafs_session_close(groups[g].s);
+	for (size_t g = 0; g < j->ngroups; g++) {
+		if (j->groups[g].b)
+			dmafs_buf_unregister(j->groups[g].b);
+		if (j->groups[g].s)
+			dmafs_session_close(j->groups[g].s);
 	}
-	if (gpumem)
-		gpu_mem_free(gpu, opt.device, gpumem);
+	if (j->gpumem)
+		gpu_mem_free(j->gpu, j->opt->device, j->gpumem);
 }
 
 /* ---- progress ---- */
-
-uint64_t load_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 static struct {
 	pthread_mutex_t lock;
@@ -374,7 +349,7 @@ static struct {
 
 static void progress_draw(int final)
 {
-	uint64_t done = 0, el = load_now_ns() - prog.t0;
+	uint64_t done = 0, el = dm_mono_ns() - prog.t0;
 	double frac;
 	int w = 30, fill;
 	char bar[64];
@@ -414,14 +389,14 @@ static void *progress_main(void *arg)
 	return NULL;
 }
 
-void load_progress_start(struct dmafs_buf *const *bufs, size_t n, uint64_t total)
+void load_progress_start(struct dmafs_buf *const *bufs, size_t n, uint64_t total, int show)
 {
 	prog.bufs = bufs;
 	prog.nbufs = n;
 	prog.total = total;
-	prog.t0 = load_now_ns();
+	prog.t0 = dm_mono_ns();
 	prog.stop = 0;
-	prog.on = !opt.quiet && !opt.json && isatty(STDERR_FILENO) &&
+	prog.on = show && isatty(STDERR_FILENO) &&
 		  !pthread_create(&prog.tid, NULL, progress_main, NULL);
 }
 
@@ -439,28 +414,28 @@ void load_progress_stop(void)
 
 /* ---- placing ---- */
 
-static int place_all(uint64_t *elapsed)
+static int place_all(struct job *j, uint64_t *elapsed)
 {
-	uint64_t t0 = load_now_ns(), total = 0;
-	struct dmafs_buf **bufs = calloc(ngroups, sizeof(*bufs));
+	uint64_t t0 = dm_mono_ns(), total = 0;
+	struct dmafs_buf **bufs = calloc(j->ngroups, sizeof(*bufs));
 	int ret = 0;
 
 	if (!bufs)
 		return -ENOMEM;
-	for (size_t g = 0; g < ngroups; g++)
-		bufs[g] = groups[g].b;
-	for (size_t i = 0; i < nfiles; i++)
-		total += files[i].size;
-	load_progress_start(bufs, ngroups, total);
-	for (size_t g = 0; g < ngroups; g++) {
-		struct group *gr = &groups[g];
+	for (size_t g = 0; g < j->ngroups; g++)
+		bufs[g] = j->groups[g].b;
+	for (size_t i = 0; i < j->nfiles; i++)
+		total += j->files[i].size;
+	load_progress_start(bufs, j->ngroups, total, !j->opt->quiet && !j->opt->json);
+	for (size_t g = 0; g < j->ngroups; g++) {
+		struct group *gr = &j->groups[g];
 		size_t n = 0, k = 0;
 		const char **paths;
 		uint64_t *offs;
 		struct dmafs_result *res;
 
-		for (size_t i = 0; i < nfiles; i++)
-			n += files[i].group == (int)g;
+		for (size_t i = 0; i < j->nfiles; i++)
+			n += j->files[i].group == (int)g;
 		paths = calloc(n, sizeof(*paths));
 		offs = calloc(n, sizeof(*offs));
 		res = calloc(n, sizeof(*res));
@@ -471,31 +446,31 @@ static int place_all(uint64_t *elapsed)
 			ret = -ENOMEM;
 			break;
 		}
-		for (size_t i = 0; i < nfiles; i++) {
-			if (files[i].group != (int)g)
+		for (size_t i = 0; i < j->nfiles; i++) {
+			if (j->files[i].group != (int)g)
 				continue;
-			paths[k] = files[i].path;
-			offs[k] = files[i].off - gr->base;
+			paths[k] = j->files[i].path;
+			offs[k] = j->files[i].off - gr->base;
 			k++;
 		}
-		if (dmafs_place_files(gr->b, paths, offs, n, opt.threads, res, &gr->total))
+		if (dmafs_place_files(gr->b, paths, offs, n, j->opt->threads, res, &gr->total))
 			ret = -EIO;
 		k = 0;
-		for (size_t i = 0; i < nfiles; i++) {
-			if (files[i].group != (int)g)
+		for (size_t i = 0; i < j->nfiles; i++) {
+			if (j->files[i].group != (int)g)
 				continue;
-			files[i].res = res[k++];
-			if (files[i].res.path == DMAFS_PATH_NONE) {
+			j->files[i].res = res[k++];
+			if (j->files[i].res.path == DMAFS_PATH_NONE) {
 				/* dmafs_place_files() marks failed files; ask again for the reason. */
 				struct dmafs_result r;
 
-				files[i].err = dmafs_place_file(gr->b, files[i].path,
-								files[i].off - gr->base, &r);
-				if (!files[i].err) {
-					files[i].res = r; /* a transient failure: it worked now */
+				j->files[i].err = dmafs_place_file(gr->b, j->files[i].path,
+								j->files[i].off - gr->base, &r);
+				if (!j->files[i].err) {
+					j->files[i].res = r; /* a transient failure: it worked now */
 				} else {
-					load_err("%s: %s", files[i].path, dmafs_strerror(files[i].err));
-					load_errors++;
+					tool_err("%s: %s", j->files[i].path, dmafs_strerror(j->files[i].err));
+					j->errors++;
 				}
 			}
 		}
@@ -505,13 +480,13 @@ static int place_all(uint64_t *elapsed)
 	}
 	load_progress_stop();
 	free(bufs);
-	*elapsed = load_now_ns() - t0;
+	*elapsed = dm_mono_ns() - t0;
 	return ret;
 }
 
 /* ---- verify ---- */
 
-static void verify_file(struct file *f, char *a, char *b)
+static void verify_file(struct job *j, struct file *f, char *a, char *b)
 {
 	uint64_t off = 0;
 	int fd;
@@ -520,8 +495,8 @@ static void verify_file(struct file *f, char *a, char *b)
 		return;
 	fd = open(f->path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
-		load_err("%s: cannot verify: %s", f->path, strerror(errno));
-		load_errors++;
+		tool_err("%s: cannot verify: %s", f->path, strerror(errno));
+		j->errors++;
 		return;
 	}
 	f->verified = 1;
@@ -531,28 +506,26 @@ static void verify_file(struct file *f, char *a, char *b)
 	}
 	while (f->verified == 1 && off < f->size) {
 		size_t want = f->size - off < VERIFY_CHUNK ? (size_t)(f->size - off) : VERIFY_CHUNK;
-		ssize_t n = pread(fd, a, want, (off_t)off);
+		ssize_t n = dm_pread_full(fd, a, want, (off_t)off);
 		const char *placed;
 
-		if (n < 0 && errno == EINTR)
-			continue;
 		if (n <= 0) {
-			load_err("%s: cannot verify: read at %llu: %s", f->path, (unsigned long long)off,
-			    n ? strerror(errno) : "file shrank");
-			load_errors++;
+			tool_err("%s: cannot verify: read at %llu: %s", f->path, (unsigned long long)off,
+			    n ? strerror((int)-n) : "file shrank");
+			j->errors++;
 			f->verified = 0;
 			break;
 		}
-		if (opt.target == DMAFS_TARGET_HOST) {
-			placed = (char *)dmafs_buf_ptr(groups[f->group].b) +
-				 (f->off - groups[f->group].base) + off;
+		if (j->opt->target == DMAFS_TARGET_HOST) {
+			placed = (char *)dmafs_buf_ptr(j->groups[f->group].b) +
+				 (f->off - j->groups[f->group].base) + off;
 		} else {
-			int ret = gpu_copy_dtoh(gpu, opt.device, b, gpumem + f->off + off, (size_t)n);
+			int ret = gpu_copy_dtoh(j->gpu, j->opt->device, b, j->gpumem + f->off + off, (size_t)n);
 
 			if (ret) {
-				load_err("%s: cannot verify: copy back from %s failed: %s", f->path,
-				    target_name(), strerror(-ret));
-				load_errors++;
+				tool_err("%s: cannot verify: copy back from %s failed: %s", f->path,
+				    j->tname, strerror(-ret));
+				j->errors++;
 				f->verified = 0;
 				break;
 			}
@@ -571,7 +544,7 @@ static void verify_file(struct file *f, char *a, char *b)
 	close(fd);
 }
 
-static int verify_all(void)
+static int verify_all(struct job *j)
 {
 	char *a = malloc(VERIFY_CHUNK), *b = malloc(VERIFY_CHUNK);
 	int bad = 0;
@@ -579,17 +552,17 @@ static int verify_all(void)
 	if (!a || !b) {
 		free(a);
 		free(b);
-		load_err("cannot verify: out of memory");
-		load_errors++;
+		tool_err("cannot verify: out of memory");
+		j->errors++;
 		return 0;
 	}
-	for (size_t i = 0; i < nfiles; i++) {
-		verify_file(&files[i], a, b);
-		if (files[i].verified < 0) {
+	for (size_t i = 0; i < j->nfiles; i++) {
+		verify_file(j, &j->files[i], a, b);
+		if (j->files[i].verified < 0) {
 			bad++;
-			load_err("%s: MISMATCH at byte %llu (placed %llu of %llu bytes)", files[i].path,
-			    (unsigned long long)files[i].bad_at, (unsigned long long)files[i].res.bytes,
-			    (unsigned long long)files[i].size);
+			tool_err("%s: MISMATCH at byte %llu (placed %llu of %llu bytes)", j->files[i].path,
+			    (unsigned long long)j->files[i].bad_at, (unsigned long long)j->files[i].res.bytes,
+			    (unsigned long long)j->files[i].size);
 		}
 	}
 	free(a);
@@ -621,22 +594,20 @@ int load_notice(const struct dmafs_caps *caps, int target, const char *tname, in
 }
 
 /* Why the placements were not as fast as they could be, once per mount; 0 if they were. */
-static int notice(const struct group *g, char *buf, size_t len)
+static int notice(const struct job *j, const struct group *g, char *buf, size_t len)
 {
 	if (!g->caps_ok)
 		return 0;
-	return load_notice(&g->caps, opt.target, target_name(), g->total.path, buf, len);
+	return load_notice(&g->caps, j->opt->target, j->tname, g->total.path, buf, len);
 }
 
 double load_gbps(uint64_t bytes, uint64_t ns) { return ns ? (double)bytes / (double)ns : 0.0; }
 
-void load_json_str(const char *s) { json_str(s); }
-
-static void print_text(uint64_t total_bytes, uint64_t elapsed, int path)
+static void print_text(const struct job *j, uint64_t total_bytes, uint64_t elapsed, int path)
 {
-	if (!opt.quiet) {
-		for (size_t i = 0; i < nfiles; i++) {
-			const struct file *f = &files[i];
+	if (!j->opt->quiet) {
+		for (size_t i = 0; i < j->nfiles; i++) {
+			const struct file *f = &j->files[i];
 
 			if (f->err)
 				printf("%s  FAILED: %s\n", f->path, dmafs_strerror(f->err));
@@ -647,53 +618,159 @@ static void print_text(uint64_t total_bytes, uint64_t elapsed, int path)
 				       f->verified > 0 ? "  verified" : f->verified < 0 ? "  MISMATCH" : "");
 		}
 	}
-	printf("total  %zu files  %llu bytes  %.3f s  %.2f GB/s  %s  target %s\n", nfiles,
+	printf("total  %zu files  %llu bytes  %.3f s  %.2f GB/s  %s  target %s\n", j->nfiles,
 	       (unsigned long long)total_bytes, elapsed / 1e9, load_gbps(total_bytes, elapsed),
-	       dmafs_path_name(path), target_name());
+	       dmafs_path_name(path), j->tname);
 }
 
-static void print_json(uint64_t total_bytes, uint64_t elapsed, int path, int mismatches)
+static void print_json(const struct job *j, uint64_t total_bytes, uint64_t elapsed, int path,
+		       int mismatches)
 {
 	char buf[512];
 	int first = 1;
 
 	printf("{\n  \"target\": ");
-	load_json_str(target_name());
+	json_str(j->tname);
 	printf(",\n  \"files\": [");
-	for (size_t i = 0; i < nfiles; i++) {
-		const struct file *f = &files[i];
+	for (size_t i = 0; i < j->nfiles; i++) {
+		const struct file *f = &j->files[i];
 
 		printf("%s\n    {\"file\": ", i ? "," : "");
-		load_json_str(f->path);
+		json_str(f->path);
 		printf(", \"size\": %llu, \"bytes\": %llu, \"seconds\": %.6f, \"gbps\": %.3f, \"path\": ",
 		       (unsigned long long)f->size, (unsigned long long)f->res.bytes,
 		       f->res.elapsed_ns / 1e9, load_gbps(f->res.bytes, f->res.elapsed_ns));
-		load_json_str(dmafs_path_name(f->res.path));
+		json_str(dmafs_path_name(f->res.path));
 		printf(", \"error\": ");
 		if (f->err)
-			load_json_str(dmafs_strerror(f->err));
+			json_str(dmafs_strerror(f->err));
 		else
 			printf("null");
-		if (opt.verify)
+		if (j->opt->verify)
 			printf(", \"verified\": %s", f->verified > 0 ? "true" : "false");
 		if (f->verified < 0)
 			printf(", \"mismatch_at\": %llu", (unsigned long long)f->bad_at);
 		printf("}");
 	}
 	printf("\n  ],\n  \"total\": {\"files\": %zu, \"bytes\": %llu, \"seconds\": %.6f, \"gbps\": %.3f, \"path\": ",
-	       nfiles, (unsigned long long)total_bytes, elapsed / 1e9, load_gbps(total_bytes, elapsed));
-	load_json_str(dmafs_path_name(path));
+	       j->nfiles, (unsigned long long)total_bytes, elapsed / 1e9, load_gbps(total_bytes, elapsed));
+	json_str(dmafs_path_name(path));
 	printf("},\n  \"notices\": [");
-	for (size_t g = 0; g < ngroups; g++) {
-		if (!notice(&groups[g], buf, sizeof(buf)))
+	for (size_t g = 0; g < j->ngroups; g++) {
+		if (!notice(j, &j->groups[g], buf, sizeof(buf)))
 			continue;
 		printf("%s\n    ", first ? "" : ",");
-		load_json_str(buf);
+		json_str(buf);
 		first = 0;
 	}
 	printf("%s],\n  \"verify\": ", first ? "" : "\n  ");
-	load_json_str(!opt.verify ? "skipped" : mismatches ? "mismatch" : "ok");
-	printf(",\n  \"errors\": %d\n}\n", load_errors);
+	json_str(!j->opt->verify ? "skipped" : mismatches ? "mismatch" : "ok");
+	printf(",\n  \"errors\": %d\n}\n", j->errors);
+}
+
+/* The path that all placements into one mount took: the slowest. */
+static void group_paths(struct job *j)
+{
+	for (size_t g = 0; g < j->ngroups; g++)
+		j->groups[g].total.path = DMAFS_PATH_NONE;
+	for (size_t i = 0; i < j->nfiles; i++) {
+		struct group *gr = &j->groups[j->files[i].group];
+
+		if (!j->files[i].err && j->files[i].res.path > gr->total.path)
+			gr->total.path = j->files[i].res.path;
+	}
+}
+
+/* The file mode: place every file under @paths, report, verify. Returns the exit status. */
+static int load_files(struct job *j, char **paths, int n)
+{
+	uint64_t total = 0, elapsed = 0, bytes = 0;
+	int path = DMAFS_PATH_NONE, mismatches = 0;
+	char buf[512];
+
+	if (collect(j, paths, n))
+		return LOAD_EXIT_ERR;
+	if (j->nfiles == 0) {
+		tool_err("no regular files found under %s%s", paths[0], n > 1 ? " ..." : "");
+		return LOAD_EXIT_ERR;
+	}
+	if (plan(j, &total)) {
+		tool_err("the files do not fit one address space");
+		return LOAD_EXIT_ERR;
+	}
+	if (open_groups(j, total)) {
+		close_groups(j);
+		return LOAD_EXIT_ERR;
+	}
+	place_all(j, &elapsed);
+	for (size_t i = 0; i < j->nfiles; i++) {
+		bytes += j->files[i].res.bytes;
+		if (!j->files[i].err && j->files[i].res.path > path)
+			path = j->files[i].res.path;
+	}
+	group_paths(j);
+	if (j->opt->verify)
+		mismatches = verify_all(j);
+	if (j->opt->json) {
+		print_json(j, bytes, elapsed, path, mismatches);
+	} else {
+		print_text(j, bytes, elapsed, path);
+		for (size_t g = 0; g < j->ngroups; g++)
+			if (notice(j, &j->groups[g], buf, sizeof(buf)))
+				tool_err("notice: %s", buf);
+		if (j->opt->verify && !mismatches && !j->errors)
+			printf("verify  ok: every placed byte matches a POSIX read\n");
+	}
+	fflush(stdout);
+	/*
+	 * Host buffers are left to the daemon rather than unregistered: whichever side
+	 * unmaps a host buffer last frees its pages, and unregistering and then unmapping
+	 * ours would do it before we exit. Exiting only drops our page tables; the daemon,
+	 * whose mapping is then the last, frees the pages when it sees this process gone
+	 * (within half a second), after the command is over.
+	 */
+	if (j->opt->target != DMAFS_TARGET_HOST)
+		close_groups(j);
+	if (mismatches)
+		return LOAD_EXIT_MISMATCH;
+	return j->errors ? LOAD_EXIT_ERR : LOAD_EXIT_OK;
+}
+
+/* PATHs that are all safetensors files are models: show their tensors. */
+static int all_safetensors(char **paths, int n)
+{
+	struct stat st;
+
+	for (int i = 0; i < n; i++) {
+		size_t l = strlen(paths[i]);
+
+		if (l < 12 || strcmp(paths[i] + l - 12, ".safetensors") || stat(paths[i], &st) ||
+		    !S_ISREG(st.st_mode))
+			return 0;
+	}
+	return 1;
+}
+
+/* Options that go together, and what they imply. 0, or -1 with the reason printed. */
+static int check_opts(struct load_opt *o)
+{
+	if (o->ngpus) {
+		if (!o->model) {
+			tool_err("--gpus places safetensors models shard by shard: add --model");
+			return -1;
+		}
+		if (o->target_set && o->target == DMAFS_TARGET_HOST) {
+			tool_err("--gpus with --target host: give --target cuda or hip (or leave it out for cuda)");
+			return -1;
+		}
+		if (!o->target_set)
+			o->target = DMAFS_TARGET_CUDA;
+	}
+	if (o->list && !o->model) {
+		tool_err("--list shows the tensors of models: add --model");
+		return -1;
+	}
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -710,16 +787,17 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	uint64_t total = 0, elapsed = 0, bytes = 0;
-	int c, path = DMAFS_PATH_NONE, mismatches = 0;
-	char buf[512];
+	struct load_opt opt = { .target = DMAFS_TARGET_HOST };
+	struct job j = { .opt = &opt };
+	int c;
 
+	tool_init("dmafs-load");
 	while ((c = getopt_long(argc, argv, "t:mg:lVjT:qh", lopts, NULL)) != -1) {
 		switch (c) {
 		case 't':
-			if (parse_target(optarg)) {
-				load_err("--target %s: expected host, cuda:N or hip:N", optarg);
-				return EXIT_ERR;
+			if (parse_target(&opt, optarg)) {
+				tool_err("--target %s: expected host, cuda:N or hip:N", optarg);
+				return LOAD_EXIT_ERR;
 			}
 			opt.target_set = 1;
 			break;
@@ -727,10 +805,10 @@ int main(int argc, char **argv)
 			opt.model = 1;
 			break;
 		case 'g':
-			if (parse_gpus(optarg)) {
-				load_err("--gpus %s: expected distinct device numbers 0-1023 separated by commas (at most %d)",
+			if (parse_gpus(&opt, optarg)) {
+				tool_err("--gpus %s: expected distinct device numbers 0-1023 separated by commas (at most %d)",
 					 optarg, LOAD_MAX_GPUS);
-				return EXIT_ERR;
+				return LOAD_EXIT_ERR;
 			}
 			break;
 		case 'l':
@@ -747,8 +825,8 @@ int main(int argc, char **argv)
 			unsigned long v = strtoul(optarg, &end, 10);
 
 			if (end == optarg || *end || v < 1 || v > 256) {
-				load_err("--threads %s: expected a number from 1 to 256", optarg);
-				return EXIT_ERR;
+				tool_err("--threads %s: expected a number from 1 to 256", optarg);
+				return LOAD_EXIT_ERR;
 			}
 			opt.threads = (unsigned)v;
 			break;
@@ -758,99 +836,22 @@ int main(int argc, char **argv)
 			break;
 		case 'h':
 			usage(stdout);
-			return EXIT_OK;
+			return LOAD_EXIT_OK;
 		default:
 			usage(stderr);
-			return EXIT_ERR;
+			return LOAD_EXIT_ERR;
 		}
 	}
 	if (optind >= argc) {
 		usage(stderr);
-		return EXIT_ERR;
+		return LOAD_EXIT_ERR;
 	}
-	if (!opt.model) {
-		/* PATHs that are all safetensors files are models: show their tensors. */
-		struct stat st;
-		int i;
-
-		for (i = optind; i < argc; i++) {
-			size_t l = strlen(argv[i]);
-
-			if (l < 12 || strcmp(argv[i] + l - 12, ".safetensors") || stat(argv[i], &st) ||
-			    !S_ISREG(st.st_mode))
-				break;
-		}
-		opt.model = i == argc;
-	}
-	if (opt.ngpus) {
-		if (!opt.model) {
-			load_err("--gpus places safetensors models shard by shard: add --model");
-			return EXIT_ERR;
-		}
-		if (opt.target_set && opt.target == DMAFS_TARGET_HOST) {
-			load_err("--gpus with --target host: give --target cuda or hip (or leave it out for cuda)");
-			return EXIT_ERR;
-		}
-		if (!opt.target_set)
-			opt.target = DMAFS_TARGET_CUDA;
-	}
-	if (opt.list && !opt.model) {
-		load_err("--list shows the tensors of models: add --model");
-		return EXIT_ERR;
-	}
+	if (!opt.model)
+		opt.model = all_safetensors(argv + optind, argc - optind);
+	if (check_opts(&opt))
+		return LOAD_EXIT_ERR;
 	if (opt.model)
-		return load_models(argv + optind, argc - optind);
-	if (collect(argv + optind, argc - optind))
-		return EXIT_ERR;
-	if (nfiles == 0) {
-		load_err("no regular files found under %s%s", argv[optind], argc - optind > 1 ? " ..." : "");
-		return EXIT_ERR;
-	}
-	if (plan(&total)) {
-		load_err("the files do not fit one address space");
-		return EXIT_ERR;
-	}
-	if (open_groups(total)) {
-		close_groups();
-		return EXIT_ERR;
-	}
-	place_all(&elapsed);
-	for (size_t g = 0; g < ngroups; g++)
-		for (size_t i = 0; i < nfiles; i++)
-			if (files[i].group == (int)g && !files[i].err && files[i].res.path > path)
-				path = files[i].res.path;
-	for (size_t g = 0; g < ngroups; g++)
-		groups[g].total.path = DMAFS_PATH_NONE;
-	for (size_t i = 0; i < nfiles; i++) {
-		struct group *gr = &groups[files[i].group];
-
-		bytes += files[i].res.bytes;
-		if (!files[i].err && files[i].res.path > gr->total.path)
-			gr->total.path = files[i].res.path;
-	}
-	if (opt.verify)
-		mismatches = verify_all();
-	if (opt.json) {
-		print_json(bytes, elapsed, path, mismatches);
-	} else {
-		print_text(bytes, elapsed, path);
-		for (size_t g = 0; g < ngroups; g++)
-			if (notice(&groups[g], buf, sizeof(buf)))
-				fprintf(stderr, "dmafs-load: notice: %s\n", buf);
-		if (opt.verify && !mismatches && !load_errors)
-			printf("verify  ok: every placed byte matches a POSIX read\n");
-	}
-	fflush(stdout);
-	/*
-	 * Host buffers are left to the daemon rather than unregistered: whichever side
-	 * unmaps a host buffer last frees its pages (0.15 s for 2 GiB on a 2-core VM), and
-	 * unregistering and then unmapping ours would do it before we exit. Exiting only
-	 * drops our page tables; the daemon, whose mapping is then the last, frees the pages
-	 * when it sees this process gone (within half a second), after the command is over.
-	 */
-	if (opt.target != DMAFS_TARGET_HOST)
-		close_groups();
-	if (mismatches)
-		return EXIT_MISMATCH;
-	return load_errors ? EXIT_ERR : EXIT_OK;
+		return load_models(&opt, argv + optind, argc - optind);
+	load_target_name(opt.target, opt.device, j.tname, sizeof(j.tname));
+	return load_files(&j, argv + optind, argc - optind);
 }

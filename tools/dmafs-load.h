@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * dmafs-load.h - what the two halves of dmafs-load share: options, messages, the
- * progress bar and notices (dmafs-load.c, files) and the model mode (load-model.c).
+ * dmafs-load.h - what the two halves of dmafs-load share: options, the progress bar and
+ * notices (dmafs-load.c, files) and the model mode (load-model.c).
  */
 #ifndef DMAFS_LOAD_H
 #define DMAFS_LOAD_H
@@ -15,8 +15,7 @@
 #define LOAD_VERIFY_CHUNK (8u << 20)
 #define LOAD_MAX_GPUS 64
 
-enum { EXIT_OK = 0, EXIT_ERR = 1, EXIT_MISMATCH = 2 };
-
+/* The options, as main() parsed them: read-only afterwards. */
 struct load_opt {
 	int target, device;
 	int target_set;		/* --target given */
@@ -26,22 +25,17 @@ struct load_opt {
 	int gpus[LOAD_MAX_GPUS]; /* --gpus */
 	int ngpus;
 };
-extern struct load_opt opt;
-/* Errors reported so far (each also printed); decides exit status 1. */
-extern int load_errors;
 
-void load_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-uint64_t load_now_ns(void);
 double load_gbps(uint64_t bytes, uint64_t ns);
-void load_json_str(const char *s);
 /* "host", "cuda:N", "hip:N", written into @buf. */
 const char *load_target_name(int target, int device, char *buf, size_t len);
 
 /*
  * Progress bar on stderr over @n buffers (dmafs_buf_placed), while placements run; only
- * when stderr is a terminal and not -q / --json. Stop draws the last state and clears it.
+ * when @show (not -q or --json) and stderr is a terminal. Stop draws the last state and
+ * clears it.
  */
-void load_progress_start(struct dmafs_buf *const *bufs, size_t n, uint64_t total);
+void load_progress_start(struct dmafs_buf *const *bufs, size_t n, uint64_t total, int show);
 void load_progress_stop(void);
 
 /*
@@ -52,6 +46,6 @@ int load_notice(const struct dmafs_caps *caps, int target, const char *tname, in
 		char *buf, size_t len);
 
 /* load-model.c: the model mode. main() hands over every PATH; returns an exit status. */
-int load_models(char **paths, int n);
+int load_models(const struct load_opt *opt, char **paths, int n);
 
 #endif

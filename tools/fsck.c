@@ -18,9 +18,11 @@
 #include <unistd.h>
 
 #include "store/alloc.h"
+#include "common.h"
 #include "store/journal.h"
 #include "io/member.h"
 #include "store/meta.h"
+#include "tool.h"
 #include "io/uring.h"
 
 static int repair, quiet, tty;
@@ -140,7 +142,7 @@ static int check_entries(struct inode *d, void *arg)
 }
 
 static struct inode **orphans;
-static size_t norphans;
+static size_t norphans, corphans;
 
 static int check_links(struct inode *i, void *arg)
 {
@@ -161,7 +163,8 @@ static int check_links(struct inode *i, void *arg)
 				(unsigned long long)i->ino, i->dir ? "directory" : "file", i->a.nlink,
 				repair ? "; moved to /lost+found" : "");
 		}
-		orphans = realloc(orphans, (norphans + 1) * sizeof(*orphans));
+		if (dm_grow(&orphans, &corphans, norphans + 1, sizeof(*orphans), 64))
+			return -ENOMEM;
 		orphans[norphans++] = i;
 		return 0;
 	} else if (i->dir) {
@@ -227,7 +230,7 @@ static void fix_orphans(void)
 
 			r.a.mode = S_IFDIR | 0700;
 			r.a.nlink = 2;
-			r.a.atime = r.a.mtime = r.a.ctime = (int64_t)util_now_ns();
+			r.a.atime = r.a.mtime = r.a.ctime = dm_wall_ns();
 			meta_apply(&meta, &r);
 			lfino = r.ino;
 			struct fmt_rec l = { .type = REC_LINK, .dir = FMT_ROOT_INO, .ino = lfino,
@@ -404,6 +407,122 @@ static void usage(FILE *f)
 		   "Exit status: 0 clean, 1 errors corrected, 4 errors left uncorrected, 8 operational error.\n");
 }
 
+/*
+ * Replay the metadata log into `meta` and report the state of its copies. Returns 0, or
+ * FSCK_EXIT_UNFIXED when no generation replays or the root directory is gone.
+ */
+static int load_metadata(struct journal *j, int n)
+{
+	char err[1024] = "";
+	int ret = meta_init(&meta, ms[0].sb.stripe_unit, n);
+
+	if (!ret)
+		ret = journal_open(j, ms, n, &meta, !repair, repair, err, sizeof(err));
+	if (ret) {
+		printf("ERROR: %s\n", err[0] ? err : strerror(-ret));
+		printf("dmafs-fsck: the metadata cannot be replayed%s\n",
+		       repair ? ", and no older generation could be either" : "; --repair tries the previous generation");
+		return FSCK_EXIT_UNFIXED;
+	}
+	if (j->recovered_older)
+		problem(1, "the current metadata generation is damaged in every log copy; recovered the previous generation (changes committed after it are lost)");
+	for (unsigned i = 0; i < j->ncopies; i++) {
+		if (!j->copy_ok[i])
+			problem(1, "metadata log copy on member %u (%s) is damaged: %s%s", i, ms[i].path,
+				j->copy_why[i], repair ? "; rewritten from the good copy" : "");
+		else if (j->copy_differs[i])
+			problem(1, "metadata log copy on member %u (%s) is behind the other copy%s", i,
+				ms[i].path, repair ? "; rewritten" : "");
+	}
+	if (!meta_iget(&meta, FMT_ROOT_INO) || !meta_iget(&meta, FMT_ROOT_INO)->dir) {
+		printf("ERROR: the root directory is missing\n");
+		return FSCK_EXIT_UNFIXED;
+	}
+	return 0;
+}
+
+/* Directory entries, link counts and unreachable inodes. 0, or -ENOMEM. */
+static int check_tree(void)
+{
+	meta_for_each(&meta, max_ino, NULL);
+	parents = calloc(maxino + 1, sizeof(*parents));
+	if (!parents)
+		return -ENOMEM;
+	meta_for_each(&meta, check_entries, NULL);
+	meta_for_each(&meta, collect, NULL);
+	return meta_for_each(&meta, check_links, NULL);
+}
+
+/* Every extent inside the data regions and owned once: rebuild the allocator from them. */
+static void check_space(int n)
+{
+	uint64_t start[FMT_MAX_MEMBERS], end[FMT_MAX_MEMBERS], cap = 0, used;
+
+	for (int i = 0; i < n; i++) {
+		start[i] = ms[i].sb.data_offset;
+		end[i] = ms[i].sb.data_end;
+		cap += end[i] - start[i];
+	}
+	alloc_init(&alloc, n, start, end);
+	meta_for_each(&meta, check_extents, NULL);
+	used = cap - alloc_free_bytes(&alloc);
+	if (!quiet)
+		printf("dmafs-fsck: %zu inodes, %.1f of %.1f MiB used (free space is rebuilt from the extents at every mount, so none can leak)\n",
+		       meta.inodes.n, used / 1048576.0, cap / 1048576.0);
+}
+
+/* --scrub: read every data block and check it. 0, or -ENOMEM. */
+static int scrub_all(void)
+{
+	char *buf = util_aligned_alloc(SCRUB_CHUNK + 4 * DMAFS_BLOCK);
+
+	if (!buf)
+		return -ENOMEM;
+	meta_for_each(&meta, count_bytes, NULL);
+	if (!quiet)
+		printf("dmafs-fsck: scrub: reading and verifying %.2f GiB of file data\n",
+		       scrub_total / 1073741824.0);
+	meta_for_each(&meta, scrub_inode, buf);
+	if (tty)
+		fputc('\n', stderr);
+	free(buf);
+	return 0;
+}
+
+/* Check the @n members open in `ms`; the exit status. */
+static int fsck(int n, int scrub)
+{
+	struct journal j;
+	int ret;
+
+	if (!quiet)
+		printf("dmafs-fsck: %d member%s, %s\n", n, n > 1 ? "s" : "", repair ? "repairing" : "checking only");
+	check_superblocks(n);
+	ret = load_metadata(&j, n);
+	if (ret)
+		return ret;
+	if (check_tree())
+		return FSCK_EXIT_ERR;
+	check_space(n);
+	if (repair)
+		fix_orphans();
+	if (scrub && scrub_all())
+		return FSCK_EXIT_ERR;
+	if (repair && (fixed || errors)) {
+		ret = journal_compact(&j);
+		if (ret) {
+			printf("dmafs-fsck: writing the repaired metadata failed: %s\n", strerror(-ret));
+			return FSCK_EXIT_ERR;
+		}
+	}
+	members_close(ms, n);
+	if (!quiet || errors)
+		printf("dmafs-fsck: %u problem%s found, %u fixed\n", errors, errors == 1 ? "" : "s", fixed);
+	if (errors > fixed)
+		return FSCK_EXIT_UNFIXED;
+	return fixed ? FSCK_EXIT_FIXED : FSCK_EXIT_OK;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -411,107 +530,31 @@ int main(int argc, char **argv)
 		{ "quiet", no_argument, NULL, 'q' },  { "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	int c, n, scrub = 0, ret;
+	int c, n, scrub = 0;
 	char list[8192] = "", err[1024] = "";
-	struct journal j;
 
+	tool_init("dmafs-fsck");
 	while ((c = getopt_long(argc, argv, "nysqh", lo, NULL)) != -1) {
 		switch (c) {
 		case 'n': repair = 0; break;
 		case 'y': repair = 1; break;
 		case 's': scrub = 1; break;
 		case 'q': quiet = 1; break;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 8;
+		case 'h': usage(stdout); return FSCK_EXIT_OK;
+		default: usage(stderr); return FSCK_EXIT_ERR;
 		}
 	}
 	if (optind >= argc) {
 		usage(stderr);
-		return 8;
+		return FSCK_EXIT_ERR;
 	}
 	for (int i = optind; i < argc; i++)
 		snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i > optind ? "," : "", argv[i]);
 	tty = isatty(2);
 	n = members_open(list, !repair, &ms, err, sizeof(err));
 	if (n < 0) {
-		fprintf(stderr, "dmafs-fsck: %s\n", err);
-		return 8;
+		tool_err("%s", err);
+		return FSCK_EXIT_ERR;
 	}
-	if (!quiet)
-		printf("dmafs-fsck: %d member%s, %s\n", n, n > 1 ? "s" : "", repair ? "repairing" : "checking only");
-	check_superblocks(n);
-	ret = meta_init(&meta, ms[0].sb.stripe_unit, n);
-	if (!ret)
-		ret = journal_open(&j, ms, n, &meta, !repair, repair, err, sizeof(err));
-	if (ret) {
-		printf("ERROR: %s\n", err[0] ? err : strerror(-ret));
-		printf("dmafs-fsck: the metadata cannot be replayed%s\n",
-		       repair ? ", and no older generation could be either" : "; --repair tries the previous generation");
-		return 4;
-	}
-	if (j.recovered_older)
-		problem(1, "the current metadata generation is damaged in every log copy; recovered the previous generation (changes committed after it are lost)");
-	for (unsigned i = 0; i < j.ncopies; i++) {
-		if (!j.copy_ok[i])
-			problem(1, "metadata log copy on member %u (%s) is damaged: %s%s", i, ms[i].path,
-				j.copy_why[i], repair ? "; rewritten from the good copy" : "");
-		else if (j.copy_differs[i])
-			problem(1, "metadata log copy on member %u (%s) is behind the other copy%s", i,
-				ms[i].path, repair ? "; rewritten" : "");
-	}
-	if (!meta_iget(&meta, FMT_ROOT_INO) || !meta_iget(&meta, FMT_ROOT_INO)->dir) {
-		printf("ERROR: the root directory is missing\n");
-		return 4;
-	}
-	meta_for_each(&meta, max_ino, NULL);
-	parents = calloc(maxino + 1, sizeof(*parents));
-	if (!parents)
-		return 8;
-	meta_for_each(&meta, check_entries, NULL);
-	meta_for_each(&meta, collect, NULL);
-	meta_for_each(&meta, check_links, NULL);
-	{
-		uint64_t start[FMT_MAX_MEMBERS], end[FMT_MAX_MEMBERS], cap = 0, used;
-
-		for (int i = 0; i < n; i++) {
-			start[i] = ms[i].sb.data_offset;
-			end[i] = ms[i].sb.data_end;
-			cap += end[i] - start[i];
-		}
-		alloc_init(&alloc, n, start, end);
-		meta_for_each(&meta, check_extents, NULL);
-		used = cap - alloc_free_bytes(&alloc);
-		if (!quiet)
-			printf("dmafs-fsck: %zu inodes, %.1f of %.1f MiB used (free space is rebuilt from the extents at every mount, so none can leak)\n",
-			       meta.inodes.n, used / 1048576.0, cap / 1048576.0);
-	}
-	if (repair)
-		fix_orphans();
-	if (scrub) {
-		char *buf = util_aligned_alloc(SCRUB_CHUNK + 4 * DMAFS_BLOCK);
-
-		if (!buf)
-			return 8;
-		meta_for_each(&meta, count_bytes, NULL);
-		if (!quiet)
-			printf("dmafs-fsck: scrub: reading and verifying %.2f GiB of file data\n",
-			       scrub_total / 1073741824.0);
-		meta_for_each(&meta, scrub_inode, buf);
-		if (tty)
-			fputc('\n', stderr);
-		free(buf);
-	}
-	if (repair && (fixed || errors)) {
-		ret = journal_compact(&j);
-		if (ret) {
-			printf("dmafs-fsck: writing the repaired metadata failed: %s\n", strerror(-ret));
-			return 8;
-		}
-	}
-	members_close(ms, n);
-	if (!quiet || errors)
-		printf("dmafs-fsck: %u problem%s found, %u fixed\n", errors, errors == 1 ? "" : "s", fixed);
-	if (errors > fixed)
-		return 4;
-	return fixed ? 1 : 0;
+	return fsck(n, scrub);
 }

@@ -20,9 +20,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common.h"
 #include "dmafs-load.h"
 #include "dmafs.h"
 #include "gpu.h"
+#include "json.h"
+#include "tool.h"
 
 /* One buffer: the whole model, or one GPU's shards under --gpus. */
 struct slot {
@@ -36,10 +39,24 @@ struct slot {
 	unsigned *files;	/* model file index of each */
 	uint64_t *offs;
 	struct dmafs_result *res, total;
+	unsigned threads;	/* --threads */
 	int err;
 };
 
+/* Every model of one run: the options, and the totals so far. */
+struct models {
+	const struct load_opt *opt;
+	int first_json;		/* no model printed yet (--json) */
+	uint64_t bytes, ns;
+	size_t tensors, models;
+	int path;
+	int mismatches;
+	int errors;		/* reported so far (each also printed); decides exit status 1 */
+};
+
 struct load {
+	const struct load_opt *opt;
+	struct models *run;
 	const char *path;	/* as given */
 	struct dmafs_model *m;
 	struct dmafs_session *s;
@@ -57,19 +74,11 @@ struct load {
 	int verified;		/* 1 ok, -1 mismatch, 0 not done */
 };
 
-static struct {
-	int first_json;
-	uint64_t bytes, ns;
-	size_t tensors, models;
-	int path;
-	int mismatches;
-} acc = { .first_json = 1 };
-
 /* Where tensor @t lies in memory: its slot and the pointer there. */
 static char *where(const struct load *l, const struct dmafs_tensor *t, const struct slot **sl)
 {
 	*sl = &l->slots[l->fslot[t->file]];
-	if (!opt.ngpus)
+	if (!l->opt->ngpus)
 		return t->ptr;
 	return (*sl)->mem + l->foff[t->file] + t->file_offset;
 }
@@ -84,13 +93,13 @@ static int slot_buffer(struct load *l, struct slot *sl)
 		ret = dmafs_buf_alloc_host(l->s, sl->size, &sl->b);
 	} else {
 		if (sl->dev >= gpu_count(l->gpu)) {
-			load_err("%s: no such device (%d %s device(s) found)", sl->name, gpu_count(l->gpu),
+			tool_err("%s: no such device (%d %s device(s) found)", sl->name, gpu_count(l->gpu),
 				 sl->target == DMAFS_TARGET_CUDA ? "CUDA" : "HIP");
 			return -ENODEV;
 		}
 		ret = gpu_mem_alloc(l->gpu, sl->dev, sl->size, (void **)&sl->mem);
 		if (ret) {
-			load_err("%s: cannot allocate %llu bytes of device memory for %s: %s", sl->name,
+			tool_err("%s: cannot allocate %llu bytes of device memory for %s: %s", sl->name,
 				 (unsigned long long)sl->size, l->path, strerror(-ret));
 			sl->mem = NULL;
 			return ret;
@@ -100,7 +109,7 @@ static int slot_buffer(struct load *l, struct slot *sl)
 			      : dmafs_buf_register_hip(l->s, sl->mem, sl->size, sl->dev, &sl->b);
 	}
 	if (ret) {
-		load_err("%s: cannot register %llu bytes of %s memory: %s", l->path,
+		tool_err("%s: cannot register %llu bytes of %s memory: %s", l->path,
 			 (unsigned long long)sl->size, sl->name, dmafs_strerror(ret));
 		sl->b = NULL;
 	}
@@ -113,7 +122,7 @@ static int plan(struct load *l)
 	struct stat st;
 
 	l->nfiles = dmafs_model_files(l->m);
-	l->nslots = opt.ngpus ? opt.ngpus : 1;
+	l->nslots = l->opt->ngpus ? l->opt->ngpus : 1;
 	l->slots = calloc((size_t)l->nslots, sizeof(*l->slots));
 	l->fsize = calloc(l->nfiles, sizeof(*l->fsize));
 	l->fslot = calloc(l->nfiles, sizeof(*l->fslot));
@@ -123,8 +132,9 @@ static int plan(struct load *l)
 	for (int k = 0; k < l->nslots; k++) {
 		struct slot *sl = &l->slots[k];
 
-		sl->target = opt.target;
-		sl->dev = opt.ngpus ? opt.gpus[k] : opt.device;
+		sl->target = l->opt->target;
+		sl->threads = l->opt->threads;
+		sl->dev = l->opt->ngpus ? l->opt->gpus[k] : l->opt->device;
 		load_target_name(sl->target, sl->dev, sl->name, sizeof(sl->name));
 		sl->paths = calloc(l->nfiles, sizeof(*sl->paths));
 		sl->offs = calloc(l->nfiles, sizeof(*sl->offs));
@@ -137,7 +147,7 @@ static int plan(struct load *l)
 		struct slot *sl = &l->slots[i % (unsigned)l->nslots];
 
 		if (stat(dmafs_model_file(l->m, i), &st)) {
-			load_err("%s: %s", dmafs_model_file(l->m, i), strerror(errno));
+			tool_err("%s: %s", dmafs_model_file(l->m, i), strerror(errno));
 			return -errno;
 		}
 		l->fsize[i] = (uint64_t)st.st_size;
@@ -149,7 +159,7 @@ static int plan(struct load *l)
 		sl->n++;
 		sl->size = l->foff[i] + l->fsize[i];
 	}
-	if (!opt.ngpus)
+	if (!l->opt->ngpus)
 		l->slots[0].size = dmafs_model_bytes(l->m);
 	return 0;
 }
@@ -161,15 +171,15 @@ static int open_buffers(struct load *l)
 
 	ret = dmafs_session_open(dmafs_model_file(l->m, 0), &l->s);
 	if (ret) {
-		load_err("%s: cannot open a dmafs session: %s", dmafs_model_file(l->m, 0),
+		tool_err("%s: cannot open a dmafs session: %s", dmafs_model_file(l->m, 0),
 			 dmafs_strerror(ret));
 		return ret;
 	}
 	l->caps_ok = dmafs_session_caps(l->s, &l->caps) == 0;
-	if (opt.target != DMAFS_TARGET_HOST) {
-		ret = gpu_load(opt.target, &l->gpu, why, sizeof(why));
+	if (l->opt->target != DMAFS_TARGET_HOST) {
+		ret = gpu_load(l->opt->target, &l->gpu, why, sizeof(why));
 		if (ret) {
-			load_err("%s: no GPU: %s", l->slots[0].name, why);
+			tool_err("%s: no GPU: %s", l->slots[0].name, why);
 			return ret;
 		}
 	}
@@ -210,7 +220,7 @@ static void *slot_main(void *arg)
 {
 	struct slot *sl = arg;
 
-	sl->err = dmafs_place_files(sl->b, sl->paths, sl->offs, sl->n, opt.threads, sl->res,
+	sl->err = dmafs_place_files(sl->b, sl->paths, sl->offs, sl->n, sl->threads, sl->res,
 				    &sl->total);
 	return NULL;
 }
@@ -220,14 +230,14 @@ static int place(struct load *l)
 	struct dmafs_buf *bufs[LOAD_MAX_GPUS];
 	pthread_t tid[LOAD_MAX_GPUS];
 	int started[LOAD_MAX_GPUS] = { 0 }, nb = 0;
-	uint64_t t0 = load_now_ns();
+	uint64_t t0 = dm_mono_ns();
 
 	for (int k = 0; k < l->nslots; k++)
 		if (l->slots[k].b)
 			bufs[nb++] = l->slots[k].b;
-	load_progress_start(bufs, (size_t)nb, dmafs_model_bytes(l->m));
-	if (!opt.ngpus) {
-		l->err = dmafs_model_place(l->m, l->slots[0].b, 0, opt.threads, &l->total);
+	load_progress_start(bufs, (size_t)nb, dmafs_model_bytes(l->m), !l->opt->quiet && !l->opt->json);
+	if (!l->opt->ngpus) {
+		l->err = dmafs_model_place(l->m, l->slots[0].b, 0, l->opt->threads, &l->total);
 		l->slots[0].total = l->total;
 		load_progress_stop();
 		return l->err;
@@ -259,7 +269,7 @@ static int place(struct load *l)
 		if (sl->total.path > l->total.path)
 			l->total.path = sl->total.path;
 	}
-	l->total.elapsed_ns = load_now_ns() - t0;
+	l->total.elapsed_ns = dm_mono_ns() - t0;
 	if (l->err)
 		l->total.path = DMAFS_PATH_NONE;
 	return l->err;
@@ -277,7 +287,7 @@ static int verify(struct load *l)
 	if (!a || !b) {
 		free(a);
 		free(b);
-		load_err("cannot verify: out of memory");
+		tool_err("cannot verify: out of memory");
 		return -1;
 	}
 	for (size_t i = 0; i < dmafs_model_tensors(l->m) && !bad; i++) {
@@ -292,7 +302,7 @@ static int verify(struct load *l)
 			fdfile = t->file;
 			fd = open(dmafs_model_file(l->m, t->file), O_RDONLY | O_CLOEXEC);
 			if (fd < 0) {
-				load_err("%s: cannot verify: %s", dmafs_model_file(l->m, t->file),
+				tool_err("%s: cannot verify: %s", dmafs_model_file(l->m, t->file),
 					 strerror(errno));
 				bad = -1;
 				break;
@@ -301,16 +311,14 @@ static int verify(struct load *l)
 		while (off < t->nbytes) {
 			size_t want = t->nbytes - off < LOAD_VERIFY_CHUNK ? (size_t)(t->nbytes - off)
 									  : LOAD_VERIFY_CHUNK;
-			ssize_t n = pread(fd, a, want, (off_t)(t->file_offset + off));
+			ssize_t n = dm_pread_full(fd, a, want, (off_t)(t->file_offset + off));
 			const char *p = placed + off;
 
-			if (n < 0 && errno == EINTR)
-				continue;
 			if (n != (ssize_t)want) {
-				load_err("%s: cannot verify tensor %s: read at %llu: %s",
+				tool_err("%s: cannot verify tensor %s: read at %llu: %s",
 					 dmafs_model_file(l->m, t->file), t->name,
 					 (unsigned long long)(t->file_offset + off),
-					 n < 0 ? strerror(errno) : "file shrank");
+					 n < 0 ? strerror((int)-n) : "file shrank");
 				bad = -1;
 				break;
 			}
@@ -318,7 +326,7 @@ static int verify(struct load *l)
 				int ret = gpu_copy_dtoh(l->gpu, sl->dev, b, p, want);
 
 				if (ret) {
-					load_err("cannot verify tensor %s: copy back from %s failed: %s",
+					tool_err("cannot verify tensor %s: copy back from %s failed: %s",
 						 t->name, sl->name, strerror(-ret));
 					bad = -1;
 					break;
@@ -330,7 +338,7 @@ static int verify(struct load *l)
 
 				while (a[k] == p[k])
 					k++;
-				load_err("%s: tensor %s MISMATCH at byte %llu of %llu (file offset %llu, %s)",
+				tool_err("%s: tensor %s MISMATCH at byte %llu of %llu (file offset %llu, %s)",
 					 l->path, t->name, (unsigned long long)(off + k),
 					 (unsigned long long)t->nbytes,
 					 (unsigned long long)(t->file_offset + off + k), sl->name);
@@ -379,9 +387,9 @@ static void print_text(const struct load *l)
 {
 	char tn[32];
 
-	if (opt.list && !l->err)
+	if (l->opt->list && !l->err)
 		print_list(l);
-	if (opt.ngpus && !opt.quiet) {
+	if (l->opt->ngpus && !l->opt->quiet) {
 		for (int k = 0; k < l->nslots; k++) {
 			const struct slot *sl = &l->slots[k];
 
@@ -394,38 +402,38 @@ static void print_text(const struct load *l)
 			       sl->err ? "  FAILED: " : "", sl->err ? dmafs_strerror(sl->err) : "");
 		}
 	}
-	if (opt.quiet)
+	if (l->opt->quiet)
 		return;
 	printf("model %s  %zu tensors  %u files  %llu bytes  %.3f s  %.2f GB/s  path %s  target %s%s\n",
 	       l->path, dmafs_model_tensors(l->m), l->nfiles, (unsigned long long)l->total.bytes,
 	       l->total.elapsed_ns / 1e9, load_gbps(l->total.bytes, l->total.elapsed_ns),
 	       dmafs_path_name(l->total.path),
-	       opt.ngpus ? "gpus" : load_target_name(opt.target, opt.device, tn, sizeof(tn)),
+	       l->opt->ngpus ? "gpus" : load_target_name(l->opt->target, l->opt->device, tn, sizeof(tn)),
 	       l->verified > 0 ? "  verified" : l->verified < 0 ? "  MISMATCH" : "");
 }
 
 static void print_json(const struct load *l, const char *error)
 {
-	printf("%s\n    {\"model\": ", acc.first_json ? "" : ",");
-	acc.first_json = 0;
-	load_json_str(l->path);
+	printf("%s\n    {\"model\": ", l->run->first_json ? "" : ",");
+	l->run->first_json = 0;
+	json_str(l->path);
 	printf(", \"files\": [");
 	for (unsigned i = 0; l->m && i < l->nfiles; i++) {
 		printf("%s", i ? ", " : "");
-		load_json_str(dmafs_model_file(l->m, i));
+		json_str(dmafs_model_file(l->m, i));
 	}
 	printf("], \"tensors\": %zu, \"bytes\": %llu, \"seconds\": %.6f, \"gbps\": %.3f, \"path\": ",
 	       l->m ? dmafs_model_tensors(l->m) : 0, (unsigned long long)l->total.bytes,
 	       l->total.elapsed_ns / 1e9, load_gbps(l->total.bytes, l->total.elapsed_ns));
-	load_json_str(dmafs_path_name(l->total.path));
+	json_str(dmafs_path_name(l->total.path));
 	printf(", \"error\": ");
 	if (error)
-		load_json_str(error);
+		json_str(error);
 	else
 		printf("null");
-	if (opt.verify)
+	if (l->opt->verify)
 		printf(", \"verified\": %s", l->verified > 0 ? "true" : "false");
-	if (opt.ngpus && l->slots) {
+	if (l->opt->ngpus && l->slots) {
 		printf(", \"gpus\": [");
 		for (int k = 0, first = 1; k < l->nslots; k++) {
 			const struct slot *sl = &l->slots[k];
@@ -434,11 +442,11 @@ static void print_json(const struct load *l, const char *error)
 				continue;
 			printf("%s{\"target\": ", first ? "" : ", ");
 			first = 0;
-			load_json_str(sl->name);
+			json_str(sl->name);
 			printf(", \"shards\": %zu, \"bytes\": %llu, \"seconds\": %.6f, \"gbps\": %.3f, \"path\": ",
 			       sl->n, (unsigned long long)sl->total.bytes, sl->total.elapsed_ns / 1e9,
 			       load_gbps(sl->total.bytes, sl->total.elapsed_ns));
-			load_json_str(dmafs_path_name(sl->err ? DMAFS_PATH_NONE : sl->total.path));
+			json_str(dmafs_path_name(sl->err ? DMAFS_PATH_NONE : sl->total.path));
 			printf("}");
 		}
 		printf("]");
@@ -448,48 +456,48 @@ static void print_json(const struct load *l, const char *error)
 
 /* ---- one model ---- */
 
-static void load_one(const char *path)
+static void load_one(struct models *run, const char *path)
 {
-	struct load l = { .path = path };
+	struct load l = { .opt = run->opt, .run = run, .path = path };
 	char errbuf[1024], notice[512];
 	int ret;
 
 	ret = dmafs_model_open(path, &l.m, errbuf, sizeof(errbuf));
 	if (ret) {
-		load_err("%s", errbuf);
-		load_errors++;
-		if (opt.json)
+		tool_err("%s", errbuf);
+		run->errors++;
+		if (run->opt->json)
 			print_json(&l, errbuf);
 		return;
 	}
 	ret = plan(&l);
 	if (ret == -ENOMEM)
-		load_err("%s: out of memory", path);
+		tool_err("%s: out of memory", path);
 	if (!ret)
 		ret = open_buffers(&l);
 	if (!ret) {
 		ret = place(&l);
 		if (ret)
-			load_err("%s: placement failed: %s", path, dmafs_strerror(ret));
+			tool_err("%s: placement failed: %s", path, dmafs_strerror(ret));
 	}
 	if (ret) {
-		load_errors++;
-		if (opt.json)
+		run->errors++;
+		if (run->opt->json)
 			print_json(&l, dmafs_strerror(ret));
 		else if (l.slots && l.total.elapsed_ns)
 			print_text(&l);
 		goto out;
 	}
-	if (opt.verify) {
+	if (run->opt->verify) {
 		int v = verify(&l);
 
 		l.verified = v == 0 ? 1 : v > 0 ? -1 : 0;
 		if (v > 0)
-			acc.mismatches++;
+			run->mismatches++;
 		else if (v < 0)
-			load_errors++;
+			run->errors++;
 	}
-	if (opt.json)
+	if (run->opt->json)
 		print_json(&l, NULL);
 	else
 		print_text(&l);
@@ -499,16 +507,16 @@ static void load_one(const char *path)
 
 			if (sl->n && load_notice(&l.caps, sl->target, sl->name, sl->total.path, notice,
 						 sizeof(notice)) &&
-			    !opt.json)
-				fprintf(stderr, "dmafs-load: notice: %s: %s\n", sl->name, notice);
+			    !run->opt->json)
+				tool_err("notice: %s: %s", sl->name, notice);
 		}
 	}
-	acc.bytes += l.total.bytes;
-	acc.ns += l.total.elapsed_ns;
-	acc.tensors += dmafs_model_tensors(l.m);
-	acc.models++;
-	if (l.total.path > acc.path)
-		acc.path = l.total.path;
+	run->bytes += l.total.bytes;
+	run->ns += l.total.elapsed_ns;
+	run->tensors += dmafs_model_tensors(l.m);
+	run->models++;
+	if (l.total.path > run->path)
+		run->path = l.total.path;
 out:
 	if (l.slots)
 		close_buffers(&l);
@@ -517,36 +525,37 @@ out:
 	dmafs_model_close(l.m);
 }
 
-int load_models(char **paths, int n)
+int load_models(const struct load_opt *opt, char **paths, int n)
 {
+	struct models run = { .opt = opt, .first_json = 1 };
 	char tn[32];
 
-	if (opt.json) {
+	if (opt->json) {
 		printf("{\n  \"target\": ");
-		load_json_str(opt.ngpus ? "gpus" : load_target_name(opt.target, opt.device, tn, sizeof(tn)));
+		json_str(opt->ngpus ? "gpus" : load_target_name(opt->target, opt->device, tn, sizeof(tn)));
 		printf(",\n  \"models\": [");
 	}
 	for (int i = 0; i < n; i++)
-		load_one(paths[i]);
-	if (opt.json) {
+		load_one(&run, paths[i]);
+	if (opt->json) {
 		printf("%s],\n  \"total\": {\"models\": %zu, \"tensors\": %zu, \"bytes\": %llu, \"seconds\": %.6f, \"gbps\": %.3f, \"path\": ",
-		       acc.first_json ? "" : "\n  ", acc.models, acc.tensors,
-		       (unsigned long long)acc.bytes, acc.ns / 1e9, load_gbps(acc.bytes, acc.ns));
-		load_json_str(dmafs_path_name(acc.path));
+		       run.first_json ? "" : "\n  ", run.models, run.tensors,
+		       (unsigned long long)run.bytes, run.ns / 1e9, load_gbps(run.bytes, run.ns));
+		json_str(dmafs_path_name(run.path));
 		printf("},\n  \"verify\": ");
-		load_json_str(!opt.verify ? "skipped" : acc.mismatches ? "mismatch" : "ok");
-		printf(",\n  \"errors\": %d\n}\n", load_errors);
+		json_str(!opt->verify ? "skipped" : run.mismatches ? "mismatch" : "ok");
+		printf(",\n  \"errors\": %d\n}\n", run.errors);
 	} else {
 		/* Always, as in file mode: scripts read the total line (dmafs-bench-models). */
 		printf("total  %zu models  %zu tensors  %llu bytes  %.3f s  %.2f GB/s  path %s  target %s\n",
-		       acc.models, acc.tensors, (unsigned long long)acc.bytes, acc.ns / 1e9,
-		       load_gbps(acc.bytes, acc.ns), dmafs_path_name(acc.path),
-		       opt.ngpus ? "gpus" : load_target_name(opt.target, opt.device, tn, sizeof(tn)));
-		if (opt.verify && !acc.mismatches && !load_errors)
+		       run.models, run.tensors, (unsigned long long)run.bytes, run.ns / 1e9,
+		       load_gbps(run.bytes, run.ns), dmafs_path_name(run.path),
+		       opt->ngpus ? "gpus" : load_target_name(opt->target, opt->device, tn, sizeof(tn)));
+		if (opt->verify && !run.mismatches && !run.errors)
 			printf("verify  ok: every tensor matches a POSIX read\n");
 	}
 	fflush(stdout);
-	if (acc.mismatches)
-		return EXIT_MISMATCH;
-	return load_errors ? EXIT_ERR : EXIT_OK;
+	if (run.mismatches)
+		return LOAD_EXIT_MISMATCH;
+	return run.errors ? LOAD_EXIT_ERR : LOAD_EXIT_OK;
 }

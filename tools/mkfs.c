@@ -10,9 +10,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common.h"
 #include "format/format.h"
 #include "store/journal.h"
 #include "io/member.h"
+#include "tool.h"
 
 static void usage(FILE *f)
 {
@@ -93,19 +95,194 @@ static int prepare_image(const char *path, uint64_t size)
 		if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size >= size)
 			return 0;
 	} else if (errno != ENOENT) {
-		fprintf(stderr, "mkfs.dmafs: %s: %s\n", path, strerror(errno));
+		tool_err("%s: %s", path, strerror(errno));
 		return -1;
 	}
 	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
 	if (fd < 0 || ftruncate(fd, size) < 0) {
-		fprintf(stderr, "mkfs.dmafs: %s: cannot create or extend to %llu bytes: %s\n", path,
-			(unsigned long long)size, strerror(errno));
+		tool_err("%s: cannot create or extend to %llu bytes: %s", path,
+			 (unsigned long long)size, strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return -1;
 	}
 	close(fd);
 	return 0;
+}
+
+/* What the options ask for. */
+struct mkfs_opt {
+	uint64_t su, size;
+	const char *label;
+	int force, quiet;
+};
+
+/* Open member @i (@path), checking its size and that it holds no other filesystem. */
+static int open_member(const struct mkfs_opt *o, struct member *m, int i, const char *path)
+{
+	char err[512], s1[32];
+	const char *sig;
+
+	if (o->size && prepare_image(path, o->size))
+		return -1;
+	if (member_open(m, path, 0, err, sizeof(err))) {
+		/* err is "PATH: reason" */
+		const char *why = strncmp(err, path, strlen(path)) ? err : err + strlen(path);
+
+		tool_err("member %d (%s)%s%s", i, path, why == err ? ": " : "", why);
+		return -1;
+	}
+	if (m->size < FMT_MIN_MEMBER) {
+		tool_err("member %d (%s): %s is too small; at least 64 MiB%s", i, path,
+			 util_fmt_size(m->size, s1, sizeof(s1)),
+			 m->is_blkdev ? "" : " (use --size to grow an image file)");
+		return -1;
+	}
+	sig = find_signature(m);
+	if (sig && !o->force) {
+		tool_err("member %d (%s): contains a %s signature; use --force to overwrite it", i,
+			 path, sig);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Fill in every member's superblock: one filesystem UUID, the members' UUIDs in each,
+ * and the metadata log sized for the smaller of members 0 and 1 (which both hold it).
+ */
+static int lay_out(const struct mkfs_opt *o, struct member *ms, int n, uint8_t fsid[16],
+		   uint64_t *half)
+{
+	uint64_t min_log = UINT64_MAX;
+
+	for (int i = 0; i < n && i < 2; i++)
+		min_log = MIN(min_log, ms[i].size);
+	*half = fmt_log_half_for(min_log);
+	if (util_uuid_gen(fsid))
+		return -1;
+	for (int i = 0; i < n; i++) {
+		struct fmt_sb *sb = &ms[i].sb;
+
+		memset(sb, 0, sizeof(*sb));
+		sb->version = FMT_VERSION;
+		memcpy(sb->fs_uuid, fsid, 16);
+		sb->member_index = i;
+		sb->member_count = n;
+		sb->stripe_unit = o->su;
+		sb->mkfs_time = time(NULL);
+		snprintf(sb->label, sizeof(sb->label), "%s", o->label);
+		if (fmt_sb_geometry(sb, ms[i].size, *half)) {
+			tool_err("member %d (%s): too small for its metadata regions", i, ms[i].path);
+			return -1;
+		}
+	}
+	for (int i = 0; i < n; i++)
+		if (util_uuid_gen(ms[0].sb.member_uuid[i]))
+			return -1;
+	for (int i = 1; i < n; i++)
+		memcpy(ms[i].sb.member_uuid, ms[0].sb.member_uuid, sizeof(ms[0].sb.member_uuid));
+	return 0;
+}
+
+/* The initial metadata: an empty root directory owned by the caller. */
+static int root_snapshot(struct buf *snap)
+{
+	struct fmt_rec root;
+
+	memset(&root, 0, sizeof(root));
+	root.type = REC_INODE;
+	root.ino = FMT_ROOT_INO;
+	root.a.mode = S_IFDIR | 0755;
+	root.a.uid = getuid();
+	root.a.gid = getgid();
+	root.a.nlink = 2;
+	root.a.atime = root.a.mtime = root.a.ctime = dm_wall_ns();
+	return fmt_rec_encode(snap, &root) ? -1 : 0;
+}
+
+/*
+ * Clear the old superblocks, write the metadata log, then the superblocks: they go last,
+ * so an interrupted mkfs leaves no member that looks formatted.
+ */
+static int write_fs(struct member *ms, int n, const struct buf *snap)
+{
+	uint8_t *z = util_aligned_alloc(FMT_SB_SIZE);
+	int ret;
+
+	if (!z)
+		return -1;
+	memset(z, 0, FMT_SB_SIZE);
+	for (int i = 0; i < n; i++) {
+		if (member_pwrite(&ms[i], z, FMT_SB_SIZE, 0) ||
+		    member_pwrite(&ms[i], z, FMT_SB_SIZE, fmt_sb_copy_offset(ms[i].size))) {
+			tool_err("member %d (%s): write failed: %s", i, ms[i].path, strerror(errno));
+			free(z);
+			return -1;
+		}
+	}
+	free(z);
+	ret = journal_format(ms, n, snap, FMT_ROOT_INO + 1);
+	if (ret) {
+		tool_err("writing the metadata log failed: %s", strerror(-ret));
+		return -1;
+	}
+	for (int i = 0; i < n; i++) {
+		ret = member_write_sb(&ms[i]);
+		if (ret) {
+			tool_err("member %d (%s): writing the superblock failed: %s", i, ms[i].path,
+				 strerror(-ret));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static void print_summary(const struct mkfs_opt *o, const struct member *ms, int n,
+			  const uint8_t fsid[16], uint64_t half)
+{
+	char u[40], s1[32], s2[32];
+	uint64_t cap = 0;
+
+	util_uuid_str(fsid, u);
+	printf("dmafs filesystem %s%s%s%s\n", u, *o->label ? " label \"" : "", o->label,
+	       *o->label ? "\"" : "");
+	printf("  stripe unit %s, %d member%s, block size %u, metadata log %s per half on member%s\n",
+	       util_fmt_size(o->su, s1, sizeof(s1)), n, n > 1 ? "s" : "", DMAFS_BLOCK,
+	       util_fmt_size(half, s2, sizeof(s2)), n > 1 ? "s 0 and 1" : " 0");
+	for (int i = 0; i < n; i++) {
+		uint64_t d = ms[i].sb.data_end - ms[i].sb.data_offset;
+
+		cap += d;
+		printf("  member %d: %s  size %s", i, ms[i].path,
+		       util_fmt_size(ms[i].size, s1, sizeof(s1)));
+		printf("  data %s\n", util_fmt_size(d, s2, sizeof(s2)));
+	}
+	printf("  capacity %s\n", util_fmt_size(cap, s1, sizeof(s1)));
+}
+
+/* Format the @n members named in @paths. */
+static int mkfs(const struct mkfs_opt *o, char **paths, int n)
+{
+	struct member *ms = calloc(n, sizeof(*ms));
+	struct buf snap = { 0 };
+	uint8_t fsid[16];
+	uint64_t half;
+
+	if (!ms)
+		return MKFS_EXIT_ERR;
+	for (int i = 0; i < n; i++)
+		if (open_member(o, &ms[i], i, paths[i]))
+			return MKFS_EXIT_ERR;
+	if (lay_out(o, ms, n, fsid, &half) || root_snapshot(&snap) || write_fs(ms, n, &snap))
+		return MKFS_EXIT_ERR;
+	if (!o->quiet)
+		print_summary(o, ms, n, fsid, half);
+	for (int i = 0; i < n; i++)
+		member_close(&ms[i]);
+	free(ms);
+	buf_free(&snap);
+	return MKFS_EXIT_OK;
 }
 
 int main(int argc, char *argv[])
@@ -120,171 +297,51 @@ int main(int argc, char *argv[])
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	uint64_t su = 1u << 20, size = 0, min_log = UINT64_MAX, half;
-	const char *label = "";
-	int force = 0, quiet = 0, c, n, ret;
-	struct member *ms;
-	uint8_t fsid[16];
-	char err[512], u[40], s1[32], s2[32];
-	struct buf snap = { 0 };
-	struct fmt_rec root;
+	struct mkfs_opt o = { .su = 1u << 20, .label = "" };
+	int c, n;
 
+	tool_init("mkfs.dmafs");
 	while ((c = getopt_long(argc, argv, "s:L:fqhV", lopts, NULL)) != -1) {
 		switch (c) {
 		case 's':
-			if (util_parse_size(optarg, &su) || su < (64u << 10) || su > (64u << 20) ||
-			    (su & (su - 1))) {
-				fprintf(stderr, "mkfs.dmafs: stripe unit '%s': want a power of two from 64K to 64M\n", optarg);
-				return 1;
+			if (util_parse_size(optarg, &o.su) || o.su < (64u << 10) || o.su > (64u << 20) ||
+			    (o.su & (o.su - 1))) {
+				tool_err("stripe unit '%s': want a power of two from 64K to 64M", optarg);
+				return MKFS_EXIT_ERR;
 			}
 			break;
 		case 'L':
 			if (strlen(optarg) > 64) {
-				fprintf(stderr, "mkfs.dmafs: label longer than 64 bytes\n");
-				return 1;
+				tool_err("label longer than 64 bytes");
+				return MKFS_EXIT_ERR;
 			}
-			label = optarg;
+			o.label = optarg;
 			break;
 		case 'S':
-			if (util_parse_size(optarg, &size) || size < FMT_MIN_MEMBER) {
-				fprintf(stderr, "mkfs.dmafs: --size '%s': want a size of at least 64M (suffixes K, M, G, T)\n", optarg);
-				return 1;
+			if (util_parse_size(optarg, &o.size) || o.size < FMT_MIN_MEMBER) {
+				tool_err("--size '%s': want a size of at least 64M (suffixes K, M, G, T)", optarg);
+				return MKFS_EXIT_ERR;
 			}
 			break;
-		case 'f': force = 1; break;
-		case 'q': quiet = 1; break;
-		case 'h': usage(stdout); return 0;
-		case 'V': printf("mkfs.dmafs %s (on-disk format %d)\n", PACKAGE_VERSION, FMT_VERSION); return 0;
-		default: usage(stderr); return 1;
+		case 'f': o.force = 1; break;
+		case 'q': o.quiet = 1; break;
+		case 'h': usage(stdout); return MKFS_EXIT_OK;
+		case 'V': printf("mkfs.dmafs %s (on-disk format %d)\n", PACKAGE_VERSION, FMT_VERSION); return MKFS_EXIT_OK;
+		default: usage(stderr); return MKFS_EXIT_ERR;
 		}
 	}
 	n = argc - optind;
 	if (n < 1 || n > FMT_MAX_MEMBERS) {
 		if (n > FMT_MAX_MEMBERS)
-			fprintf(stderr, "mkfs.dmafs: %d members given; at most %d\n", n, FMT_MAX_MEMBERS);
+			tool_err("%d members given; at most %d", n, FMT_MAX_MEMBERS);
 		usage(stderr);
-		return 1;
+		return MKFS_EXIT_ERR;
 	}
 	for (int i = 0; i < n; i++)
 		for (int k = 0; k < i; k++)
 			if (!strcmp(argv[optind + i], argv[optind + k])) {
-				fprintf(stderr, "mkfs.dmafs: member %s given twice\n", argv[optind + i]);
-				return 1;
+				tool_err("member %s given twice", argv[optind + i]);
+				return MKFS_EXIT_ERR;
 			}
-	ms = calloc(n, sizeof(*ms));
-	if (!ms || util_uuid_gen(fsid))
-		return 1;
-	for (int i = 0; i < n; i++) {
-		const char *path = argv[optind + i], *sig;
-
-		if (size && prepare_image(path, size))
-			return 1;
-		ret = member_open(&ms[i], path, 0, err, sizeof(err));
-		if (ret) {
-			/* err is "PATH: reason" */
-			const char *why = strncmp(err, path, strlen(path)) ? err : err + strlen(path);
-
-			fprintf(stderr, "mkfs.dmafs: member %d (%s)%s%s\n", i, path,
-				why == err ? ": " : "", why);
-			return 1;
-		}
-		if (ms[i].size < FMT_MIN_MEMBER) {
-			fprintf(stderr, "mkfs.dmafs: member %d (%s): %s is too small; at least 64 MiB%s\n",
-				i, path, util_fmt_size(ms[i].size, s1, sizeof(s1)),
-				ms[i].is_blkdev ? "" : " (use --size to grow an image file)");
-			return 1;
-		}
-		sig = find_signature(&ms[i]);
-		if (sig && !force) {
-			fprintf(stderr, "mkfs.dmafs: member %d (%s): contains a %s signature; use --force to overwrite it\n",
-				i, path, sig);
-			return 1;
-		}
-		if (i < 2)
-			min_log = MIN(min_log, ms[i].size);
-	}
-	half = fmt_log_half_for(min_log);
-	for (int i = 0; i < n; i++) {
-		struct fmt_sb *sb = &ms[i].sb;
-
-		memset(sb, 0, sizeof(*sb));
-		sb->version = FMT_VERSION;
-		memcpy(sb->fs_uuid, fsid, 16);
-		sb->member_index = i;
-		sb->member_count = n;
-		sb->stripe_unit = su;
-		sb->mkfs_time = time(NULL);
-		snprintf(sb->label, sizeof(sb->label), "%s", label);
-		if (fmt_sb_geometry(sb, ms[i].size, half)) {
-			fprintf(stderr, "mkfs.dmafs: member %d (%s): too small for its metadata regions\n",
-				i, ms[i].path);
-			return 1;
-		}
-	}
-	for (int i = 0; i < n; i++)
-		if (util_uuid_gen(ms[0].sb.member_uuid[i]))
-			return 1;
-	for (int i = 1; i < n; i++)
-		memcpy(ms[i].sb.member_uuid, ms[0].sb.member_uuid, sizeof(ms[0].sb.member_uuid));
-
-	/* the initial metadata: an empty root directory owned by the caller */
-	memset(&root, 0, sizeof(root));
-	root.type = REC_INODE;
-	root.ino = FMT_ROOT_INO;
-	root.a.mode = S_IFDIR | 0755;
-	root.a.uid = getuid();
-	root.a.gid = getgid();
-	root.a.nlink = 2;
-	root.a.atime = root.a.mtime = root.a.ctime = (int64_t)util_now_ns();
-	if (fmt_rec_encode(&snap, &root))
-		return 1;
-	/* Superblocks go last: an interrupted mkfs leaves no member that looks formatted. */
-	for (int i = 0; i < n; i++) {
-		uint8_t *z = util_aligned_alloc(FMT_SB_SIZE);
-
-		memset(z, 0, FMT_SB_SIZE);
-		if (member_pwrite(&ms[i], z, FMT_SB_SIZE, 0) ||
-		    member_pwrite(&ms[i], z, FMT_SB_SIZE, fmt_sb_copy_offset(ms[i].size))) {
-			fprintf(stderr, "mkfs.dmafs: member %d (%s): write failed: %s\n", i,
-				ms[i].path, strerror(errno));
-			return 1;
-		}
-		free(z);
-	}
-	ret = journal_format(ms, n, &snap, FMT_ROOT_INO + 1);
-	if (ret) {
-		fprintf(stderr, "mkfs.dmafs: writing the metadata log failed: %s\n", strerror(-ret));
-		return 1;
-	}
-	for (int i = 0; i < n; i++) {
-		ret = member_write_sb(&ms[i]);
-		if (ret) {
-			fprintf(stderr, "mkfs.dmafs: member %d (%s): writing the superblock failed: %s\n",
-				i, ms[i].path, strerror(-ret));
-			return 1;
-		}
-	}
-	if (!quiet) {
-		uint64_t cap = 0;
-
-		util_uuid_str(fsid, u);
-		printf("dmafs filesystem %s%s%s%s\n", u, *label ? " label \"" : "", label, *label ? "\"" : "");
-		printf("  stripe unit %s, %d member%s, block size %u, metadata log %s per half on member%s\n",
-		       util_fmt_size(su, s1, sizeof(s1)), n, n > 1 ? "s" : "", DMAFS_BLOCK,
-		       util_fmt_size(half, s2, sizeof(s2)), n > 1 ? "s 0 and 1" : " 0");
-		for (int i = 0; i < n; i++) {
-			uint64_t d = ms[i].sb.data_end - ms[i].sb.data_offset;
-
-			cap += d;
-			printf("  member %d: %s  size %s", i, ms[i].path,
-			       util_fmt_size(ms[i].size, s1, sizeof(s1)));
-			printf("  data %s\n", util_fmt_size(d, s2, sizeof(s2)));
-		}
-		printf("  capacity %s\n", util_fmt_size(cap, s1, sizeof(s1)));
-	}
-	for (int i = 0; i < n; i++)
-		member_close(&ms[i]);
-	free(ms);
-	buf_free(&snap);
-	return 0;
+	return mkfs(&o, argv + optind, n);
 }

@@ -25,7 +25,6 @@
 #include <limits.h>
 #include <dirent.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,34 +32,18 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "common.h"
 #include "util/mountrec.h"
+#include "tool.h"
 #include "daemon/utab.h"
-
-/* Exit codes: umount(8) passes them on. 1 and 32 mean what they mean for mount(8). */
-#define EX_USAGE 1	 /* bad invocation or not permitted */
-#define EX_UNFINISHED 2 /* unmounted, but the daemon did not finish cleanly */
-#define EX_FAIL 32	 /* not unmounted: not mounted, not dmafs, busy */
 
 #ifndef UMOUNT_NOFOLLOW
 #define UMOUNT_NOFOLLOW 8
 #endif
 
-static const char *prog = "umount.dmafs";
 static int verbose;
-
-static void msg(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "%s: ", prog);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
 
 static void usage(FILE *f)
 {
@@ -79,15 +62,13 @@ static void usage(FILE *f)
 		"  --wait      do not unmount: wait for the daemon of a filesystem already\n"
 		"              unmounted (fusermount3 -u), and report how it finished\n"
 		"See umount.dmafs(8).\n",
-		prog, prog);
+		tool_name(), tool_name());
 }
 
+/* Seconds on the monotonic clock, for durations. */
 static double now(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
+	return (double)dm_mono_ns() / 1e9;
 }
 
 /*
@@ -241,15 +222,15 @@ static void wait_exit(const struct found *f, int pidfd, const char *mnt)
 		t = now();
 		if (t >= next && tell) {
 			if (!said)
-				msg("waiting for dmafs daemon %d to finish writing %s...", (int)f->r.pid, mnt);
+				tool_err("waiting for dmafs daemon %d to finish writing %s...", (int)f->r.pid, mnt);
 			else
-				msg("still waiting for dmafs daemon %d (%.0f s)", (int)f->r.pid, t - t0);
+				tool_err("still waiting for dmafs daemon %d (%.0f s)", (int)f->r.pid, t - t0);
 			said = 1;
 			next = t + 30.0;
 		}
 	}
 	if (said || verbose)
-		msg("dmafs daemon %d finished after %.1f s", (int)f->r.pid, now() - t0);
+		tool_err("dmafs daemon %d finished after %.1f s", (int)f->r.pid, now() - t0);
 }
 
 /* How the daemon ended, from the state it wrote last. Removes the record. */
@@ -261,20 +242,20 @@ static int report(const struct found *f, const char *mnt)
 	if (ret == 0 && r.pid == f->r.pid)
 		unlink(f->path);
 	if (ret || r.pid != f->r.pid) {
-		msg("%s: dmafs daemon %d left no final state in %s: whether everything reached the members is unknown",
+		tool_err("%s: dmafs daemon %d left no final state in %s: whether everything reached the members is unknown",
 		    mnt, (int)f->r.pid, f->path);
-		return EX_UNFINISHED;
+		return UMOUNT_EXIT_UNFINISHED;
 	}
 	if (!strcmp(r.state, "done"))
-		return 0;
+		return UMOUNT_EXIT_OK;
 	if (!strcmp(r.state, "failed")) {
-		msg("%s: unmounted, but dmafs daemon %d failed to finish: %s (see its messages in the system log; dmafs-fsck checks the members)",
+		tool_err("%s: unmounted, but dmafs daemon %d failed to finish: %s (see its messages in the system log; dmafs-fsck checks the members)",
 		    mnt, (int)r.pid, r.error[0] ? r.error : "no reason given");
-		return EX_UNFINISHED;
+		return UMOUNT_EXIT_UNFINISHED;
 	}
-	msg("%s: unmounted, but dmafs daemon %d had exited without finishing (killed or crashed?): the filesystem comes back as of its last commit at the next mount",
+	tool_err("%s: unmounted, but dmafs daemon %d had exited without finishing (killed or crashed?): the filesystem comes back as of its last commit at the next mount",
 	    mnt, (int)r.pid);
-	return EX_UNFINISHED;
+	return UMOUNT_EXIT_UNFINISHED;
 }
 
 /* Is anything still mounted from device @major:@minor? */
@@ -351,32 +332,120 @@ static int user_unmount(const char *mnt, int lazy)
 	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : EPERM;
 }
 
+/*
+ * The dmafs mount @arg names, as @mnt (the mount table's spelling) and @m. Returns 0 or
+ * the exit status, with the reason printed.
+ */
+static int find_mount(const char *arg, char *mnt, size_t len, struct mountrec_mnt *m)
+{
+	int ret;
+
+	if (mountrec_find_mount(arg, m) == 0) {
+		snprintf(mnt, len, "%s", arg);
+	} else {
+		ret = canonical(arg, mnt, len);
+		if (ret) {
+			tool_err("%s: %s", arg, strerror(-ret));
+			return UMOUNT_EXIT_FAIL;
+		}
+		ret = mountrec_find_mount(mnt, m);
+		if (ret) {
+			tool_err("%s: %s", arg, ret == -ENOENT ? "not mounted" : strerror(-ret));
+			return UMOUNT_EXIT_FAIL;
+		}
+	}
+	if (strcmp(m->fstype, "fuse.dmafs")) {
+		tool_err("%s: not a dmafs mount (type %s); unmount it with umount -i", mnt, m->fstype);
+		return UMOUNT_EXIT_FAIL;
+	}
+	return 0;
+}
+
+/* -v: the daemon, and what else of the filesystem stays mounted. */
+static void tell(const char *mnt, const struct mountrec_mnt *m, const struct found *f,
+		 int others)
+{
+	if (f->alive)
+		tool_err("%s: served by dmafs daemon %d (record %s)", mnt, (int)f->r.pid, f->path);
+	else
+		tool_err("%s: no running dmafs daemon recorded for it", mnt);
+	if (strcmp(m->root, "/"))
+		tool_err("%s: a bind mount of %s", mnt, m->root);
+	if (others > 0)
+		tool_err("%s: %d other mount%s of this filesystem stay%s", mnt, others,
+			 others > 1 ? "s" : "", others > 1 ? "" : "s");
+}
+
+/*
+ * Ask for a commit while the mount still answers: the work left after the unmount is
+ * then small, and an error shows up while the filesystem is still there.
+ */
+static void commit_first(const char *mnt)
+{
+	int fd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		if (fsync(fd) < 0 && verbose)
+			tool_err("%s: commit before unmounting failed: %s", mnt, strerror(errno));
+		close(fd);
+	}
+}
+
+/* umount2(), or fusermount3 for a user's mount. Returns 0 or the exit status, printed. */
+static int unmount(const char *mnt, int lazy, int force)
+{
+	int flags = UMOUNT_NOFOLLOW, e;
+
+	if (lazy)
+		flags |= MNT_DETACH;
+	if (force)
+		flags |= MNT_FORCE;
+	e = umount2(mnt, flags) < 0 ? errno : 0;
+	if (e == EPERM)
+		e = user_unmount(mnt, lazy);
+	if (!e) {
+		if (verbose)
+			tool_err("%s: unmounted%s", mnt, lazy ? " (detached)" : "");
+		return 0;
+	}
+	if (e == EBUSY) {
+		tool_err("%s: target is busy%s", mnt,
+			 force ? " (the daemon's connection was aborted: it finishes now; umount -l detaches the dead mount)"
+			       : " (lsof or fuser -m show who uses it; umount -l detaches it now)");
+		return UMOUNT_EXIT_FAIL;
+	}
+	if (e == EPERM) {
+		tool_err("%s: must be superuser to unmount, or the user who mounted it (fusermount3 -u refused too)", mnt);
+		return UMOUNT_EXIT_USAGE;
+	}
+	tool_err("%s: %s", mnt, e == EINVAL ? "not mounted" : strerror(e));
+	return UMOUNT_EXIT_FAIL;
+}
+
+/* After the unmount: wait for daemon @f (@pidfd) and report how it finished. */
+static int wait_daemon(const char *mnt, struct found *f, int pidfd)
+{
+	int ret;
+
+	if (f->alive)
+		wait_exit(f, pidfd, mnt);
+	ret = report(f, mnt);
+	/* umount(8) keeps the utab entry when a helper fails: drop it, it is unmounted */
+	if (ret)
+		utab_prune();
+	return ret;
+}
+
 static int do_unmount(const char *arg, int lazy, int force)
 {
 	char mnt[PATH_MAX];
 	struct mountrec_mnt m;
 	struct found f;
-	int ret, e, pidfd = -1, n, others, flags = UMOUNT_NOFOLLOW;
+	int ret, pidfd = -1, n, others;
 
-	if (mountrec_find_mount(arg, &m) == 0) {
-		snprintf(mnt, sizeof(mnt), "%s", arg);
-	} else {
-		ret = canonical(arg, mnt, sizeof(mnt));
-		if (ret) {
-			msg("%s: %s", arg, strerror(-ret));
-			return EX_FAIL;
-		}
-		ret = mountrec_find_mount(mnt, &m);
-		if (ret) {
-			msg("%s: %s", arg, ret == -ENOENT ? "not mounted" : strerror(-ret));
-			return EX_FAIL;
-		}
-	}
-	if (strcmp(m.fstype, "fuse.dmafs")) {
-		msg("%s: not a dmafs mount (type %s); unmount it with umount -i", mnt, m.fstype);
-		return EX_FAIL;
-	}
-
+	ret = find_mount(arg, mnt, sizeof(mnt), &m);
+	if (ret)
+		return ret;
 	n = find_daemon(&m, NULL, m.user_id > 0 ? (uid_t)m.user_id : 0, &f);
 	/*
 	 * The daemon ends with the last mount of its filesystem: a bind mount (of a directory, a
@@ -386,95 +455,37 @@ static int do_unmount(const char *arg, int lazy, int force)
 	others = dev_count(m.major, m.minor) - 1;
 	if (f.alive)
 		pidfd = open_pidfd(&f);
-	if (verbose) {
-		if (f.alive)
-			msg("%s: served by dmafs daemon %d (record %s)", mnt, (int)f.r.pid, f.path);
-		else
-			msg("%s: no running dmafs daemon recorded for it", mnt);
-		if (strcmp(m.root, "/"))
-			msg("%s: a bind mount of %s", mnt, m.root);
-		if (others > 0)
-			msg("%s: %d other mount%s of this filesystem stay%s", mnt, others, others > 1 ? "s" : "",
-			    others > 1 ? "" : "s");
-	}
-
-	/*
-	 * Ask for a commit while the mount still answers: the work left after the unmount is
-	 * then small, and an error shows up while the filesystem is still there. Not with -f
-	 * (the daemon may not answer) or -l (which must not block).
-	 */
-	if (f.alive && !lazy && !force && others <= 0) {
-		int fd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-
-		if (fd >= 0) {
-			if (fsync(fd) < 0 && verbose)
-				msg("%s: commit before unmounting failed: %s", mnt, strerror(errno));
-			close(fd);
-		}
-	}
-
-	if (lazy)
-		flags |= MNT_DETACH;
-	if (force)
-		flags |= MNT_FORCE;
-	e = umount2(mnt, flags) < 0 ? errno : 0;
-	if (e == EPERM)
-		e = user_unmount(mnt, lazy);
-	if (e) {
-
-		if (pidfd >= 0)
-			close(pidfd);
-		if (e == EBUSY) {
-			msg("%s: target is busy%s", mnt,
-			    force ? " (the daemon's connection was aborted: it finishes now; umount -l detaches the dead mount)"
-				  : " (lsof or fuser -m show who uses it; umount -l detaches it now)");
-			return EX_FAIL;
-		}
-		if (e == EPERM) {
-			msg("%s: must be superuser to unmount, or the user who mounted it (fusermount3 -u refused too)", mnt);
-			return EX_USAGE;
-		}
-		msg("%s: %s", mnt, e == EINVAL ? "not mounted" : strerror(e));
-		return EX_FAIL;
-	}
 	if (verbose)
-		msg("%s: unmounted%s", mnt, lazy ? " (detached)" : "");
-
-	if (others > 0 || (!lazy && conn_alive(m.major, m.minor))) {
+		tell(mnt, &m, &f, others);
+	/* Not with -f (the daemon may not answer) or -l (which must not block). */
+	if (f.alive && !lazy && !force && others <= 0)
+		commit_first(mnt);
+	ret = unmount(mnt, lazy, force);
+	if (ret || others > 0 || (!lazy && conn_alive(m.major, m.minor))) {
 		/* other mounts of the filesystem stay, here or in another mount namespace */
-		if (verbose)
-			msg("%s: the filesystem stays mounted elsewhere%s: its daemon goes on serving it", mnt,
-			    others > 0 ? "" : " (in another mount namespace?)");
+		if (!ret && verbose)
+			tool_err("%s: the filesystem stays mounted elsewhere%s: its daemon goes on serving it", mnt,
+				 others > 0 ? "" : " (in another mount namespace?)");
 		if (pidfd >= 0)
 			close(pidfd);
-		return 0;
-	}
-	if (!n) {
-		msg("%s: unmounted, but no record of its dmafs daemon under /run/dmafs (a dmafs from before umount.dmafs, or one that could not write there): not waiting for it",
-		    mnt);
-		return 0;
-	}
-	if (!f.alive) {
-		/* umount(8) keeps the utab entry when a helper fails: drop it, it is unmounted */
-		ret = report(&f, mnt);
-		if (ret)
-			utab_prune();
 		return ret;
 	}
-	if (lazy) {
+	if (!n) {
+		tool_err("%s: unmounted, but no record of its dmafs daemon under /run/dmafs (a dmafs from before umount.dmafs, or one that could not write there): not waiting for it",
+			 mnt);
+		return UMOUNT_EXIT_OK;
+	}
+	if (f.alive && lazy) {
 		if (verbose)
-			msg("%s: dmafs daemon %d finishes once the last file open on the filesystem is closed; %s --wait %s waits for it",
-			    mnt, (int)f.r.pid, prog, mnt);
+			tool_err("%s: dmafs daemon %d finishes once the last file open on the filesystem is closed; %s --wait %s waits for it",
+				 mnt, (int)f.r.pid, tool_name(), mnt);
 		if (pidfd >= 0)
 			close(pidfd);
-		return 0;
+		return UMOUNT_EXIT_OK;
 	}
-	wait_exit(&f, pidfd, mnt);
+	ret = wait_daemon(mnt, &f, pidfd);
 	if (pidfd >= 0)
 		close(pidfd);
-	ret = report(&f, mnt);
-	if (ret)
-		utab_prune();
 	return ret;
 }
 
@@ -486,18 +497,18 @@ static int do_wait(const char *arg)
 
 	ret = canonical(arg, mnt, sizeof(mnt));
 	if (ret) {
-		msg("%s: %s", arg, strerror(-ret));
-		return EX_FAIL;
+		tool_err("%s: %s", arg, strerror(-ret));
+		return UMOUNT_EXIT_FAIL;
 	}
 	if (!find_daemon(NULL, mnt, getuid(), &f)) {
 		if (verbose)
-			msg("%s: no dmafs daemon recorded for it: nothing to wait for", mnt);
-		return 0;
+			tool_err("%s: no dmafs daemon recorded for it: nothing to wait for", mnt);
+		return UMOUNT_EXIT_OK;
 	}
 	if (f.alive && mountrec_mounts(dev_mounted, &(struct devq){ f.r.major, f.r.minor }) > 0) {
-		msg("%s: still mounted (dmafs daemon %d serves it): unmount it first (umount %s waits by itself)",
+		tool_err("%s: still mounted (dmafs daemon %d serves it): unmount it first (umount %s waits by itself)",
 		    mnt, (int)f.r.pid, mnt);
-		return EX_FAIL;
+		return UMOUNT_EXIT_FAIL;
 	}
 	if (f.alive) {
 		pidfd = open_pidfd(&f);
@@ -519,8 +530,7 @@ int main(int argc, char *argv[])
 	int c, lazy = 0, force = 0, wait_only = 0;
 
 	/* messages carry the name umount(8) ran us by: umount.dmafs or umount.fuse.dmafs */
-	if (argv[0] && *argv[0])
-		prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+	tool_init(argv[0] && *argv[0] ? argv[0] : "umount.dmafs");
 	while ((c = getopt_long(argc, argv, "flnrvt:N:hV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'l':
@@ -537,25 +547,25 @@ int main(int argc, char *argv[])
 		case 't': /* the type: the mount table says it */
 			break;
 		case 'N':
-			msg("-N (another mount namespace) is not supported");
-			return EX_USAGE;
+			tool_err("-N (another mount namespace) is not supported");
+			return UMOUNT_EXIT_USAGE;
 		case 'w':
 			wait_only = 1;
 			break;
 		case 'h':
 			usage(stdout);
-			return 0;
+			return UMOUNT_EXIT_OK;
 		case 'V':
-			printf("%s (dmafs) %s\n", prog, PACKAGE_VERSION);
-			return 0;
+			printf("%s (dmafs) %s\n", tool_name(), PACKAGE_VERSION);
+			return UMOUNT_EXIT_OK;
 		default:
 			usage(stderr);
-			return EX_USAGE;
+			return UMOUNT_EXIT_USAGE;
 		}
 	}
 	if (optind != argc - 1) {
 		usage(stderr);
-		return EX_USAGE;
+		return UMOUNT_EXIT_USAGE;
 	}
 	if (wait_only)
 		return do_wait(argv[optind]);

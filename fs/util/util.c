@@ -188,14 +188,6 @@ int util_uuid_gen(uint8_t u[16])
 	return 0;
 }
 
-uint64_t util_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
-
 int buf_reserve(struct buf *b, size_t more)
 {
 	size_t cap;

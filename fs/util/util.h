@@ -53,7 +53,6 @@ const char *util_fmt_size(uint64_t v, char *buf, size_t len);
 void util_uuid_str(const uint8_t uuid[16], char *buf);
 /* Fill a random v4 UUID from getrandom(). Returns 0 or -errno. */
 int util_uuid_gen(uint8_t uuid[16]);
-uint64_t util_now_ns(void);
 
 /* Little-endian packing; the on-disk format is little endian whatever the host. */
 static inline void put_u16(uint8_t *p, uint16_t v) { p[0] = v; p[1] = v >> 8; }
