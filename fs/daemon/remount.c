@@ -183,32 +183,94 @@ static int do_mount(const char *mnt, const struct want *w)
 	return -1;
 }
 
+/* dmafs --remount [-v] -o OPTIONS MOUNTPOINT: the -o lists joined in @opts; 0, or 1 on a usage error */
+static int parse_args(int argc, char **argv, char *opts, size_t size, int *verbose,
+		      const char **target)
+{
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "-v")) {
+			*verbose = 1;
+		} else if (!strcmp(argv[i], "-o") && i + 1 < argc) {
+			size_t len = strlen(opts);
+
+			snprintf(opts + len, size - len, "%s%s", len ? "," : "", argv[++i]);
+		} else if (argv[i][0] == '-') {
+			fprintf(stderr, "dmafs --remount: unknown option %s\n", argv[i]);
+			return 1;
+		} else {
+			*target = argv[i]; /* the last argument; a source before it is ignored */
+		}
+	}
+	if (!*target) {
+		fprintf(stderr, "usage: dmafs --remount [-v] -o OPTIONS MOUNTPOINT\n");
+		return 1;
+	}
+	return 0;
+}
+
+/* what the mount is now: options not given stay as they are */
+static void read_current(const struct mountrec_mnt *cur, struct want *was)
+{
+	memset(was, 0, sizeof(*was));
+	was->ro = mountrec_has_opt(cur->superopts, "ro");
+	was->nosuid = mountrec_has_opt(cur->mntopts, "nosuid");
+	was->nodev = mountrec_has_opt(cur->mntopts, "nodev");
+	was->noexec = mountrec_has_opt(cur->mntopts, "noexec");
+	was->sync = mountrec_has_opt(cur->superopts, "sync");
+	was->dirsync = mountrec_has_opt(cur->superopts, "dirsync");
+	was->nodiratime = mountrec_has_opt(cur->mntopts, "nodiratime");
+	was->atime = mountrec_has_opt(cur->mntopts, "noatime")	  ? FS_ATIME_NEVER
+		     : mountrec_has_opt(cur->mntopts, "relatime") ? FS_ATIME_RELATIME
+								  : FS_ATIME_STRICT;
+}
+
+static void print_want(const char *mnt, const struct want *w)
+{
+	fprintf(stderr, "dmafs: remount %s: %s%s%s%s%s%s, atime %s%s%s\n", mnt,
+		w->ro ? "ro" : "rw", w->nosuid ? ",nosuid" : "", w->nodev ? ",nodev" : "",
+		w->noexec ? ",noexec" : "", w->sync ? ",sync" : "", w->dirsync ? ",dirsync" : "",
+		w->atime == FS_ATIME_NEVER ? "never" : w->atime == FS_ATIME_STRICT ? "every read" : "relatime",
+		w->nodiratime ? ", not for directories" : "", w->bind ? " (this mount only)" : "");
+}
+
+/* tell the daemon and the kernel, in the order the top of this file gives: 0 or 32 */
+static int change_mode(const char *mnt, const struct want *was, const struct want *w)
+{
+	int fd, ret = 0;
+
+	fd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		fprintf(stderr, "dmafs: remount %s: %s\n", mnt, strerror(errno));
+		return 32;
+	}
+	if (was->ro && !w->ro) {
+		if (ioctl_mode(fd, w, mnt))
+			ret = 32;
+		else if (do_mount(mnt, w)) {
+			struct want back = *w;
+
+			back.ro = 1;
+			ioctl_mode(fd, &back, mnt);
+			ret = 32;
+		}
+	} else {
+		if (do_mount(mnt, w) || ioctl_mode(fd, w, mnt))
+			ret = 32;
+	}
+	close(fd);
+	return ret;
+}
+
 int remount_main(int argc, char **argv)
 {
 	char opts[8192] = "", *save = NULL, *mnt = NULL;
 	const char *target = NULL;
 	struct mountrec_mnt cur;
 	struct want w, was;
-	int verbose = 0, fd, ret;
+	int verbose = 0, ret;
 
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "-v")) {
-			verbose = 1;
-		} else if (!strcmp(argv[i], "-o") && i + 1 < argc) {
-			size_t len = strlen(opts);
-
-			snprintf(opts + len, sizeof(opts) - len, "%s%s", len ? "," : "", argv[++i]);
-		} else if (argv[i][0] == '-') {
-			fprintf(stderr, "dmafs --remount: unknown option %s\n", argv[i]);
-			return 1;
-		} else {
-			target = argv[i]; /* the last argument; a source before it is ignored */
-		}
-	}
-	if (!target) {
-		fprintf(stderr, "usage: dmafs --remount [-v] -o OPTIONS MOUNTPOINT\n");
+	if (parse_args(argc, argv, opts, sizeof(opts), &verbose, &target))
 		return 1;
-	}
 	mnt = realpath(target, NULL);
 	if (!mnt) {
 		fprintf(stderr, "dmafs: remount %s: %s\n", target, strerror(errno));
@@ -223,18 +285,7 @@ int remount_main(int argc, char **argv)
 		free(mnt);
 		return 32;
 	}
-	/* what the mount is now: options not given stay as they are */
-	memset(&was, 0, sizeof(was));
-	was.ro = mountrec_has_opt(cur.superopts, "ro");
-	was.nosuid = mountrec_has_opt(cur.mntopts, "nosuid");
-	was.nodev = mountrec_has_opt(cur.mntopts, "nodev");
-	was.noexec = mountrec_has_opt(cur.mntopts, "noexec");
-	was.sync = mountrec_has_opt(cur.superopts, "sync");
-	was.dirsync = mountrec_has_opt(cur.superopts, "dirsync");
-	was.nodiratime = mountrec_has_opt(cur.mntopts, "nodiratime");
-	was.atime = mountrec_has_opt(cur.mntopts, "noatime")	 ? FS_ATIME_NEVER
-		    : mountrec_has_opt(cur.mntopts, "relatime") ? FS_ATIME_RELATIME
-						       : FS_ATIME_STRICT;
+	read_current(&cur, &was);
 	w = was;
 	for (char *o = strtok_r(opts, ",", &save); o; o = strtok_r(NULL, ",", &save)) {
 		if (apply(&w, o)) {
@@ -244,39 +295,14 @@ int remount_main(int argc, char **argv)
 		}
 	}
 	if (verbose)
-		fprintf(stderr, "dmafs: remount %s: %s%s%s%s%s%s, atime %s%s%s\n", mnt,
-			w.ro ? "ro" : "rw", w.nosuid ? ",nosuid" : "", w.nodev ? ",nodev" : "",
-			w.noexec ? ",noexec" : "", w.sync ? ",sync" : "", w.dirsync ? ",dirsync" : "",
-			w.atime == FS_ATIME_NEVER ? "never" : w.atime == FS_ATIME_STRICT ? "every read" : "relatime",
-			w.nodiratime ? ", not for directories" : "", w.bind ? " (this mount only)" : "");
+		print_want(mnt, &w);
 	if (w.bind) {
 		/* MS_BIND: the flags of this one mount; the filesystem and its daemon stay */
 		ret = do_mount(mnt, &w);
 		free(mnt);
 		return ret ? 32 : 0;
 	}
-	fd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0) {
-		fprintf(stderr, "dmafs: remount %s: %s\n", mnt, strerror(errno));
-		free(mnt);
-		return 32;
-	}
-	ret = 0;
-	if (was.ro && !w.ro) {
-		if (ioctl_mode(fd, &w, mnt))
-			ret = 32;
-		else if (do_mount(mnt, &w)) {
-			struct want back = w;
-
-			back.ro = 1;
-			ioctl_mode(fd, &back, mnt);
-			ret = 32;
-		}
-	} else {
-		if (do_mount(mnt, &w) || ioctl_mode(fd, &w, mnt))
-			ret = 32;
-	}
-	close(fd);
+	ret = change_mode(mnt, &was, &w);
 	free(mnt);
 	return ret;
 }

@@ -212,58 +212,53 @@ static size_t fixed_len(uint16_t type)
 	}
 }
 
-int fmt_rec_encode(struct buf *b, const struct fmt_rec *r)
+/* the name's length for the record types that carry one, 0 for the rest; -EINVAL past the limit */
+static int name_len(const struct fmt_rec *r, size_t *nl)
 {
-	size_t fl = fixed_len(r->type), body, nl = r->name_len;
-	uint8_t *p;
-	int ret;
-
-	if (!fl)
-		return -EINVAL;
+	*nl = r->name_len;
 	switch (r->type) {
 	case REC_LINK: case REC_UNLINK:
-		if (nl == 0 || nl > FMT_NAME_MAX)
+		if (*nl == 0 || *nl > FMT_NAME_MAX)
 			return -EINVAL;
 		break;
 	case REC_SYMLINK:
-		if (nl == 0 || nl > FMT_SYMLINK_MAX)
+		if (*nl == 0 || *nl > FMT_SYMLINK_MAX)
 			return -EINVAL;
 		break;
 	case REC_XSET: case REC_XDEL:
-		if (nl == 0 || nl > FMT_XATTR_NAME_MAX || r->val_len > FMT_XATTR_VALUE_MAX)
+		if (*nl == 0 || *nl > FMT_XATTR_NAME_MAX || r->val_len > FMT_XATTR_VALUE_MAX)
 			return -EINVAL;
 		break;
 	default:
-		nl = 0;
+		*nl = 0;
 	}
-	/* the version 2 form where it says everything: version 2 filesystems keep it */
-	if (r->type == REC_INODE && (r->a.generation || r->a.flags))
-		fl = INODE_V3;
-	body = fl + nl + (r->type == REC_XSET ? r->val_len : 0);
-	ret = buf_reserve(b, 6 + body);
-	if (ret)
-		return ret;
-	p = b->p + b->len;
-	put_u16(p, r->type);
-	put_u32(p + 2, body);
-	p += 6;
-	put_u64(p, r->ino);
+	return 0;
+}
+
+static void put_inode(uint8_t *p, const struct fmt_rec *r, size_t fl)
+{
+	put_u32(p + 8, r->a.mode);
+	put_u32(p + 12, r->a.uid);
+	put_u32(p + 16, r->a.gid);
+	put_u32(p + 20, r->a.nlink);
+	put_u64(p + 24, r->a.rdev);
+	put_u64(p + 32, r->a.size);
+	put_u64(p + 40, (uint64_t)r->a.atime);
+	put_u64(p + 48, (uint64_t)r->a.mtime);
+	put_u64(p + 56, (uint64_t)r->a.ctime);
+	put_u32(p + 64, r->a.start_member);
+	if (fl == INODE_V3) {
+		put_u32(p + 68, r->a.generation);
+		put_u32(p + 72, r->a.flags);
+	}
+}
+
+/* the fixed part of a record after its inode number, at p */
+static void put_fixed(uint8_t *p, const struct fmt_rec *r, size_t fl, size_t nl)
+{
 	switch (r->type) {
 	case REC_INODE:
-		put_u32(p + 8, r->a.mode);
-		put_u32(p + 12, r->a.uid);
-		put_u32(p + 16, r->a.gid);
-		put_u32(p + 20, r->a.nlink);
-		put_u64(p + 24, r->a.rdev);
-		put_u64(p + 32, r->a.size);
-		put_u64(p + 40, (uint64_t)r->a.atime);
-		put_u64(p + 48, (uint64_t)r->a.mtime);
-		put_u64(p + 56, (uint64_t)r->a.ctime);
-		put_u32(p + 64, r->a.start_member);
-		if (fl == INODE_V3) {
-			put_u32(p + 68, r->a.generation);
-			put_u32(p + 72, r->a.flags);
-		}
+		put_inode(p, r, fl);
 		break;
 	case REC_EXTENT:
 		put_u64(p + 8, r->off);
@@ -288,6 +283,32 @@ int fmt_rec_encode(struct buf *b, const struct fmt_rec *r)
 		put_u16(p + 8, nl);
 		break;
 	}
+}
+
+int fmt_rec_encode(struct buf *b, const struct fmt_rec *r)
+{
+	size_t fl = fixed_len(r->type), body, nl;
+	uint8_t *p;
+	int ret;
+
+	if (!fl)
+		return -EINVAL;
+	ret = name_len(r, &nl);
+	if (ret)
+		return ret;
+	/* the version 2 form where it says everything: version 2 filesystems keep it */
+	if (r->type == REC_INODE && (r->a.generation || r->a.flags))
+		fl = INODE_V3;
+	body = fl + nl + (r->type == REC_XSET ? r->val_len : 0);
+	ret = buf_reserve(b, 6 + body);
+	if (ret)
+		return ret;
+	p = b->p + b->len;
+	put_u16(p, r->type);
+	put_u32(p + 2, body);
+	p += 6;
+	put_u64(p, r->ino);
+	put_fixed(p, r, fl, nl);
 	if (nl)
 		memcpy(p + fl, r->name, nl);
 	if (r->type == REC_XSET && r->val_len)
@@ -296,46 +317,34 @@ int fmt_rec_encode(struct buf *b, const struct fmt_rec *r)
 	return 0;
 }
 
-int fmt_rec_decode(const uint8_t *buf, size_t len, size_t *pos, struct fmt_rec *r)
+/* rest: the bytes past the version 2 inode, the version 3 fields or none */
+static int get_inode(const uint8_t *p, size_t rest, struct fmt_rec *r)
 {
-	size_t fl, body, rest;
-	const uint8_t *p;
-
-	if (*pos == len)
-		return 0;
-	if (len - *pos < 6)
-		return -EBADMSG;
-	p = buf + *pos;
-	memset(r, 0, sizeof(*r));
-	r->type = get_u16(p);
-	body = get_u32(p + 2);
-	fl = fixed_len(r->type);
-	if (!fl || body < fl || body > len - *pos - 6)
-		return -EBADMSG;
-	p += 6;
-	rest = body - fl;
-	r->ino = get_u64(p);
-	switch (r->type) {
-	case REC_INODE:
-		r->a.mode = get_u32(p + 8);
-		r->a.uid = get_u32(p + 12);
-		r->a.gid = get_u32(p + 16);
-		r->a.nlink = get_u32(p + 20);
-		r->a.rdev = get_u64(p + 24);
-		r->a.size = get_u64(p + 32);
-		r->a.atime = (int64_t)get_u64(p + 40);
-		r->a.mtime = (int64_t)get_u64(p + 48);
-		r->a.ctime = (int64_t)get_u64(p + 56);
-		r->a.start_member = get_u32(p + 64);
-		if (rest == INODE_V3 - INODE_V2) {
-			r->a.generation = get_u32(p + 68);
-			r->a.flags = get_u32(p + 72);
-			if (r->a.flags & ~FMT_IFL_KNOWN)
-				return -EBADMSG;
-		} else if (rest) {
+	r->a.mode = get_u32(p + 8);
+	r->a.uid = get_u32(p + 12);
+	r->a.gid = get_u32(p + 16);
+	r->a.nlink = get_u32(p + 20);
+	r->a.rdev = get_u64(p + 24);
+	r->a.size = get_u64(p + 32);
+	r->a.atime = (int64_t)get_u64(p + 40);
+	r->a.mtime = (int64_t)get_u64(p + 48);
+	r->a.ctime = (int64_t)get_u64(p + 56);
+	r->a.start_member = get_u32(p + 64);
+	if (rest == INODE_V3 - INODE_V2) {
+		r->a.generation = get_u32(p + 68);
+		r->a.flags = get_u32(p + 72);
+		if (r->a.flags & ~FMT_IFL_KNOWN)
 			return -EBADMSG;
-		}
-		break;
+	} else if (rest) {
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+/* extents, truncations, punches and inode deletions: fixed size, no name */
+static int get_span(const uint8_t *p, size_t rest, struct fmt_rec *r)
+{
+	switch (r->type) {
 	case REC_EXTENT:
 		r->off = get_u64(p + 8);
 		r->len = get_u32(p + 16);
@@ -362,6 +371,14 @@ int fmt_rec_decode(const uint8_t *buf, size_t len, size_t *pos, struct fmt_rec *
 		if (rest)
 			return -EBADMSG;
 		break;
+	}
+	return 0;
+}
+
+/* links, unlinks, symlinks and extended attributes: the name (and value) follow the fixed part */
+static int get_named(const uint8_t *p, size_t fl, size_t rest, struct fmt_rec *r)
+{
+	switch (r->type) {
 	case REC_LINK: case REC_UNLINK:
 		if (r->type == REC_LINK)
 			r->dir = get_u64(p + 8);
@@ -399,6 +416,41 @@ int fmt_rec_decode(const uint8_t *buf, size_t len, size_t *pos, struct fmt_rec *
 		r->name_len = rest;
 		break;
 	}
+	return 0;
+}
+
+int fmt_rec_decode(const uint8_t *buf, size_t len, size_t *pos, struct fmt_rec *r)
+{
+	size_t fl, body, rest;
+	const uint8_t *p;
+	int ret;
+
+	if (*pos == len)
+		return 0;
+	if (len - *pos < 6)
+		return -EBADMSG;
+	p = buf + *pos;
+	memset(r, 0, sizeof(*r));
+	r->type = get_u16(p);
+	body = get_u32(p + 2);
+	fl = fixed_len(r->type);
+	if (!fl || body < fl || body > len - *pos - 6)
+		return -EBADMSG;
+	p += 6;
+	rest = body - fl;
+	r->ino = get_u64(p);
+	switch (r->type) {
+	case REC_INODE:
+		ret = get_inode(p, rest, r);
+		break;
+	case REC_EXTENT: case REC_TRUNC: case REC_PUNCH: case REC_IDEL:
+		ret = get_span(p, rest, r);
+		break;
+	default: /* fixed_len() knows no other types */
+		ret = get_named(p, fl, rest, r);
+	}
+	if (ret)
+		return ret;
 	*pos += 6 + body;
 	return 1;
 }

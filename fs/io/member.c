@@ -16,6 +16,88 @@
 
 #include "io/busy.h"
 
+/* A daemon that was just unmounted may still be writing its last commit: wait a bit. */
+static int open_waiting(struct member *m, const char *path, int flags, char *err, size_t errlen)
+{
+	int ret;
+
+	for (int tries = 0; tries < 50; tries++) {
+		m->fd = open(path, flags);
+		if (m->fd >= 0 || errno != EBUSY)
+			break;
+		if (busy_mounted(path)) { /* a mounted daemon does not let go */
+			errno = EBUSY;
+			break;
+		}
+		usleep(100000);
+	}
+	if (m->fd < 0) {
+		ret = -errno;
+		if (errno == EBUSY)
+			busy_explain(path, "device is busy (mounted or in use by another program)", err,
+				     errlen);
+		else if (errno == EINVAL)
+			snprintf(err, errlen, "%s: O_DIRECT not supported by the filesystem holding this image (tmpfs before Linux 6.6?); use a loop device", path);
+		else
+			snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return ret;
+	}
+	return 0;
+}
+
+/* images are locked with flock, block devices by O_EXCL */
+static int lock_image(struct member *m, const char *path, int rdonly, char *err, size_t errlen)
+{
+	int ret;
+
+	for (int tries = 0; !m->is_blkdev; tries++) {
+		if (flock(m->fd, (rdonly ? LOCK_SH : LOCK_EX) | LOCK_NB) == 0)
+			break;
+		ret = -errno;
+		/* (a daemon that was just unmounted lets go soon; a mounted one does not) */
+		if (ret == -EWOULDBLOCK && tries < 50 && !busy_mounted(path)) {
+			usleep(100000);
+			continue;
+		}
+		if (ret != -EWOULDBLOCK)
+			snprintf(err, errlen, "%s: cannot lock it: %s", path, strerror(-ret));
+		else
+			busy_explain(path,
+				     "in use by another dmafs daemon, which holds its lock: a dmafs filesystem is served by one daemon (bind-mount its mount to show it at another place: mount --bind MOUNTPOINT DIR)",
+				     err, errlen);
+		return ret;
+	}
+	return 0;
+}
+
+/* the member's size and logical block size, which must divide the filesystem's block */
+static int read_geometry(struct member *m, const struct stat *st, const char *path, char *err,
+			 size_t errlen)
+{
+	int ret;
+
+	if (m->is_blkdev) {
+		int lbs = 512;
+
+		if (ioctl(m->fd, BLKGETSIZE64, &m->size) < 0) {
+			ret = -errno;
+			snprintf(err, errlen, "%s: cannot read device size: %s", path, strerror(errno));
+			return ret;
+		}
+		ioctl(m->fd, BLKSSZGET, &lbs);
+		m->lbs = lbs;
+	} else {
+		m->size = st->st_size;
+		m->lbs = 512;
+	}
+	if (DMAFS_BLOCK % m->lbs) {
+		snprintf(err, errlen, "%s: logical block size %u does not divide %u", path, m->lbs,
+			 DMAFS_BLOCK);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int member_open(struct member *m, const char *path, int rdonly, char *err, size_t errlen)
 {
 	struct stat st;
@@ -40,65 +122,13 @@ int member_open(struct member *m, const char *path, int rdonly, char *err, size_
 		snprintf(err, errlen, "%s: not a block device or regular file", path);
 		return -EINVAL;
 	}
-	/* A daemon that was just unmounted may still be writing its last commit: wait a bit. */
-	for (int tries = 0; tries < 50; tries++) {
-		m->fd = open(path, flags);
-		if (m->fd >= 0 || errno != EBUSY)
-			break;
-		if (busy_mounted(path)) { /* a mounted daemon does not let go */
-			errno = EBUSY;
-			break;
-		}
-		usleep(100000);
-	}
-	if (m->fd < 0) {
-		ret = -errno;
-		if (errno == EBUSY)
-			busy_explain(path, "device is busy (mounted or in use by another program)", err,
-				     errlen);
-		else if (errno == EINVAL)
-			snprintf(err, errlen, "%s: O_DIRECT not supported by the filesystem holding this image (tmpfs before Linux 6.6?); use a loop device", path);
-		else
-			snprintf(err, errlen, "%s: %s", path, strerror(errno));
+	ret = open_waiting(m, path, flags, err, errlen);
+	if (ret)
 		return ret;
-	}
-	for (int tries = 0; !m->is_blkdev; tries++) {
-		if (flock(m->fd, (rdonly ? LOCK_SH : LOCK_EX) | LOCK_NB) == 0)
-			break;
-		ret = -errno;
-		/* (a daemon that was just unmounted lets go soon; a mounted one does not) */
-		if (ret == -EWOULDBLOCK && tries < 50 && !busy_mounted(path)) {
-			usleep(100000);
-			continue;
-		}
-		if (ret != -EWOULDBLOCK)
-			snprintf(err, errlen, "%s: cannot lock it: %s", path, strerror(-ret));
-		else
-			busy_explain(path,
-				     "in use by another dmafs daemon, which holds its lock: a dmafs filesystem is served by one daemon (bind-mount its mount to show it at another place: mount --bind MOUNTPOINT DIR)",
-				     err, errlen);
+	ret = lock_image(m, path, rdonly, err, errlen);
+	if (ret)
 		return ret;
-	}
-	if (m->is_blkdev) {
-		int lbs = 512;
-
-		if (ioctl(m->fd, BLKGETSIZE64, &m->size) < 0) {
-			ret = -errno;
-			snprintf(err, errlen, "%s: cannot read device size: %s", path, strerror(errno));
-			return ret;
-		}
-		ioctl(m->fd, BLKSSZGET, &lbs);
-		m->lbs = lbs;
-	} else {
-		m->size = st.st_size;
-		m->lbs = 512;
-	}
-	if (DMAFS_BLOCK % m->lbs) {
-		snprintf(err, errlen, "%s: logical block size %u does not divide %u", path, m->lbs,
-			 DMAFS_BLOCK);
-		return -EINVAL;
-	}
-	return 0;
+	return read_geometry(m, &st, path, err, errlen);
 }
 
 void member_close(struct member *m)
@@ -204,26 +234,18 @@ void members_close(struct member *ms, int n)
 }
 
 /*
- * Open and verify @paths[0..n) as members 0..n-1. Returns n, or -errno with one line naming
- * the offending member in @err.
+ * Open members 0..n-1 and read their superblocks; *@opened counts those to close on failure.
+ * Returns 0, or -errno with "member I (PATH): reason" in @err.
  */
-static int open_paths(char *const paths[], int n, int rdonly, struct member **out, char *err,
-		      size_t errlen)
+static int open_each(struct member *ms, char *const paths[], int n, int rdonly, int *opened,
+		     char *err, size_t errlen)
 {
-	struct member *ms = calloc(FMT_MAX_MEMBERS, sizeof(*ms));
-	char u1[40], u2[40], why[512];
-	int opened = 0, ret = 0;
+	char why[512];
+	int ret;
 
-	if (!ms)
-		return -ENOMEM;
-	if (n > FMT_MAX_MEMBERS) {
-		snprintf(err, errlen, "more than %d members given", FMT_MAX_MEMBERS);
-		ret = -E2BIG;
-		goto fail;
-	}
 	for (int i = 0; i < n; i++) {
 		ret = member_open(&ms[i], paths[i], rdonly, why, sizeof(why));
-		opened++;
+		(*opened)++;
 		if (!ret)
 			ret = member_read_sb(&ms[i], why, sizeof(why));
 		if (ret) {
@@ -234,67 +256,104 @@ static int open_paths(char *const paths[], int n, int rdonly, struct member **ou
 				memmove(colon + 1, colon, strlen(colon) + 1);
 				colon[0] = ')';
 			}
-			goto fail;
+			return ret;
 		}
 	}
+	return 0;
+}
+
+/* member @i's superblock against member 0's: same filesystem, its place, same geometry */
+static int check_member(const struct member *ms, int i, char *err, size_t errlen)
+{
+	const struct fmt_sb *ref = &ms[0].sb, *sb = &ms[i].sb;
+	char u1[40], u2[40];
+
+	if (memcmp(sb->fs_uuid, ref->fs_uuid, 16)) {
+		util_uuid_str(sb->fs_uuid, u1);
+		util_uuid_str(ref->fs_uuid, u2);
+		snprintf(err, errlen,
+			 "member %d (%s): belongs to filesystem %s, not %s (the filesystem of member 0, %s)",
+			 i, ms[i].path, u1, u2, ms[0].path);
+		return -EXDEV;
+	}
+	if (sb->member_index != (unsigned)i) {
+		snprintf(err, errlen,
+			 "member %d (%s): is member %u of this filesystem; give the members in their order",
+			 i, ms[i].path, sb->member_index);
+		return -EINVAL;
+	}
+	/* the log copies on members 0 and 1 are read and written with member 0's geometry */
+	if (memcmp(ref->member_uuid[i], sb->member_uuid[i], 16) ||
+	    sb->member_count != ref->member_count || sb->stripe_unit != ref->stripe_unit ||
+	    sb->log_half != ref->log_half ||
+	    (fmt_has_log(i) && sb->log_offset != ref->log_offset)) {
+		snprintf(err, errlen,
+			 "member %d (%s): superblock disagrees with member 0 about the member set or the log geometry",
+			 i, ms[i].path);
+		return -EUCLEAN;
+	}
+	if (ALIGN_DOWN(ms[i].size, DMAFS_BLOCK) < sb->member_size) {
+		snprintf(err, errlen, "member %d (%s): is %llu bytes, smaller than the %llu it was formatted with",
+			 i, ms[i].path, (unsigned long long)ms[i].size,
+			 (unsigned long long)sb->member_size);
+		return -EUCLEAN;
+	}
+	return 0;
+}
+
+/* @n members were given: the filesystem has exactly that many */
+static int check_count(const struct fmt_sb *ref, int n, char *err, size_t errlen)
+{
+	char u1[40], u2[40];
+
+	if ((unsigned)n == ref->member_count)
+		return 0;
+	util_uuid_str(ref->fs_uuid, u1);
+	if ((unsigned)n < ref->member_count) {
+		util_uuid_str(ref->member_uuid[n], u2);
+		snprintf(err, errlen,
+			 "filesystem %s has %u members but %d were given; missing member %d (uuid %s)",
+			 u1, ref->member_count, n, n, u2);
+	} else {
+		snprintf(err, errlen, "filesystem %s has %u members but %d were given",
+			 u1, ref->member_count, n);
+	}
+	return -ENODEV;
+}
+
+/*
+ * Open and verify @paths[0..n) as members 0..n-1. Returns n, or -errno with one line naming
+ * the offending member in @err.
+ */
+static int open_paths(char *const paths[], int n, int rdonly, struct member **out, char *err,
+		      size_t errlen)
+{
+	struct member *ms = calloc(FMT_MAX_MEMBERS, sizeof(*ms));
+	int opened = 0, ret = 0;
+
+	if (!ms)
+		return -ENOMEM;
+	if (n > FMT_MAX_MEMBERS) {
+		snprintf(err, errlen, "more than %d members given", FMT_MAX_MEMBERS);
+		ret = -E2BIG;
+		goto fail;
+	}
+	ret = open_each(ms, paths, n, rdonly, &opened, err, errlen);
+	if (ret)
+		goto fail;
 	if (n == 0) {
 		snprintf(err, errlen, "no members given");
 		ret = -EINVAL;
 		goto fail;
 	}
-	const struct fmt_sb *ref = &ms[0].sb;
 	for (int i = 0; i < n; i++) {
-		const struct fmt_sb *sb = &ms[i].sb;
-
-		if (memcmp(sb->fs_uuid, ref->fs_uuid, 16)) {
-			util_uuid_str(sb->fs_uuid, u1);
-			util_uuid_str(ref->fs_uuid, u2);
-			snprintf(err, errlen,
-				 "member %d (%s): belongs to filesystem %s, not %s (the filesystem of member 0, %s)",
-				 i, ms[i].path, u1, u2, ms[0].path);
-			ret = -EXDEV;
+		ret = check_member(ms, i, err, errlen);
+		if (ret)
 			goto fail;
-		}
-		if (sb->member_index != (unsigned)i) {
-			snprintf(err, errlen,
-				 "member %d (%s): is member %u of this filesystem; give the members in their order",
-				 i, ms[i].path, sb->member_index);
-			ret = -EINVAL;
-			goto fail;
-		}
-		/* the log copies on members 0 and 1 are read and written with member 0's geometry */
-		if (memcmp(ref->member_uuid[i], sb->member_uuid[i], 16) ||
-		    sb->member_count != ref->member_count || sb->stripe_unit != ref->stripe_unit ||
-		    sb->log_half != ref->log_half ||
-		    (fmt_has_log(i) && sb->log_offset != ref->log_offset)) {
-			snprintf(err, errlen,
-				 "member %d (%s): superblock disagrees with member 0 about the member set or the log geometry",
-				 i, ms[i].path);
-			ret = -EUCLEAN;
-			goto fail;
-		}
-		if (ALIGN_DOWN(ms[i].size, DMAFS_BLOCK) < sb->member_size) {
-			snprintf(err, errlen, "member %d (%s): is %llu bytes, smaller than the %llu it was formatted with",
-				 i, ms[i].path, (unsigned long long)ms[i].size,
-				 (unsigned long long)sb->member_size);
-			ret = -EUCLEAN;
-			goto fail;
-		}
 	}
-	if ((unsigned)n != ref->member_count) {
-		util_uuid_str(ref->fs_uuid, u1);
-		if ((unsigned)n < ref->member_count) {
-			util_uuid_str(ref->member_uuid[n], u2);
-			snprintf(err, errlen,
-				 "filesystem %s has %u members but %d were given; missing member %d (uuid %s)",
-				 u1, ref->member_count, n, n, u2);
-		} else {
-			snprintf(err, errlen, "filesystem %s has %u members but %d were given",
-				 u1, ref->member_count, n);
-		}
-		ret = -ENODEV;
+	ret = check_count(&ms[0].sb, n, err, errlen);
+	if (ret)
 		goto fail;
-	}
 	*out = ms;
 	return n;
 fail:

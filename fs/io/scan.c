@@ -379,17 +379,12 @@ void scan_paths_free(char **paths)
 	free(paths);
 }
 
-int scan_members(const char *source, char ***paths, char *err, size_t errlen)
+/* @source is LABEL=NAME or UUID=UUID (kind @kind, value @v): a name, or a well-formed UUID */
+static int check_source(const char *source, int kind, const char *v, size_t vlen, char *err,
+			size_t errlen)
 {
-	struct scan_result r;
-	struct scan_fs *fs = NULL, *hit = NULL;
-	char name[400], note[160], u[40];
-	const char *v;
 	uint8_t uuid[16];
-	size_t vlen;
-	int kind = scan_source_kind(source, &v, &vlen), nfs, hits = 0, ret;
 
-	*paths = NULL;
 	if (kind <= 0) {
 		snprintf(err, errlen, "%s: not a filesystem name: LABEL=NAME, UUID=UUID, dmafs:LABEL=NAME or dmafs:UUID=UUID",
 			 source);
@@ -400,6 +395,103 @@ int scan_members(const char *source, char ***paths, char *err, size_t errlen)
 			 kind == SCAN_BY_UUID ? "not a UUID (32 hex digits, dashes allowed)" : "no label given");
 		return -EINVAL;
 	}
+	return 0;
+}
+
+/* "LABEL=x names 2 dmafs filesystems (UUID a, UUID b): name one by UUID=" */
+static void say_ambiguous(const struct scan_fs *fs, int nfs, const char *source, const char *v,
+			  size_t vlen, int hits, char *err, size_t errlen)
+{
+	char u[40];
+	int k = snprintf(err, errlen, "LABEL=%.*s names %d dmafs filesystems (", (int)vlen, v, hits);
+
+	for (int i = 0, j = 0; i < nfs; i++) {
+		if (!scan_matches(fs[i].sb, source))
+			continue;
+		util_uuid_str(fs[i].sb->fs_uuid, u);
+		k += snprintf(err + MIN((size_t)k, errlen), errlen - MIN((size_t)k, errlen), "%sUUID %s",
+			      j++ ? ", " : "", u);
+	}
+	snprintf(err + MIN((size_t)k, errlen), errlen - MIN((size_t)k, errlen), "): name one by UUID=");
+}
+
+/* which members of @hit (named @name) no block device holds, and what to do */
+static void say_missing(const struct scan_fs *hit, const char *name, const char *note, char *err,
+			size_t errlen)
+{
+	unsigned missing = hit->sb->member_count - (unsigned)hit->found, first = 0;
+	char u[40];
+	int k;
+
+	while (hit->member[first])
+		first++;
+	if (missing == 1) {
+		util_uuid_str(hit->sb->member_uuid[first], u);
+		snprintf(err, errlen,
+			 "member %u of %u of %s not found: no block device holds it (member UUID %s; %s); attach a member image with losetup, or plug in its disk",
+			 first, hit->sb->member_count, name, u, note);
+		return;
+	}
+	k = snprintf(err, errlen, "members ");
+	for (unsigned i = first, j = 0; i < hit->sb->member_count; i++)
+		if (!hit->member[i])
+			k += snprintf(err + MIN((size_t)k, errlen), errlen - MIN((size_t)k, errlen),
+				      "%s%u", j++ ? ", " : "", i);
+	snprintf(err + MIN((size_t)k, errlen), errlen - MIN((size_t)k, errlen),
+		 " of %u of %s not found: no block device holds them (%s); attach member images with losetup, or plug in their disks",
+		 hit->sb->member_count, name, note);
+}
+
+/* each member of @hit was found, on one device: 0, or -ENOTUNIQ / -ENODEV saying which not */
+static int check_found(const struct scan_fs *hit, const char *note, char *err, size_t errlen)
+{
+	char name[400];
+
+	scan_fs_name(hit->sb, name, sizeof(name));
+	if (hit->dup >= 0) {
+		snprintf(err, errlen,
+			 "member %d of %u of %s is on two devices, %s and %s (a copy of the member, or one disk seen twice?): name the members by path",
+			 hit->dup, hit->sb->member_count, name, hit->member[hit->dup]->path, hit->dup_dev->path);
+		return -ENOTUNIQ;
+	}
+	if ((unsigned)hit->found < hit->sb->member_count) {
+		say_missing(hit, name, note, err, errlen);
+		return -ENODEV;
+	}
+	return 0;
+}
+
+/* the member paths of @hit in order, NULL-ended: returns their count or -ENOMEM */
+static int copy_paths(const struct scan_fs *hit, char ***paths)
+{
+	int ret;
+
+	*paths = calloc(hit->sb->member_count + 1, sizeof(char *));
+	ret = *paths ? (int)hit->sb->member_count : -ENOMEM;
+	for (unsigned i = 0; *paths && i < hit->sb->member_count; i++) {
+		(*paths)[i] = strdup(hit->member[i]->path);
+		if (!(*paths)[i]) {
+			scan_paths_free(*paths);
+			*paths = NULL;
+			ret = -ENOMEM;
+		}
+	}
+	return ret;
+}
+
+int scan_members(const char *source, char ***paths, char *err, size_t errlen)
+{
+	struct scan_result r;
+	struct scan_fs *fs = NULL, *hit = NULL;
+	char note[160];
+	const char *v;
+	size_t vlen;
+	int kind = scan_source_kind(source, &v, &vlen), nfs, hits = 0, ret;
+
+	*paths = NULL;
+	ret = check_source(source, kind, v, vlen, err, errlen);
+	if (ret)
+		return ret;
 	ret = scan_block_devices(&r);
 	if (ret) {
 		snprintf(err, errlen, "%s: cannot list the block devices in " SYS_BLOCK ": %s (is sysfs mounted?)",
@@ -423,65 +515,14 @@ int scan_members(const char *source, char ***paths, char *err, size_t errlen)
 			 "no dmafs filesystem with %.*s=%.*s on this machine's block devices (%s); image files are not scanned: attach them with losetup -f --show IMAGE",
 			 kind == SCAN_BY_LABEL ? 5 : 4, kind == SCAN_BY_LABEL ? "LABEL" : "UUID", (int)vlen, v, note);
 		ret = -ENOENT;
-		goto out;
-	}
-	if (hits > 1) {
-		int k = snprintf(err, errlen, "LABEL=%.*s names %d dmafs filesystems (", (int)vlen, v, hits);
-
-		for (int i = 0, j = 0; i < nfs; i++) {
-			if (!scan_matches(fs[i].sb, source))
-				continue;
-			util_uuid_str(fs[i].sb->fs_uuid, u);
-			k += snprintf(err + MIN((size_t)k, errlen), errlen - MIN((size_t)k, errlen), "%sUUID %s",
-				      j++ ? ", " : "", u);
-		}
-		snprintf(err + MIN((size_t)k, errlen), errlen - MIN((size_t)k, errlen), "): name one by UUID=");
+	} else if (hits > 1) {
+		say_ambiguous(fs, nfs, source, v, vlen, hits, err, errlen);
 		ret = -ENOTUNIQ;
-		goto out;
+	} else {
+		ret = check_found(hit, note, err, errlen);
+		if (!ret)
+			ret = copy_paths(hit, paths);
 	}
-	scan_fs_name(hit->sb, name, sizeof(name));
-	if (hit->dup >= 0) {
-		snprintf(err, errlen,
-			 "member %d of %u of %s is on two devices, %s and %s (a copy of the member, or one disk seen twice?): name the members by path",
-			 hit->dup, hit->sb->member_count, name, hit->member[hit->dup]->path, hit->dup_dev->path);
-		ret = -ENOTUNIQ;
-		goto out;
-	}
-	if ((unsigned)hit->found < hit->sb->member_count) {
-		unsigned missing = hit->sb->member_count - (unsigned)hit->found, first = 0;
-		int k;
-
-		while (hit->member[first])
-			first++;
-		if (missing == 1) {
-			util_uuid_str(hit->sb->member_uuid[first], u);
-			snprintf(err, errlen,
-				 "member %u of %u of %s not found: no block device holds it (member UUID %s; %s); attach a member image with losetup, or plug in its disk",
-				 first, hit->sb->member_count, name, u, note);
-		} else {
-			k = snprintf(err, errlen, "members ");
-			for (unsigned i = first, j = 0; i < hit->sb->member_count; i++)
-				if (!hit->member[i])
-					k += snprintf(err + MIN((size_t)k, errlen), errlen - MIN((size_t)k, errlen),
-						      "%s%u", j++ ? ", " : "", i);
-			snprintf(err + MIN((size_t)k, errlen), errlen - MIN((size_t)k, errlen),
-				 " of %u of %s not found: no block device holds them (%s); attach member images with losetup, or plug in their disks",
-				 hit->sb->member_count, name, note);
-		}
-		ret = -ENODEV;
-		goto out;
-	}
-	*paths = calloc(hit->sb->member_count + 1, sizeof(char *));
-	ret = *paths ? (int)hit->sb->member_count : -ENOMEM;
-	for (unsigned i = 0; *paths && i < hit->sb->member_count; i++) {
-		(*paths)[i] = strdup(hit->member[i]->path);
-		if (!(*paths)[i]) {
-			scan_paths_free(*paths);
-			*paths = NULL;
-			ret = -ENOMEM;
-		}
-	}
-out:
 	free(fs);
 	scan_result_free(&r);
 	return ret;

@@ -68,104 +68,137 @@ struct pending {
 	int fsync;
 };
 
+/* one uring_rw_cb() call: its ops, how far they are, and the first error */
+struct batch {
+	struct uring_op *ops;
+	struct pending *pend;
+	size_t n, next, inflight, completed;
+	int first_err;
+	void (*done)(void *arg, size_t i);
+	void *arg;
+};
+
+/* Fill the ring with new ops; resubmissions of short ops go first, in reap(). */
+static void submit_new(struct batch *b)
+{
+	while (b->next < b->n && b->inflight < RING_DEPTH) {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+		struct uring_op *op = &b->ops[b->next];
+
+		if (!sqe)
+			break;
+		if (op->write)
+			io_uring_prep_write(sqe, op->fd, op->buf, op->len, op->off);
+		else
+			io_uring_prep_read(sqe, op->fd, op->buf, op->len, op->off);
+		io_uring_sqe_set_data(sqe, &b->pend[b->next]);
+		b->next++;
+		b->inflight++;
+	}
+}
+
+/* short transfer: resubmit the remainder of @p's op; -EBUSY when the ring has no room */
+static int resubmit(struct pending *p)
+{
+	struct uring_op *op = p->op;
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+
+	if (!sqe) {
+		io_uring_submit(&ring);
+		sqe = io_uring_get_sqe(&ring);
+	}
+	if (!sqe)
+		return -EBUSY;
+	if (op->write)
+		io_uring_prep_write(sqe, op->fd, (char *)op->buf + p->done,
+				    op->len - p->done, op->off + p->done);
+	else
+		io_uring_prep_read(sqe, op->fd, (char *)op->buf + p->done,
+				   op->len - p->done, op->off + p->done);
+	io_uring_sqe_set_data(sqe, p);
+	return 0;
+}
+
+/* an op ends in error @err; the batch reports the first one */
+static void fail_op(struct batch *b, struct uring_op *op, int err)
+{
+	op->res = err;
+	b->first_err = b->first_err ? b->first_err : err;
+	b->completed++;
+}
+
+/* take the completions there are: finish, fail or resubmit each op */
+static void reap(struct batch *b)
+{
+	struct io_uring_cqe *cqe;
+
+	while (io_uring_peek_cqe(&ring, &cqe) == 0) {
+		struct pending *p = io_uring_cqe_get_data(cqe);
+		struct uring_op *op = p->op;
+		int res = cqe->res;
+
+		io_uring_cqe_seen(&ring, cqe);
+		b->inflight--;
+		if (res < 0 || (res == 0 && op->len > p->done)) {
+			if (res == -EAGAIN || res == -EINTR) {
+				res = 0; /* retry below */
+			} else {
+				fail_op(b, op, res < 0 ? res : -EIO);
+				continue;
+			}
+		}
+		p->done += res;
+		if (p->done >= op->len) {
+			b->completed++;
+			if (b->done)
+				b->done(b->arg, (size_t)(p - b->pend));
+			continue;
+		}
+		if (resubmit(p)) {
+			fail_op(b, op, -EBUSY);
+			continue;
+		}
+		b->inflight++;
+	}
+}
+
 int uring_rw_cb(struct uring_op *ops, size_t n, void (*done)(void *arg, size_t i), void *arg)
 {
-	struct pending *pend;
-	size_t next = 0, inflight = 0, completed = 0;
-	int ret, first_err = 0;
+	struct batch b = { .ops = ops, .n = n, .done = done, .arg = arg };
+	int ret;
 
 	if (n == 0)
 		return 0;
 	ret = get_ring();
 	if (ret)
 		return ret;
-	pend = calloc(n, sizeof(*pend));
-	if (!pend)
+	b.pend = calloc(n, sizeof(*b.pend));
+	if (!b.pend)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
-		pend[i].op = &ops[i];
+		b.pend[i].op = &ops[i];
 		ops[i].res = 0;
 	}
-	while (completed < n) {
-		struct io_uring_cqe *cqe;
-
-		/* Fill the ring with new ops; resubmissions of short ops go first below. */
-		while (next < n && inflight < RING_DEPTH) {
-			struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
-			struct uring_op *op = &ops[next];
-
-			if (!sqe)
-				break;
-			if (op->write)
-				io_uring_prep_write(sqe, op->fd, op->buf, op->len, op->off);
-			else
-				io_uring_prep_read(sqe, op->fd, op->buf, op->len, op->off);
-			io_uring_sqe_set_data(sqe, &pend[next]);
-			next++;
-			inflight++;
-		}
+	while (b.completed < n) {
+		submit_new(&b);
 		ret = io_uring_submit_and_wait(&ring, 1);
 		if (ret < 0 && ret != -EINTR) {
-			first_err = first_err ? first_err : ret;
+			b.first_err = b.first_err ? b.first_err : ret;
 			break;
 		}
-		while (io_uring_peek_cqe(&ring, &cqe) == 0) {
-			struct pending *p = io_uring_cqe_get_data(cqe);
-			struct uring_op *op = p->op;
-			int res = cqe->res;
-
-			io_uring_cqe_seen(&ring, cqe);
-			inflight--;
-			if (res < 0 || (res == 0 && op->len > p->done)) {
-				if (res == -EAGAIN || res == -EINTR) {
-					res = 0; /* retry below */
-				} else {
-					op->res = res < 0 ? res : -EIO;
-					first_err = first_err ? first_err : op->res;
-					completed++;
-					continue;
-				}
-			}
-			p->done += res;
-			if (p->done >= op->len) {
-				completed++;
-				if (done)
-					done(arg, (size_t)(p - pend));
-				continue;
-			}
-			/* short transfer: resubmit the remainder */
-			struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
-			if (!sqe) {
-				io_uring_submit(&ring);
-				sqe = io_uring_get_sqe(&ring);
-			}
-			if (!sqe) {
-				op->res = -EBUSY;
-				first_err = first_err ? first_err : -EBUSY;
-				completed++;
-				continue;
-			}
-			if (op->write)
-				io_uring_prep_write(sqe, op->fd, (char *)op->buf + p->done,
-						    op->len - p->done, op->off + p->done);
-			else
-				io_uring_prep_read(sqe, op->fd, (char *)op->buf + p->done,
-						   op->len - p->done, op->off + p->done);
-			io_uring_sqe_set_data(sqe, p);
-			inflight++;
-		}
+		reap(&b);
 	}
 	/* After a ring failure, drain what is still in flight before freeing. */
-	while (inflight > 0) {
+	while (b.inflight > 0) {
 		struct io_uring_cqe *cqe;
 
 		if (io_uring_wait_cqe(&ring, &cqe))
 			break;
 		io_uring_cqe_seen(&ring, cqe);
-		inflight--;
+		b.inflight--;
 	}
-	free(pend);
-	return first_err;
+	free(b.pend);
+	return b.first_err;
 }
 
 int uring_rw(struct uring_op *ops, size_t n) { return uring_rw_cb(ops, n, NULL, NULL); }

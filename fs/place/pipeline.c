@@ -671,6 +671,71 @@ static void pstats_log(const struct pipe *p, uint64_t bytes)
 		  (unsigned long long)s->starved);
 }
 
+/* the records pieces are read into, all on the free list: 0 or -ENOMEM (nothing kept) */
+static int recs_alloc(struct pipe *p)
+{
+	p->nrecs = (unsigned)MIN(MAX_RECS, p->npc);
+	p->recs = calloc(p->nrecs, sizeof(*p->recs));
+	p->free_recs = malloc(p->nrecs * sizeof(*p->free_recs));
+	if (!p->recs || !p->free_recs) {
+		free(p->recs);
+		free(p->free_recs);
+		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < p->nrecs; i++)
+		p->free_recs[p->nfree_recs++] = &p->recs[p->nrecs - 1 - i];
+	return 0;
+}
+
+/* Move every stage along until all pieces are placed or the pipe failed; sleep only when stuck. */
+static void drive(struct pipe *p)
+{
+	for (;;) {
+		int moved = 0;
+
+		if (p->ps)
+			pstats_step(p);
+		if (p->rd_head)
+			moved += flush_ready(p, p->err != 0);
+		if (p->cq_head)
+			moved += reclaim(p, 0);
+		if (p->hashing)
+			moved += take_verified(p, 0);
+		moved += issue(p);
+		moved += reap(p);
+		if (finished(p))
+			break;
+		if (!moved)
+			wait_some(p);
+	}
+}
+
+/* release what pipeline_run() set up, the statistics logged first */
+static void teardown(struct pipe *p)
+{
+	if (p->ps) {
+		uint64_t bytes = 0;
+
+		for (size_t i = 0; i < p->npc; i++)
+			bytes += p->pc[i].len;
+		pstats_log(p, bytes);
+		free(p->ps);
+	}
+	if (p->pending)
+		rec_release(p, p->pending);
+	if (p->entered)
+		stage_leave(p->st);
+	for (unsigned i = 0; i < p->nrecs; i++) {
+		free(p->recs[i].ops);
+		free(p->recs[i].cbuf);
+	}
+	pthread_mutex_destroy(&p->vlock);
+	pthread_cond_destroy(&p->vcond);
+	free(p->recs);
+	free(p->free_recs);
+	free(p->pc);
+}
+
 int pipeline_run(struct fs *fs, struct inode *ino, const struct pipe_target *t,
 		 const struct dmafs_ioc_place *rq, int verify)
 {
@@ -688,17 +753,11 @@ int pipeline_run(struct fs *fs, struct inode *ino, const struct pipe_target *t,
 		return -ENOMEM;
 	}
 	p.qd = MIN(URING_PIPE_DEPTH, MAX(QD_MIN, QD_PER_MEMBER * fs->n));
-	p.nrecs = (unsigned)MIN(MAX_RECS, p.npc);
-	p.recs = calloc(p.nrecs, sizeof(*p.recs));
-	p.free_recs = malloc(p.nrecs * sizeof(*p.free_recs));
-	if (!p.recs || !p.free_recs) {
-		free(p.recs);
-		free(p.free_recs);
+	ret = recs_alloc(&p);
+	if (ret) {
 		free(p.pc);
-		return -ENOMEM;
+		return ret;
 	}
-	for (unsigned i = 0; i < p.nrecs; i++)
-		p.free_recs[p.nfree_recs++] = &p.recs[p.nrecs - 1 - i];
 	pthread_mutex_init(&p.vlock, NULL);
 	pthread_cond_init(&p.vcond, NULL);
 	if (t->gpu) {
@@ -712,44 +771,7 @@ int pipeline_run(struct fs *fs, struct inode *ino, const struct pipe_target *t,
 		if (p.ps)
 			p.ps->t0 = p.ps->last = dm_mono_ns();
 	}
-	for (;;) {
-		int moved = 0;
-
-		if (p.ps)
-			pstats_step(&p);
-		if (p.rd_head)
-			moved += flush_ready(&p, p.err != 0);
-		if (p.cq_head)
-			moved += reclaim(&p, 0);
-		if (p.hashing)
-			moved += take_verified(&p, 0);
-		moved += issue(&p);
-		moved += reap(&p);
-		if (finished(&p))
-			break;
-		if (!moved)
-			wait_some(&p);
-	}
-	if (p.ps) {
-		uint64_t bytes = 0;
-
-		for (size_t i = 0; i < p.npc; i++)
-			bytes += p.pc[i].len;
-		pstats_log(&p, bytes);
-		free(p.ps);
-	}
-	if (p.pending)
-		rec_release(&p, p.pending);
-	if (p.entered)
-		stage_leave(p.st);
-	for (unsigned i = 0; i < p.nrecs; i++) {
-		free(p.recs[i].ops);
-		free(p.recs[i].cbuf);
-	}
-	pthread_mutex_destroy(&p.vlock);
-	pthread_cond_destroy(&p.vcond);
-	free(p.recs);
-	free(p.free_recs);
-	free(p.pc);
+	drive(&p);
+	teardown(&p);
 	return p.err;
 }
