@@ -969,6 +969,70 @@ static int cmd_race(char **av)
 	return t_done("race");
 }
 
+/* ---- registrations of one process coming and going at once ---- */
+
+struct churn {
+	pthread_t t;
+	int on, fd;
+	uint64_t until_ms, ok, refused;
+	int bad; /* an answer other than 0 or EAGAIN */
+};
+
+static void *churn_main(void *arg)
+{
+	struct churn *c = arg;
+
+	while (now_ms() < c->until_ms && !c->bad) {
+		uint64_t id;
+		int ret = reg_host(c->on, c->fd, 0, 4096, &id);
+
+		if (ret == -EAGAIN) {
+			c->refused++;
+			continue;
+		}
+		if (ret || unreg(c->on, id)) {
+			c->bad = ret ? ret : -errno;
+			break;
+		}
+		c->ok++;
+	}
+	return NULL;
+}
+
+/*
+ * churn IOCFILE SECONDS NTHREADS: NTHREADS threads of one process register and unregister
+ * a 4 KiB memfd each, over and over: the process's last registration keeps going away
+ * while another is being made (the daemon then holds no pidfd of it). Every answer must
+ * be 0 or EAGAIN, and the shell checks that the daemon lives.
+ */
+static int cmd_churn(char **av)
+{
+	unsigned secs = (unsigned)strtoul(av[1], NULL, 0), n = (unsigned)strtoul(av[2], NULL, 0);
+	struct churn c[16];
+	uint64_t ok = 0, refused = 0;
+	int on = open_ioc(av[0]);
+
+	if (n > 16)
+		n = 16;
+	for (unsigned i = 0; i < n; i++) {
+		c[i] = (struct churn){ .on = on, .fd = memfd_new(4096, 1),
+				       .until_ms = now_ms() + secs * 1000ull };
+		if (pthread_create(&c[i].t, NULL, churn_main, &c[i]))
+			die("pthread_create");
+	}
+	for (unsigned i = 0; i < n; i++) {
+		pthread_join(c[i].t, NULL);
+		ok += c[i].ok;
+		refused += c[i].refused;
+		T_CHECK(!c[i].bad, "churn thread %u: the daemon answered %s, want 0 or EAGAIN", i,
+			ename(c[i].bad));
+	}
+	printf("  %u threads, %u s: %llu registrations made and dropped, %llu refused with EAGAIN\n",
+	       n, secs, (unsigned long long)ok, (unsigned long long)refused);
+	T_CHECK(ok > 0, "churn: no registration went through");
+	return t_done("churn");
+}
+
 /* ---- the placement queue ---- */
 
 struct qthread {
@@ -1271,6 +1335,7 @@ static int usage(void)
 		"       hostile fill|refill IOCFILE SIZE COUNT WANTOK ERRNO HOLDFILE\n"
 		"       hostile deputy IOCFILE opath|rdwr PATH ERRNO\n"
 		"       hostile race IOCFILE ROUNDS NPROC MIB\n"
+		"       hostile churn IOCFILE SECONDS NTHREADS\n"
 		"       hostile queue IOCFILE NTHREADS MIB STARTFILE\n"
 		"       hostile warm IOCFILE | sample PID KEEP OUTFILE | status PID KEEP | watch PATH... | probe FILE SECONDS STOPFILE\n");
 	return 2;
@@ -1285,7 +1350,7 @@ int main(int argc, char **argv)
 	} cmds[] = {
 		{ "refuse", 4, cmd_refuse }, { "sparse", 2, cmd_sparse }, { "shrink", 2, cmd_shrink },
 		{ "selfreg", 4, cmd_selfreg }, { "flood", 5, cmd_flood }, { "fill", 6, cmd_fill }, { "refill", 6, cmd_refill },
-		{ "deputy", 4, cmd_deputy }, { "race", 4, cmd_race }, { "queue", 4, cmd_queue },
+		{ "deputy", 4, cmd_deputy }, { "race", 4, cmd_race }, { "churn", 3, cmd_churn }, { "queue", 4, cmd_queue },
 		{ "warm", 1, cmd_warm }, { "sample", 3, cmd_sample }, { "status", 2, cmd_status }, { "probe", 3, cmd_probe },
 	};
 

@@ -559,6 +559,14 @@ h_run race 120 "${AS_U[@]}" "$HOSTILE" race "$IOC" 6 6 256
 h_released
 h_end 6
 
+# ---- 6b: one process's registrations coming and going at once ----
+
+h_begin churn
+t_log "8 threads of one process register and unregister a 4 KiB memfd each, for 8 s"
+h_run churn 60 "${AS_U[@]}" "$HOSTILE" churn "$IOC" 8 8
+h_released
+h_end 1
+
 # ---- 7: limits passed at mount ----
 
 t_umount "$M"

@@ -53,7 +53,8 @@ def find_objects(srcdir):
             continue
         for name in sorted(os.listdir(d)):
             # objects of fs/ files built for tests carry a target prefix (tests_x-meta.o)
-            if name.endswith(".o") and "-" not in name:
+            # and have no source of their name
+            if name.endswith(".o"):
                 src = os.path.join(srcdir, d, name[:-2] + ".c")
                 if os.path.exists(src):
                     objs[f"fs/{layer}/{name[:-2]}.c"] = os.path.join(d, name)

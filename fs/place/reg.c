@@ -529,10 +529,15 @@ static int client_prepare(struct place *pl, const struct place_caller *c, struct
 	return 0;
 }
 
+/* count_reg(): the client known to client_prepare() has since lost its last
+ * registration, and with it its pidfd. */
+#define CLIENT_GONE 1
+
 /*
  * Count @r, of @bytes host bytes, for the caller's user and client; @fresh becomes the
  * client if there is none by now, else it is freed. Counted before anything is mapped:
- * the limits hold while registrations race. Returns 0, or -errno of charge() or -ENOMEM.
+ * the limits hold while registrations race. Returns 0, CLIENT_GONE (nothing counted,
+ * @fresh untouched: NULL), or -errno of charge() or -ENOMEM.
  */
 static int count_reg(struct place *pl, const struct place_caller *c, struct reg *r,
 		     uint64_t bytes, struct client *fresh)
@@ -543,11 +548,16 @@ static int count_reg(struct place *pl, const struct place_caller *c, struct reg 
 	int ret;
 
 	pthread_mutex_lock(&pl->regs_lock);
+	cl = client_find(pl, c->tgid);
+	if (!cl && !fresh) {
+		/* its last registration went since client_prepare(): take a new pidfd */
+		pthread_mutex_unlock(&pl->regs_lock);
+		return CLIENT_GONE;
+	}
 	u = user_get(pl, c->uid);
 	msg[0] = 0;
 	ret = u ? charge(pl, c, u, bytes, msg, sizeof(msg)) : -ENOMEM;
 	if (!ret) {
-		cl = client_find(pl, c->tgid);
 		if (!cl) {
 			cl = fresh;
 			fresh = NULL;
@@ -618,9 +628,17 @@ int place_register(struct place *pl, const struct place_caller *c, struct dmafs_
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
-	ret = client_prepare(pl, c, &fresh);
-	if (!ret)
-		ret = count_reg(pl, c, r, bytes, fresh);
+	for (int tries = 0;; tries++) {
+		ret = client_prepare(pl, c, &fresh);
+		if (!ret)
+			ret = count_reg(pl, c, r, bytes, fresh);
+		if (ret != CLIENT_GONE)
+			break;
+		if (tries == 8) { /* unregistering as fast as it registers */
+			ret = -EAGAIN;
+			break;
+		}
+	}
 	if (ret) {
 		free(r);
 		return ret;
