@@ -85,12 +85,93 @@ static int setattr_forbidden(const struct inode *i, int valid)
 	return fs_immutable(i) && times ? -EPERM : 0;
 }
 
+/*
+ * The mode bits a size or owner change of @ino takes away (killpriv.c): decided before the
+ * change, as the rule looks at the old group, and without meta.lock, as it may read /proc.
+ */
+static uint32_t setattr_kill_bits(struct fs *fs, const struct fs_ctx *c, uint64_t ino, int valid)
+{
+	struct inode *i;
+	uint32_t mode = 0, gid = 0, kill = 0;
+
+	pthread_mutex_lock(&fs->meta.lock);
+	i = meta_iget(&fs->meta, ino);
+	if (i) {
+		mode = i->a.mode;
+		gid = i->a.gid;
+	}
+	pthread_mutex_unlock(&fs->meta.lock);
+	/*
+	 * chown_common() for a new owner or group, do_truncate()'s
+	 * dentry_needs_remove_privs() for a size.
+	 */
+	if (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))
+		kill = fs_killpriv_bits(c, mode, gid, 1);
+	if (valid & FUSE_SET_ATTR_SIZE)
+		kill |= fs_killpriv_bits(c, mode, gid, 0);
+	return kill;
+}
+
+/* Change the size of @ino, a regular file, to @size; done before the logged attributes. */
+static int setattr_size(struct fs *fs, uint64_t ino, off_t size)
+{
+	struct inode *i;
+
+	pthread_mutex_lock(&fs->meta.lock);
+	i = meta_iget(&fs->meta, ino);
+	pthread_mutex_unlock(&fs->meta.lock);
+	if (!i)
+		return -ENOENT;
+	if (i->dir)
+		return -EISDIR;
+	if (!S_ISREG(i->a.mode))
+		return -EINVAL;
+	if (size < 0)
+		return -EINVAL;
+	wback_wait(fs, i, 0); /* buffered writes land before the size changes */
+	return fs_truncate_locked_data(fs, i, size);
+}
+
+/* chmod of @i (inode @ino): its permission bits, and its access ACL's. Locked (fs_begin). */
+static int setattr_mode(struct fs *fs, uint64_t ino, struct inode *i, mode_t mode)
+{
+	struct xattr *x = fs->acl ? rec_xattr(i, ACL_XATTR_ACCESS) : NULL;
+
+	i->a.mode = (i->a.mode & S_IFMT) | (mode & 07777);
+	/* the ACL's owner, group class and other entries follow the mode */
+	if (x && acl_check(x->val, x->len) > 0) {
+		char acl[ACL_MAX_BYTES];
+
+		memcpy(acl, x->val, x->len);
+		acl_chmod(acl, x->len, i->a.mode);
+		return rec_xset(fs, ino, ACL_XATTR_ACCESS, acl, x->len);
+	}
+	return 0;
+}
+
+/* atime and mtime (given or now) and ctime (given, else now) from @in. Locked (fs_begin). */
+static void setattr_times(struct inode *i, const struct stat *in, int valid, int64_t now)
+{
+	if (valid & FUSE_SET_ATTR_ATIME_NOW)
+		i->a.atime = now;
+	else if (valid & FUSE_SET_ATTR_ATIME)
+		i->a.atime = (int64_t)in->st_atim.tv_sec * 1000000000 + in->st_atim.tv_nsec;
+	if (valid & FUSE_SET_ATTR_MTIME_NOW)
+		i->a.mtime = now;
+	else if (valid & FUSE_SET_ATTR_MTIME)
+		i->a.mtime = (int64_t)in->st_mtim.tv_sec * 1000000000 + in->st_mtim.tv_nsec;
+	if (valid & FUSE_SET_ATTR_CTIME)
+		i->a.ctime = (int64_t)in->st_ctim.tv_sec * 1000000000 + in->st_ctim.tv_nsec;
+	else
+		i->a.ctime = now;
+}
+
 int fs_setattr(struct fs *fs, const struct fs_ctx *c, uint64_t ino, const struct stat *in,
 	       int valid, struct stat *out)
 {
 	struct inode *i;
 	int64_t now = fs_now();
-	uint32_t mode = 0, gid = 0, kill = 0;
+	uint32_t kill = 0;
 	int ret;
 
 	if (fs->ro)
@@ -105,39 +186,10 @@ int fs_setattr(struct fs *fs, const struct fs_ctx *c, uint64_t ino, const struct
 		if (ret)
 			return ret;
 	}
-	if (i && (valid & (FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))) {
-		pthread_mutex_lock(&fs->meta.lock);
-		i = meta_iget(&fs->meta, ino);
-		if (i) {
-			mode = i->a.mode;
-			gid = i->a.gid;
-		}
-		pthread_mutex_unlock(&fs->meta.lock);
-		/*
-		 * What the change takes away (killpriv.c), decided before it (the rule looks
-		 * at the old group) and without meta.lock (it may read /proc):
-		 * chown_common() for a new owner or group, do_truncate()'s
-		 * dentry_needs_remove_privs() for a size.
-		 */
-		if (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))
-			kill = fs_killpriv_bits(c, mode, gid, 1);
-		if (valid & FUSE_SET_ATTR_SIZE)
-			kill |= fs_killpriv_bits(c, mode, gid, 0);
-	}
+	if (i && (valid & (FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)))
+		kill = setattr_kill_bits(fs, c, ino, valid);
 	if (valid & FUSE_SET_ATTR_SIZE) {
-		pthread_mutex_lock(&fs->meta.lock);
-		i = meta_iget(&fs->meta, ino);
-		pthread_mutex_unlock(&fs->meta.lock);
-		if (!i)
-			return -ENOENT;
-		if (i->dir)
-			return -EISDIR;
-		if (!S_ISREG(i->a.mode))
-			return -EINVAL;
-		if (in->st_size < 0)
-			return -EINVAL;
-		wback_wait(fs, i, 0); /* buffered writes land before the size changes */
-		ret = fs_truncate_locked_data(fs, i, in->st_size);
+		ret = setattr_size(fs, ino, in->st_size);
 		if (ret)
 			return ret;
 	}
@@ -150,19 +202,9 @@ int fs_setattr(struct fs *fs, const struct fs_ctx *c, uint64_t ino, const struct
 		goto out;
 	}
 	if (valid & FUSE_SET_ATTR_MODE) {
-		struct xattr *x = fs->acl ? rec_xattr(i, ACL_XATTR_ACCESS) : NULL;
-
-		i->a.mode = (i->a.mode & S_IFMT) | (in->st_mode & 07777);
-		/* the ACL's owner, group class and other entries follow the mode */
-		if (x && acl_check(x->val, x->len) > 0) {
-			char acl[ACL_MAX_BYTES];
-
-			memcpy(acl, x->val, x->len);
-			acl_chmod(acl, x->len, i->a.mode);
-			ret = rec_xset(fs, ino, ACL_XATTR_ACCESS, acl, x->len);
-			if (ret)
-				goto out;
-		}
+		ret = setattr_mode(fs, ino, i, in->st_mode);
+		if (ret)
+			goto out;
 	}
 	/* as the kernel does on truncate and chown: file capabilities go */
 	if (valid & (FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID) &&
@@ -180,18 +222,7 @@ int fs_setattr(struct fs *fs, const struct fs_ctx *c, uint64_t ino, const struct
 		i->a.uid = in->st_uid;
 	if (valid & FUSE_SET_ATTR_GID)
 		i->a.gid = in->st_gid;
-	if (valid & FUSE_SET_ATTR_ATIME_NOW)
-		i->a.atime = now;
-	else if (valid & FUSE_SET_ATTR_ATIME)
-		i->a.atime = (int64_t)in->st_atim.tv_sec * 1000000000 + in->st_atim.tv_nsec;
-	if (valid & FUSE_SET_ATTR_MTIME_NOW)
-		i->a.mtime = now;
-	else if (valid & FUSE_SET_ATTR_MTIME)
-		i->a.mtime = (int64_t)in->st_mtim.tv_sec * 1000000000 + in->st_mtim.tv_nsec;
-	if (valid & FUSE_SET_ATTR_CTIME)
-		i->a.ctime = (int64_t)in->st_ctim.tv_sec * 1000000000 + in->st_ctim.tv_nsec;
-	else
-		i->a.ctime = now;
+	setattr_times(i, in, valid, now);
 	ret = rec_attr(fs, i);
 	if (!ret)
 		fs_stat(fs, i, out);

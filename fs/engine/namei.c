@@ -99,6 +99,54 @@ static uint32_t new_generation(struct fs *fs)
 	return fs->next_gen++;
 }
 
+/*
+ * The directory's default ACL, if any, takes the umask's place: the new inode's access ACL
+ * (built in @acl; *@store_acl set when it must be stored) is that ACL limited by the *@mode
+ * asked for, and a new directory inherits it as its own default ACL. Returns that default
+ * ACL, or NULL (a malformed one is ignored). Locked.
+ */
+static struct xattr *inherit_acl(const struct fs_ctx *c, const struct inode *dir, mode_t *mode,
+				 char *acl, int *store_acl)
+{
+	struct xattr *dacl = rec_xattr(dir, ACL_XATTR_DEFAULT);
+
+	if (dacl && acl_check(dacl->val, dacl->len) < 0) {
+		log_warn("directory inode %llu: its default ACL is malformed and is ignored (setfacl -k removes it)",
+			 (unsigned long long)dir->ino);
+		dacl = NULL;
+	}
+	if (dacl) {
+		memcpy(acl, dacl->val, dacl->len);
+		*store_acl = acl_create(acl, dacl->len, mode);
+	} else {
+		*mode &= ~(mode_t)(c->umask & 0777);
+	}
+	return dacl;
+}
+
+/* The record of a new inode of @c in @dir, numbered meta.next_ino. Locked. */
+static void new_inode_rec(struct fs *fs, const struct fs_ctx *c, const struct inode *dir,
+			  mode_t mode, dev_t rdev, int64_t now, struct fmt_rec *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->type = REC_INODE;
+	r->ino = fs->meta.next_ino;
+	r->a.mode = mode;
+	r->a.uid = c->uid;
+	r->a.gid = c->gid;
+	if (dir->a.mode & S_ISGID) {
+		/* BSD group semantics under a setgid directory; subdirectories inherit the bit */
+		r->a.gid = dir->a.gid;
+		if (S_ISDIR(mode))
+			r->a.mode |= S_ISGID;
+	}
+	r->a.nlink = S_ISDIR(mode) ? 2 : 1;
+	r->a.rdev = rdev;
+	r->a.atime = r->a.mtime = r->a.ctime = now;
+	r->a.start_member = r->ino % fs->n;
+	r->a.generation = new_generation(fs);
+}
+
 int fs_mknod(struct fs *fs, const struct fs_ctx *c, uint64_t parent, const char *name,
 	     mode_t mode, dev_t rdev, const char *target, struct stat *st)
 {
@@ -130,42 +178,9 @@ int fs_mknod(struct fs *fs, const struct fs_ctx *c, uint64_t parent, const char 
 		ret = -EMLINK;
 	if (ret)
 		goto out;
-	if (fs->acl && !S_ISLNK(mode)) {
-		/*
-		 * The directory's default ACL, if any, takes the umask's place: the new
-		 * inode's access ACL is that ACL limited by the mode asked for, and a new
-		 * directory inherits it as its own default ACL.
-		 */
-		dacl = rec_xattr(dir, ACL_XATTR_DEFAULT);
-		if (dacl && acl_check(dacl->val, dacl->len) < 0) {
-			log_warn("directory inode %llu: its default ACL is malformed and is ignored (setfacl -k removes it)",
-				 (unsigned long long)dir->ino);
-			dacl = NULL;
-		}
-		if (dacl) {
-			memcpy(acl, dacl->val, dacl->len);
-			store_acl = acl_create(acl, dacl->len, &mode);
-		} else {
-			mode &= ~(mode_t)(c->umask & 0777);
-		}
-	}
-	memset(&r, 0, sizeof(r));
-	r.type = REC_INODE;
-	r.ino = fs->meta.next_ino;
-	r.a.mode = mode;
-	r.a.uid = c->uid;
-	r.a.gid = c->gid;
-	if (dir->a.mode & S_ISGID) {
-		/* BSD group semantics under a setgid directory; subdirectories inherit the bit */
-		r.a.gid = dir->a.gid;
-		if (S_ISDIR(mode))
-			r.a.mode |= S_ISGID;
-	}
-	r.a.nlink = S_ISDIR(mode) ? 2 : 1;
-	r.a.rdev = rdev;
-	r.a.atime = r.a.mtime = r.a.ctime = now;
-	r.a.start_member = r.ino % fs->n;
-	r.a.generation = new_generation(fs);
+	if (fs->acl && !S_ISLNK(mode))
+		dacl = inherit_acl(c, dir, &mode, acl, &store_acl);
+	new_inode_rec(fs, c, dir, mode, rdev, now, &r);
 	ret = journal_log(&fs->j, &r);
 	if (ret)
 		goto out;
@@ -339,6 +354,97 @@ static int make_whiteout(struct fs *fs, const struct fs_ctx *c, struct inode *di
 	return ret;
 }
 
+/* renameat2(2)'s flags, in the combinations do_renameat2() allows. */
+static int check_rename_flags(const struct fs_ctx *c, unsigned flags)
+{
+	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT))
+		return -EINVAL;
+	/* as do_renameat2(): EXCHANGE goes with neither of the others */
+	if ((flags & RENAME_EXCHANGE) && (flags & (RENAME_NOREPLACE | RENAME_WHITEOUT)))
+		return -EINVAL;
+	if ((flags & RENAME_WHITEOUT) && !c)
+		return -EINVAL;
+	return 0;
+}
+
+/*
+ * may_delete() of the source @src in @sdir (inode @parent), and of the target @dst (or NULL)
+ * in @ddir (@newparent) it replaces or exchanges: neither entry nor inode may be immutable
+ * or append-only; may_create() in the target directory: not immutable. Locked.
+ */
+static int may_rename(struct fs *fs, unsigned flags, uint64_t parent, const struct inode *sdir,
+		      const struct inode *src, uint64_t newparent, const struct inode *ddir,
+		      const struct inode *dst)
+{
+	if (fs_undeletable(sdir) || fs_undeletable(src) || fs_immutable(ddir) ||
+	    (dst && (fs_undeletable(ddir) || fs_undeletable(dst))))
+		return -EPERM;
+	/* a directory cannot move into itself or below itself */
+	if ((src->dir && is_within(fs, newparent, src->ino)) ||
+	    ((flags & RENAME_EXCHANGE) && dst->dir && is_within(fs, parent, dst->ino)))
+		return -EINVAL;
+	return 0;
+}
+
+/* Swap the inodes of entry @name of @sdir (@src) and @newname of @ddir (@dst). Locked. */
+static int exchange_entries(struct fs *fs, struct inode *sdir, const char *name, struct inode *src,
+			    struct inode *ddir, const char *newname, struct inode *dst, int64_t now)
+{
+	uint64_t sino = src->ino, dino = dst->ino;
+	int ret;
+
+	ret = rec_unlink(fs, sdir->ino, name);
+	if (!ret)
+		ret = rec_unlink(fs, ddir->ino, newname);
+	if (!ret)
+		ret = rec_link(fs, sdir->ino, dino, name);
+	if (!ret)
+		ret = rec_link(fs, ddir->ino, sino, newname);
+	if (!ret && sdir != ddir && (!!src->dir != !!dst->dir)) {
+		/* a directory changed parent: move one link count with it */
+		struct inode *gain = src->dir ? ddir : sdir, *lose = src->dir ? sdir : ddir;
+
+		gain->a.nlink++;
+		lose->a.nlink--;
+	}
+	src->a.ctime = dst->a.ctime = now;
+	if (!ret)
+		ret = rec_attr(fs, src);
+	if (!ret)
+		ret = rec_attr(fs, dst);
+	return ret;
+}
+
+/* May @src replace @dst, another inode? Only by one of its kind, and an empty directory. */
+static int may_replace(const struct inode *src, const struct inode *dst)
+{
+	if (src->dir && !dst->dir)
+		return -ENOTDIR;
+	if (!src->dir && dst->dir)
+		return -EISDIR;
+	if (dst->dir && dst->dir->count)
+		return -ENOTEMPTY;
+	return 0;
+}
+
+/* Move entry @name of @sdir (inode @src) to @newname of @ddir, where none is now. Locked. */
+static int move_entry(struct fs *fs, struct inode *sdir, const char *name, struct inode *src,
+		      struct inode *ddir, const char *newname, int64_t now)
+{
+	int ret = rec_unlink(fs, sdir->ino, name);
+
+	if (!ret)
+		ret = rec_link(fs, ddir->ino, src->ino, newname);
+	if (!ret && src->dir && sdir != ddir) {
+		sdir->a.nlink--;
+		ddir->a.nlink++;
+	}
+	src->a.ctime = now;
+	if (!ret)
+		ret = rec_attr(fs, src);
+	return ret;
+}
+
 int fs_rename(struct fs *fs, const struct fs_ctx *c, uint64_t parent, const char *name,
 	      uint64_t newparent, const char *newname, unsigned flags)
 {
@@ -347,14 +453,9 @@ int fs_rename(struct fs *fs, const struct fs_ctx *c, uint64_t parent, const char
 	int64_t now = fs_now();
 	int ret;
 
-	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT))
-		return -EINVAL;
-	/* as do_renameat2(): EXCHANGE goes with neither of the others */
-	if ((flags & RENAME_EXCHANGE) && (flags & (RENAME_NOREPLACE | RENAME_WHITEOUT)))
-		return -EINVAL;
-	if ((flags & RENAME_WHITEOUT) && !c)
-		return -EINVAL;
-	ret = check_name(newname);
+	ret = check_rename_flags(c, flags);
+	if (!ret)
+		ret = check_name(newname);
 	if (!ret)
 		ret = check_name(name);
 	if (ret)
@@ -381,75 +482,23 @@ int fs_rename(struct fs *fs, const struct fs_ctx *c, uint64_t parent, const char
 		ret = -ENOENT;
 		goto out;
 	}
-	/*
-	 * may_delete() of the source, and of the target it replaces or exchanges: neither
-	 * entry nor inode may be immutable or append-only; may_create() in the target
-	 * directory: not immutable.
-	 */
-	if (fs_undeletable(sdir) || fs_undeletable(src) || fs_immutable(ddir) ||
-	    (dst && (fs_undeletable(ddir) || fs_undeletable(dst)))) {
-		ret = -EPERM;
+	ret = may_rename(fs, flags, parent, sdir, src, newparent, ddir, dst);
+	if (ret)
 		goto out;
-	}
-	/* a directory cannot move into itself or below itself */
-	if ((src->dir && is_within(fs, newparent, src->ino)) ||
-	    ((flags & RENAME_EXCHANGE) && dst->dir && is_within(fs, parent, dst->ino))) {
-		ret = -EINVAL;
-		goto out;
-	}
 	if (flags & RENAME_EXCHANGE) {
-		uint64_t sino = src->ino, dino = dst->ino;
-
-		ret = rec_unlink(fs, sdir->ino, name);
-		if (!ret)
-			ret = rec_unlink(fs, ddir->ino, newname);
-		if (!ret)
-			ret = rec_link(fs, sdir->ino, dino, name);
-		if (!ret)
-			ret = rec_link(fs, ddir->ino, sino, newname);
-		if (!ret && sdir != ddir && (!!src->dir != !!dst->dir)) {
-			/* a directory changed parent: move one link count with it */
-			struct inode *gain = src->dir ? ddir : sdir, *lose = src->dir ? sdir : ddir;
-
-			gain->a.nlink++;
-			lose->a.nlink--;
-		}
-		src->a.ctime = dst->a.ctime = now;
-		if (!ret)
-			ret = rec_attr(fs, src);
-		if (!ret)
-			ret = rec_attr(fs, dst);
+		ret = exchange_entries(fs, sdir, name, src, ddir, newname, dst, now);
 		goto touch;
 	}
 	if (dst) {
 		if (dst == src)
 			goto out; /* two links of one inode: POSIX says do nothing */
-		if (src->dir && !dst->dir) {
-			ret = -ENOTDIR;
-			goto out;
-		}
-		if (!src->dir && dst->dir) {
-			ret = -EISDIR;
-			goto out;
-		}
-		if (dst->dir && dst->dir->count) {
-			ret = -ENOTEMPTY;
-			goto out;
-		}
-		ret = remove_entry(fs, ddir, newname, dst, now);
+		ret = may_replace(src, dst);
+		if (!ret)
+			ret = remove_entry(fs, ddir, newname, dst, now);
 		if (ret)
 			goto out;
 	}
-	ret = rec_unlink(fs, sdir->ino, name);
-	if (!ret)
-		ret = rec_link(fs, ddir->ino, src->ino, newname);
-	if (!ret && src->dir && sdir != ddir) {
-		sdir->a.nlink--;
-		ddir->a.nlink++;
-	}
-	src->a.ctime = now;
-	if (!ret)
-		ret = rec_attr(fs, src);
+	ret = move_entry(fs, sdir, name, src, ddir, newname, now);
 	/* in the same batch as the move: the old name is never seen empty after a crash */
 	if (!ret && (flags & RENAME_WHITEOUT))
 		ret = make_whiteout(fs, c, sdir, name, now);

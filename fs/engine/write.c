@@ -100,6 +100,113 @@ static int op_order(const void *a, const void *b)
 	return x->off < y->off ? -1 : x->off > y->off;
 }
 
+/* Group @idx (@n ops sorted by op_order) into runs of adjacent ranges; returns how many. */
+static size_t group_runs(const struct uring_op **idx, size_t n, struct csum_run *run)
+{
+	size_t nr = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct uring_op *op = idx[i];
+
+		if (nr && run[nr - 1].tag == op->tag && run[nr - 1].end == op->off) {
+			run[nr - 1].end += op->len;
+			run[nr - 1].n++;
+			continue;
+		}
+		run[nr++] = (struct csum_run){ .tag = op->tag, .off = op->off,
+					       .end = op->off + op->len, .first = i, .n = 1 };
+	}
+	return nr;
+}
+
+/* Give each run its checksum blocks and its part of the thread's checksum buffer. */
+static int place_runs(struct fs *fs, struct csum_run *run, size_t nr)
+{
+	size_t total = 0, r;
+	char *cbuf;
+
+	for (r = 0; r < nr; r++) {
+		const struct fmt_sb *sb = &fs->members[run[r].tag].sb;
+
+		run[r].ca = ALIGN_DOWN(fmt_csum_pos(sb, run[r].off), DMAFS_BLOCK);
+		run[r].cb = ALIGN_UP(fmt_csum_pos(sb, run[r].end), DMAFS_BLOCK);
+		total += run[r].cb - run[r].ca;
+	}
+	cbuf = fs_thread_buf(2, total);
+	if (!cbuf)
+		return -ENOMEM;
+	for (r = 0, total = 0; r < nr; r++) {
+		run[r].buf = cbuf + total;
+		total += run[r].cb - run[r].ca;
+	}
+	return 0;
+}
+
+/*
+ * Build run @u's checksum blocks: its partly covered first and last blocks from @prev (the
+ * member's run before it in this batch, or NULL), the cache @c or the member, then the
+ * checksums of its ops. Caller holds c->lock.
+ */
+static int fill_run(struct fs *fs, const struct uring_op **idx, struct csum_run *u,
+		    struct csum_run *prev, struct fs_csum_cache *c)
+{
+	const struct fmt_sb *sb = &fs->members[u->tag].sb;
+	struct member *m = &fs->members[u->tag];
+	uint64_t p0 = fmt_csum_pos(sb, u->off), p1 = fmt_csum_pos(sb, u->end);
+	int ret = 0;
+
+	for (int end = 0; end < 2 && !ret; end++) {
+		uint64_t blk = end ? u->cb - DMAFS_BLOCK : u->ca;
+		char *dst = u->buf + (blk - u->ca);
+
+		if (end ? p1 == u->cb : p0 == u->ca)
+			continue; /* wholly rewritten */
+		if (end && blk == u->ca && p0 != u->ca)
+			continue; /* one block, already read as the first */
+		if (prev && blk == prev->cb - DMAFS_BLOCK) {
+			memcpy(dst, prev->buf + (blk - prev->ca), DMAFS_BLOCK);
+			prev->cb -= DMAFS_BLOCK; /* written by this run instead */
+		} else if (c->valid && c->pos == blk) {
+			memcpy(dst, c->blk, DMAFS_BLOCK);
+		} else {
+			ret = member_pread(m, dst, DMAFS_BLOCK, blk);
+		}
+	}
+	for (size_t k = u->first; k < u->first + u->n && !ret; k++) {
+		const struct uring_op *op = idx[k];
+		char *at = u->buf + (fmt_csum_pos(sb, op->off) - u->ca);
+
+		for (uint32_t b = 0; b < op->len; b += DMAFS_BLOCK)
+			put_u64((uint8_t *)at + b / DMAFS_BLOCK * 8,
+				fmt_csum((const char *)op->buf + b, op->tag, op->off + b));
+	}
+	if (ret)
+		log_err("checksum read failed on member %d (%s) near member offset %llu: %s",
+			u->tag, m->path, (unsigned long long)u->ca, strerror(-ret));
+	return ret;
+}
+
+/* Write the runs' checksum blocks in one batch, with @wo room for @nr I/Os. */
+static int write_runs(struct fs *fs, const struct csum_run *run, size_t nr, struct uring_op *wo)
+{
+	size_t nw = 0;
+	int ret;
+
+	for (size_t r = 0; r < nr; r++)
+		if (run[r].cb > run[r].ca)
+			wo[nw++] = (struct uring_op){ .fd = fs->members[run[r].tag].fd, .write = 1,
+						      .buf = run[r].buf, .len = run[r].cb - run[r].ca,
+						      .off = run[r].ca, .tag = run[r].tag };
+	ret = uring_rw(wo, nw);
+	if (ret)
+		for (size_t k = 0; k < nw; k++)
+			if (wo[k].res)
+				log_err("checksum update failed on member %d (%s) at member offset %llu: %s",
+					wo[k].tag, fs->members[wo[k].tag].path,
+					(unsigned long long)wo[k].off, strerror(-wo[k].res));
+	return ret;
+}
+
 /*
  * Store the checksums of the blocks that @ops wrote and mark their members dirty for the
  * next commit. Ops are grouped into runs per member (a chunk's stripe units on one member
@@ -116,10 +223,9 @@ static int csum_store(struct fs *fs, const struct uring_op *ops, size_t n)
 	const struct uring_op *sidx[MAX_OPS], **idx = sidx;
 	struct csum_run srun[MAX_OPS], *run = srun;
 	struct uring_op swo[MAX_OPS], *wo = swo;
-	size_t nr = 0, nw = 0, total = 0, r;
+	size_t nr, r;
 	uint64_t held = 0; /* members whose checksum lock is held; bit i = member i */
 	int ret = 0;
-	char *cbuf;
 
 	if (n == 0)
 		return 0;
@@ -135,90 +241,23 @@ static int csum_store(struct fs *fs, const struct uring_op *ops, size_t n)
 	for (size_t i = 0; i < n; i++)
 		idx[i] = &ops[i];
 	qsort(idx, n, sizeof(*idx), op_order);
-	for (size_t i = 0; i < n; i++) {
-		const struct uring_op *op = idx[i];
-
-		if (nr && run[nr - 1].tag == op->tag && run[nr - 1].end == op->off) {
-			run[nr - 1].end += op->len;
-			run[nr - 1].n++;
-			continue;
-		}
-		run[nr++] = (struct csum_run){ .tag = op->tag, .off = op->off,
-					       .end = op->off + op->len, .first = i, .n = 1 };
-	}
-	for (r = 0; r < nr; r++) {
-		const struct fmt_sb *sb = &fs->members[run[r].tag].sb;
-
-		run[r].ca = ALIGN_DOWN(fmt_csum_pos(sb, run[r].off), DMAFS_BLOCK);
-		run[r].cb = ALIGN_UP(fmt_csum_pos(sb, run[r].end), DMAFS_BLOCK);
-		total += run[r].cb - run[r].ca;
-	}
-	cbuf = fs_thread_buf(2, total);
-	if (!cbuf) {
-		ret = -ENOMEM;
+	nr = group_runs(idx, n, run);
+	ret = place_runs(fs, run, nr);
+	if (ret)
 		goto out;
-	}
-	for (r = 0, total = 0; r < nr; r++) {
-		run[r].buf = cbuf + total;
-		total += run[r].cb - run[r].ca;
-	}
 
 	for (r = 0; r < nr && !ret; r++) {
 		struct csum_run *u = &run[r], *prev = r && run[r - 1].tag == u->tag ? &run[r - 1] : NULL;
-		const struct fmt_sb *sb = &fs->members[u->tag].sb;
-		struct member *m = &fs->members[u->tag];
 		struct fs_csum_cache *c = &fs->cc[u->tag];
-		uint64_t p0 = fmt_csum_pos(sb, u->off), p1 = fmt_csum_pos(sb, u->end);
 
 		if (!(held & (1ull << u->tag))) { /* runs are in member order: so are the locks */
 			pthread_mutex_lock(&c->lock);
 			held |= 1ull << u->tag;
 		}
-		/* the partly covered first and last blocks: from an earlier run of this batch, the
-		 * cache, or the member */
-		for (int end = 0; end < 2 && !ret; end++) {
-			uint64_t blk = end ? u->cb - DMAFS_BLOCK : u->ca;
-			char *dst = u->buf + (blk - u->ca);
-
-			if (end ? p1 == u->cb : p0 == u->ca)
-				continue; /* wholly rewritten */
-			if (end && blk == u->ca && p0 != u->ca)
-				continue; /* one block, already read as the first */
-			if (prev && blk == prev->cb - DMAFS_BLOCK) {
-				memcpy(dst, prev->buf + (blk - prev->ca), DMAFS_BLOCK);
-				prev->cb -= DMAFS_BLOCK; /* written by this run instead */
-			} else if (c->valid && c->pos == blk) {
-				memcpy(dst, c->blk, DMAFS_BLOCK);
-			} else {
-				ret = member_pread(m, dst, DMAFS_BLOCK, blk);
-			}
-		}
-		for (size_t k = u->first; k < u->first + u->n && !ret; k++) {
-			const struct uring_op *op = idx[k];
-			char *at = u->buf + (fmt_csum_pos(sb, op->off) - u->ca);
-
-			for (uint32_t b = 0; b < op->len; b += DMAFS_BLOCK)
-				put_u64((uint8_t *)at + b / DMAFS_BLOCK * 8,
-					fmt_csum((const char *)op->buf + b, op->tag, op->off + b));
-		}
-		if (ret)
-			log_err("checksum read failed on member %d (%s) near member offset %llu: %s",
-				u->tag, m->path, (unsigned long long)u->ca, strerror(-ret));
+		ret = fill_run(fs, idx, u, prev, c);
 	}
-	if (!ret) {
-		for (r = 0; r < nr; r++)
-			if (run[r].cb > run[r].ca)
-				wo[nw++] = (struct uring_op){ .fd = fs->members[run[r].tag].fd, .write = 1,
-							      .buf = run[r].buf, .len = run[r].cb - run[r].ca,
-							      .off = run[r].ca, .tag = run[r].tag };
-		ret = uring_rw(wo, nw);
-		if (ret)
-			for (size_t k = 0; k < nw; k++)
-				if (wo[k].res)
-					log_err("checksum update failed on member %d (%s) at member offset %llu: %s",
-						wo[k].tag, fs->members[wo[k].tag].path,
-						(unsigned long long)wo[k].off, strerror(-wo[k].res));
-	}
+	if (!ret)
+		ret = write_runs(fs, run, nr, wo);
 	/* each member's last run leaves its last block in the member's cache */
 	for (r = 0; r < nr; r++) {
 		struct fs_csum_cache *c = &fs->cc[run[r].tag];
@@ -405,6 +444,107 @@ static int block_mapped(struct inode *ino, uint64_t blk)
 	return i < ino->next && ino->ext[i].off <= blk;
 }
 
+/*
+ * The partial head and tail blocks of a write of [off, end) into blocks [a, b) at @buf:
+ * their old contents (verified) or zeros around the new bytes. Caller holds iolock.
+ */
+static int fill_edges(struct fs *fs, struct inode *ino, char *buf, uint64_t a, uint64_t b,
+		      uint64_t off, uint64_t end)
+{
+	int ret;
+
+	if (off != a) {
+		if (block_mapped(ino, a)) {
+			ret = fs_read_blocks(fs, ino, buf, a, a + DMAFS_BLOCK, 1);
+			if (ret)
+				return ret;
+		} else {
+			memset(buf, 0, DMAFS_BLOCK);
+		}
+	}
+	if (end != b && (b - DMAFS_BLOCK != a || off == a)) {
+		char *t = buf + (b - DMAFS_BLOCK - a);
+
+		if (block_mapped(ino, b - DMAFS_BLOCK)) {
+			ret = fs_read_blocks(fs, ino, t, b - DMAFS_BLOCK, b, 1);
+			if (ret)
+				return ret;
+		} else {
+			memset(t, 0, DMAFS_BLOCK);
+		}
+	}
+	return 0;
+}
+
+/*
+ * Write blocks [a, b) from @buf: those allocated since the last commit in place, the rest
+ * by COW into @w (at most 3; *@nw of them used, to be undone by the caller on failure).
+ * *@done gets the end of what was written, short when space runs out. Caller holds iolock
+ * exclusively.
+ */
+static int write_blocks(struct fs *fs, struct inode *ino, char *buf, uint64_t a, uint64_t b,
+			struct cow *w, int *nw, uint64_t *done)
+{
+	uint64_t pos;
+	int ret = 0;
+
+	for (pos = a; pos < b && *nw < 3;) {
+		uint64_t seg;
+
+		pthread_rwlock_rdlock(&fs->j.inplace);
+		if (fresh_at(fs, ino, pos)) {
+			seg = MIN(b, ino->fresh_hi);
+			ret = write_inplace(fs, ino, buf + (pos - a), pos, seg);
+			pthread_rwlock_unlock(&fs->j.inplace);
+			if (ret)
+				return ret;
+			pos = seg;
+			continue;
+		}
+		pthread_rwlock_unlock(&fs->j.inplace);
+		/* up to the fresh blocks, if they follow */
+		seg = ino->fresh_epoch == atomic_load(&fs->j.epoch) && ino->fresh_lo > pos &&
+				      ino->fresh_lo < b && ino->fresh_hi > ino->fresh_lo
+			      ? ino->fresh_lo
+			      : b;
+		ret = cow_write(fs, ino, buf + (pos - a), pos, seg, &w[*nw]);
+		if (ret == -ENOSPC && pos > a) {
+			ret = 0;
+			break; /* a short write */
+		}
+		if (ret)
+			return ret;
+		pos = w[(*nw)++].end;
+		if (pos < seg)
+			break; /* space ran out */
+	}
+	*done = pos;
+	return 0;
+}
+
+/* Log a write's new blocks, size and times. Caller holds iolock and meta.lock (fs_begin). */
+static int log_write(struct fs *fs, struct inode *ino, struct cow *w, int nw, uint64_t end,
+		     int64_t mtime)
+{
+	int ret = 0;
+
+	for (int k = 0; k < nw && !ret; k++)
+		ret = cow_log(fs, ino, &w[k]);
+	if (!ret) {
+		struct fmt_rec r;
+		int64_t now = mtime ? mtime : fs_now();
+
+		meta_inode_rec(ino, &r);
+		r.a.size = MAX(ino->a.size, end);
+		r.a.mtime = r.a.ctime = now;
+		ret = journal_log(&fs->j, &r);
+	}
+	if (!ret) /* these records are in the current epoch's batch */
+		for (int k = 0; k < nw; k++)
+			fresh_add(ino, w[k].a, w[k].end, atomic_load(&fs->j.epoch));
+	return ret;
+}
+
 ssize_t fs_write_inode(struct fs *fs, struct inode *ino, const char *data, size_t size,
 		       uint64_t off, int64_t mtime)
 {
@@ -428,59 +568,15 @@ ssize_t fs_write_inode(struct fs *fs, struct inode *ino, const char *data, size_
 			goto out;
 		}
 	}
-	/* partial head and tail blocks: old contents (verified) or zeros around the new bytes */
-	if (off != a) {
-		if (block_mapped(ino, a)) {
-			ret = fs_read_blocks(fs, ino, buf, a, a + DMAFS_BLOCK, 1);
-			if (ret)
-				goto out;
-		} else {
-			memset(buf, 0, DMAFS_BLOCK);
-		}
-	}
-	if (end != b && (b - DMAFS_BLOCK != a || off == a)) {
-		char *t = buf + (b - DMAFS_BLOCK - a);
-
-		if (block_mapped(ino, b - DMAFS_BLOCK)) {
-			ret = fs_read_blocks(fs, ino, t, b - DMAFS_BLOCK, b, 1);
-			if (ret)
-				goto out;
-		} else {
-			memset(t, 0, DMAFS_BLOCK);
-		}
-	}
+	ret = fill_edges(fs, ino, buf, a, b, off, end);
+	if (ret)
+		goto out;
 	if (buf != data)
 		memcpy(buf + (off - a), data, size);
 
-	/* blocks allocated since the last commit are rewritten in place, the rest by COW */
-	for (pos = a; pos < b && nw < 3;) {
-		uint64_t seg;
-
-		pthread_rwlock_rdlock(&fs->j.inplace);
-		if (fresh_at(fs, ino, pos)) {
-			seg = MIN(b, ino->fresh_hi);
-			ret = write_inplace(fs, ino, buf + (pos - a), pos, seg);
-			pthread_rwlock_unlock(&fs->j.inplace);
-			if (ret)
-				goto undo;
-			pos = seg;
-			continue;
-		}
-		pthread_rwlock_unlock(&fs->j.inplace);
-		/* up to the fresh blocks, if they follow */
-		seg = ino->fresh_epoch == atomic_load(&fs->j.epoch) && ino->fresh_lo > pos &&
-				      ino->fresh_lo < b && ino->fresh_hi > ino->fresh_lo
-			      ? ino->fresh_lo
-			      : b;
-		ret = cow_write(fs, ino, buf + (pos - a), pos, seg, &w[nw]);
-		if (ret == -ENOSPC && pos > a)
-			break; /* a short write */
-		if (ret)
-			goto undo;
-		pos = w[nw++].end;
-		if (pos < seg)
-			break; /* space ran out */
-	}
+	ret = write_blocks(fs, ino, buf, a, b, w, &nw, &pos);
+	if (ret)
+		goto undo;
 	if (pos <= off) { /* not one new byte got space */
 		ret = -ENOSPC;
 		goto undo;
@@ -492,20 +588,7 @@ ssize_t fs_write_inode(struct fs *fs, struct inode *ino, const char *data, size_
 	ret = fs_begin(fs, need, nw > 0);
 	if (ret)
 		goto undo;
-	for (int k = 0; k < nw && !ret; k++)
-		ret = cow_log(fs, ino, &w[k]);
-	if (!ret) {
-		struct fmt_rec r;
-		int64_t now = mtime ? mtime : fs_now();
-
-		meta_inode_rec(ino, &r);
-		r.a.size = MAX(ino->a.size, end);
-		r.a.mtime = r.a.ctime = now;
-		ret = journal_log(&fs->j, &r);
-	}
-	if (!ret) /* these records are in the current epoch's batch */
-		for (int k = 0; k < nw; k++)
-			fresh_add(ino, w[k].a, w[k].end, atomic_load(&fs->j.epoch));
+	ret = log_write(fs, ino, w, nw, end, mtime);
 	fs_end(fs);
 	pthread_rwlock_unlock(&ino->iolock);
 	return ret ? ret : (ssize_t)(end - off);

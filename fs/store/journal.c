@@ -44,18 +44,15 @@ struct scan {
 };
 
 /*
- * Walk one copy: choose its active half, check the snapshot, then follow the batches.
- * With @meta non-NULL, apply everything as it goes (the replay proper).
+ * Read both log headers of @m and choose the half to scan: the newer generation, or with
+ * @older the one before it. Fills s->half and s->hdr.
  */
-static int scan_copy(struct journal *j, struct member *m, struct scan *s, struct meta *meta,
-		     int older, char *err, size_t errlen)
+static int choose_half(struct journal *j, struct member *m, struct scan *s, int older)
 {
 	struct fmt_loghdr h[2];
 	int valid[2], ret;
 	uint8_t *b;
-	uint64_t pos, base;
 
-	memset(s, 0, sizeof(*s));
 	for (int i = 0; i < 2; i++) {
 		b = read_at(m, half_off(j, i), DMAFS_BLOCK, &ret);
 		if (!b) {
@@ -80,7 +77,30 @@ static int scan_copy(struct journal *j, struct member *m, struct scan *s, struct
 		s->half = !s->half;
 	}
 	s->hdr = h[s->half];
-	base = half_off(j, s->half);
+	return 0;
+}
+
+/* Apply the records in @b[0, len) to @meta; *@p ends where decoding stopped. */
+static int apply_records(struct meta *meta, const uint8_t *b, size_t len, size_t *p)
+{
+	struct fmt_rec r;
+	int ret;
+
+	while ((ret = fmt_rec_decode(b, len, p, &r)) > 0) {
+		ret = meta_apply(meta, &r);
+		if (ret)
+			break;
+	}
+	return ret;
+}
+
+/* Check the snapshot of the chosen half at @base, and with @meta non-NULL apply it. */
+static int load_snapshot(struct journal *j, struct member *m, struct scan *s, struct meta *meta,
+			 uint64_t base, char *err, size_t errlen)
+{
+	uint8_t *b;
+	int ret;
+
 	if (s->hdr.snap_len > j->half - DMAFS_BLOCK) {
 		snprintf(s->why, sizeof(s->why), "snapshot length %llu exceeds the log half",
 			 (unsigned long long)s->hdr.snap_len);
@@ -99,13 +119,8 @@ static int scan_copy(struct journal *j, struct member *m, struct scan *s, struct
 	}
 	if (meta) {
 		size_t p = 0;
-		struct fmt_rec r;
 
-		while ((ret = fmt_rec_decode(b, s->hdr.snap_len, &p, &r)) > 0) {
-			ret = meta_apply(meta, &r);
-			if (ret)
-				break;
-		}
+		ret = apply_records(meta, b, s->hdr.snap_len, &p);
 		if (ret) {
 			free(b);
 			snprintf(err, errlen, "member 0 (%s): metadata snapshot is inconsistent at byte %zu (%s); run dmafs-fsck",
@@ -116,41 +131,69 @@ static int scan_copy(struct journal *j, struct member *m, struct scan *s, struct
 			meta->next_ino = s->hdr.next_ino;
 	}
 	free(b);
+	return 0;
+}
+
+/*
+ * The batch at @pos of the half at @base, read whole into a fresh buffer with its header in
+ * @t, if it is the next one of this generation and intact; NULL where the log ends.
+ */
+static uint8_t *read_batch(struct journal *j, struct member *m, const struct scan *s,
+			   uint64_t base, uint64_t pos, struct fmt_txhdr *t)
+{
+	uint8_t *tb;
+	int ret;
+
+	if (pos + DMAFS_BLOCK > j->half)
+		return NULL;
+	tb = read_at(m, base + pos, DMAFS_BLOCK, &ret);
+	if (!tb)
+		return NULL; /* an unreadable tail ends the log like a torn one */
+	if (fmt_txhdr_decode(tb, t) || t->gen != s->hdr.gen || t->seq != s->last_seq + 1 ||
+	    pos + fmt_tx_size(t->payload_len) > j->half) {
+		free(tb);
+		return NULL;
+	}
+	if (fmt_tx_size(t->payload_len) > DMAFS_BLOCK) {
+		free(tb);
+		tb = read_at(m, base + pos, fmt_tx_size(t->payload_len), &ret);
+		if (!tb)
+			return NULL;
+	}
+	if (fmt_hash(tb + FMT_TX_HDR, t->payload_len) != t->payload_xxh3) {
+		free(tb);
+		return NULL;
+	}
+	return tb;
+}
+
+/*
+ * Walk one copy: choose its active half, check the snapshot, then follow the batches.
+ * With @meta non-NULL, apply everything as it goes (the replay proper).
+ */
+static int scan_copy(struct journal *j, struct member *m, struct scan *s, struct meta *meta,
+		     int older, char *err, size_t errlen)
+{
+	struct fmt_txhdr t;
+	uint8_t *tb;
+	uint64_t pos, base;
+	int ret;
+
+	memset(s, 0, sizeof(*s));
+	ret = choose_half(j, m, s, older);
+	if (ret)
+		return ret;
+	base = half_off(j, s->half);
+	ret = load_snapshot(j, m, s, meta, base, err, errlen);
+	if (ret)
+		return ret;
 	pos = DMAFS_BLOCK + ALIGN_UP(s->hdr.snap_len, DMAFS_BLOCK);
 	s->last_seq = s->hdr.first_seq - 1;
-	for (;;) {
-		struct fmt_txhdr t;
-		uint8_t *tb;
-
-		if (pos + DMAFS_BLOCK > j->half)
-			break;
-		tb = read_at(m, base + pos, DMAFS_BLOCK, &ret);
-		if (!tb)
-			break; /* an unreadable tail ends the log like a torn one */
-		if (fmt_txhdr_decode(tb, &t) || t.gen != s->hdr.gen || t.seq != s->last_seq + 1 ||
-		    pos + fmt_tx_size(t.payload_len) > j->half) {
-			free(tb);
-			break;
-		}
-		if (fmt_tx_size(t.payload_len) > DMAFS_BLOCK) {
-			free(tb);
-			tb = read_at(m, base + pos, fmt_tx_size(t.payload_len), &ret);
-			if (!tb)
-				break;
-		}
-		if (fmt_hash(tb + FMT_TX_HDR, t.payload_len) != t.payload_xxh3) {
-			free(tb);
-			break;
-		}
+	while ((tb = read_batch(j, m, s, base, pos, &t))) {
 		if (meta) {
 			size_t p = 0;
-			struct fmt_rec r;
 
-			while ((ret = fmt_rec_decode(tb + FMT_TX_HDR, t.payload_len, &p, &r)) > 0) {
-				ret = meta_apply(meta, &r);
-				if (ret)
-					break;
-			}
+			ret = apply_records(meta, tb + FMT_TX_HDR, t.payload_len, &p);
 			if (ret) {
 				free(tb);
 				snprintf(err, errlen,
