@@ -1022,7 +1022,14 @@ def cmd_manifest(args):
     root = args[0]
     inos = {}
     rows = []
-    for dp, dns, fns in os.walk(root):
+    # os.walk() alone yields nothing for a missing or unreadable directory: an empty
+    # manifest would then compare equal to another empty one
+    check(stat.S_ISDIR(os.stat(root).st_mode), f"manifest: {root} is not a directory")
+
+    def walk_error(e):
+        raise e
+
+    for dp, dns, fns in os.walk(root, onerror=walk_error):
         dns.sort()
         for n in sorted(dns + fns):
             p = os.path.join(dp, n)
