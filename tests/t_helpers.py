@@ -1551,7 +1551,7 @@ def cmd_concurrency(args):
     os.mkdir(rd)
     for i in range(20):
         write_file(os.path.join(rd, f"r{i}"), b"r")
-    _run_procs([(_renamer, (rd, k, 3000, k)) for k in range(4)])
+    check(_run_procs([(_renamer, (rd, k, 3000, k)) for k in range(4)]) == 0, "a renamer child failed")
     left = os.listdir(rd)
     check(1 <= len(left) <= 20 and all(n.startswith("r") for n in left), f"after rename storm: {left}")
     for n in left:
