@@ -43,7 +43,8 @@ t_skip() {
 	exit 77
 }
 
-# t_register KIND VALUE - remember something for t_cleanup (dir, loop, mnt, pid, file).
+# t_register KIND VALUE - remember something for t_cleanup (dir, loop, mnt, pid, file,
+# sysctl PATH=VALUE).
 # A pid is recorded with its start time, so that t_cleanup never kills another process
 # that got the number after ours was reaped.
 t_register() {
@@ -52,6 +53,15 @@ t_register() {
 	else
 		echo "$1 $2" >>"$T_STATE"
 	fi
+}
+
+# t_sysctl PATH VALUE - write VALUE to the /proc/sys file PATH; t_cleanup writes back
+# the value it had before the first t_sysctl of PATH.
+t_sysctl() {
+	local old
+	old=$(cat "$1") || t_fail "cannot read $1"
+	grep -q "^sysctl $1=" "$T_STATE" || t_register sysctl "$1=$old"
+	echo "$2" >"$1" || t_fail "cannot write $2 to $1"
 }
 
 # t_pid_start PID - the start time of PID (field 22 of /proc/PID/stat, clock ticks after
@@ -402,6 +412,10 @@ t_cleanup() {
 	fi
 	while read -r kind val; do
 		[ "$kind" = loop ] && losetup -d "$val" 2>/dev/null
+	done <"$T_STATE"
+	while read -r kind val; do
+		[ "$kind" = sysctl ] || continue
+		echo "${val#*=}" >"${val%%=*}" || echo "[$T_NAME] cleanup: cannot write ${val#*=} back to ${val%%=*}" >&2
 	done <"$T_STATE"
 	while read -r kind val; do
 		[ "$kind" = file ] && rm -f "$val"
