@@ -30,8 +30,15 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	"$T_PY" "$H" crash-work "$M/round$r" "$T_WORK/log$r" "$r" &
 	wpid=$!
 	t_register pid "$wpid"
-	sleep "$(t_py -c "import random; random.seed($r); print(round(random.uniform(1.5, 4.0), 2))")"
-	kill -0 "$wpid" 2>/dev/null || { tail -3 "$T_WORK/log$r"; t_fail "workload died before the kill"; }
+	# The kill comes once the workload has made a number of ops durable (seeded, 50 to
+	# 600): poll its log for that, 60 s at most.
+	want=$(t_py -c "import random; random.seed($r); print(random.randint(50, 600))")
+	n=0
+	while done=$(grep -c '^D' "$T_WORK/log$r" 2>/dev/null); [ "${done:-0}" -lt "$want" ]; do
+		t_running "$wpid" || { tail -3 "$T_WORK/log$r"; t_fail "workload died before the kill"; }
+		((n++ < 600)) || t_fail "round $r: the workload made fewer than $want ops durable in 60 s"
+		sleep 0.1
+	done
 	t_log "round $r: kill -9 the daemon during the workload ($(grep -c '^D' "$T_WORK/log$r") ops durable so far)"
 	t_crash "$M"
 	wait "$wpid"
@@ -53,19 +60,25 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	t_mount "$T_MEMBERS" "$M" commit=3600
 	verify_all $r
 	t_log "round $r: filesystem usable after recovery (write, fsync, delete)"
-	head -c 1000000 /dev/urandom >"$M/after$r" && sync -f "$M/after$r" 2>/dev/null
-	cmp -s <(head -c 1000000 "$M/after$r") "$M/after$r" || t_fail "write after recovery"
+	head -c 1000000 /dev/urandom >"$T_WORK/after" || t_fail "urandom"
+	cp "$T_WORK/after" "$M/after$r" || t_fail "round $r: write after recovery"
+	sync -f "$M/after$r" || t_fail "round $r: fsync after recovery"
+	cmp "$T_WORK/after" "$M/after$r" || t_fail "round $r: file written after recovery reads back different"
 	rm "$M/after$r" || t_fail "rm after recovery"
 	t_umount "$M"
 	t_fsck 0 "${T_IMGS[@]}"   # both log copies agree again after a mount and unmount
 done
 
-t_log "periodic commit: unsynced files written with commit=1 survive kill -9 after 4 s"
+t_log "periodic commit: unsynced files written with commit=1 survive kill -9 after the next commit"
 t_mount "$T_MEMBERS" "$M" commit=1
 mkdir "$M/periodic" || t_fail "mkdir"
 for i in $(seq 1 20); do head -c $((i * 7777)) /dev/urandom >"$M/periodic/p$i" || t_fail "write p$i"; done
-(cd "$M/periodic" && sha256sum p*) >"$T_WORK/periodic.sums"
-sleep 4
+(cd "$M/periodic" && sha256sum p*) >"$T_WORK/periodic.sums" || t_fail "sha256sum of the periodic files"
+# A file created after them: once its name is in both metadata log copies, a commit that
+# began after the last write is durable (no sync: the periodic commit alone must do it).
+: >"$M/commit-mark" || t_fail "create commit-mark"
+t_py "$H" wait-commit 10 commit-mark "${T_IMGS[0]}" "${T_IMGS[1]}" ||
+	t_fail "no commit with commit=1 within 10 s of the writes"
 t_crash "$M"
 t_mount "$T_MEMBERS" "$M" commit=1
 (cd "$M/periodic" && sha256sum -c --quiet "$T_WORK/periodic.sums") ||

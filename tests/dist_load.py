@@ -108,15 +108,28 @@ def worker(rank, args):
         say(rank, f"plan: {split} tensors sliced, the rest whole, each in its own memory")
         del sd
 
-        # 3. A plan that cannot split evenly: refused on every rank before any I/O.
-        bad = {"*.q_proj.weight": 0, "*.input_layernorm.weight": 0} if world > 1 else None
-        name = next(n for n in ref if n.endswith(".input_layernorm.weight"))
-        if bad and ref[name].shape[0] % world:
+        # 3. A plan that cannot split evenly: refused on every rank before any I/O. The
+        # first tensor with a dimension that WORLD does not divide, in MODEL or else in TINY
+        # (scaled down to dimensions of 1 and odd vocabularies); one of them has it.
+        if world > 1:
+            uneven = None
+            for m in (args.model, args.tiny):
+                r = ref if m == args.model else ref_load(m)
+                uneven = next(((m, n, d) for n in sorted(r) for d, size in enumerate(r[n].shape)
+                               if size % world), None)
+                if uneven:
+                    break
+            check(uneven is not None, f"no tensor of {args.model} or {args.tiny} has a dimension "
+                  f"that {world} ranks cannot split evenly: the uneven plan is not tested")
+            m, name, dim = uneven
             try:
-                dmafs.load_distributed(args.model, device, plan=bad)
-                check(False, "an uneven plan was accepted")
+                dmafs.load_distributed(m, device, plan={"*.q_proj.weight": 0, name: dim})
+                check(False, f"an uneven plan was accepted: {name} dimension {dim} of "
+                      f"{list(ref_load(m)[name].shape)} in {world} parts")
             except ValueError as e:
                 check("equal parts" in str(e), f"uneven plan: {e}")
+            say(rank, f"uneven plan refused: {os.path.basename(m)}'s {name} "
+                f"{list(ref_load(m)[name].shape)}, dimension {dim} in {world} parts")
         try:
             dmafs.load_distributed(args.model, device, plan={"*.q_proj.weight": 7})
             check(False, "a plan with dimension 7 was accepted")

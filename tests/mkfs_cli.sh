@@ -28,8 +28,9 @@ mkfs_refused() {
 t_log "mkfs -s 256K -L lbl of 3 members: exit 0, report, superblocks"
 t_images 3 200M m
 out=$("$MKFS" -s 256K -L lbl "${T_IMGS[@]}" 2>&1) || t_fail "mkfs failed: $out"
-uuid=$(t_py "$H" sbcheck 262144 lbl "${T_IMGS[@]}" | tail -n 1 | t_py -c 'import json,sys; print(json.load(sys.stdin)["fs_uuid"])') ||
-	t_fail "superblocks do not match the on-disk format (see above)"
+sb=$(t_py "$H" sbcheck 262144 lbl "${T_IMGS[@]}") || t_fail "superblocks do not match the on-disk format: $sb"
+uuid=$(echo "$sb" | tail -n 1 | t_py -c 'import json,sys; print(json.load(sys.stdin)["fs_uuid"])') ||
+	t_fail "sbcheck's last line is not the superblock as JSON: $sb"
 flat=$(echo "$out" | tr -d '-' | tr 'A-F' 'a-f')
 case $flat in *"$uuid"*) ;; *) t_fail "mkfs output does not show the UUID $uuid: $out" ;; esac
 case $out in *lbl*) ;; *) t_fail "mkfs output does not show the label: $out" ;; esac
@@ -41,7 +42,8 @@ echo "$out" | grep -Eiq '262144|256(\.0)? ?k' || t_fail "mkfs output does not sh
 t_log "df of the new filesystem matches the members' data areas"
 cap=$(t_py -c "
 import sys; sys.path.insert(0, '$top_srcdir/tests'); import t_helpers as t
-print(sum(t.read_sb(m)['data_end'] - t.read_sb(m)['data_offset'] for m in sys.argv[1:]))" "${T_IMGS[@]}")
+print(sum(t.read_sb(m)['data_end'] - t.read_sb(m)['data_offset'] for m in sys.argv[1:]))" "${T_IMGS[@]}") ||
+	t_fail "cannot read the members' superblocks: $cap"
 t_mount "$T_MEMBERS" "$M"
 tot=$(($(t_statfs "$M" f_blocks) * $(t_statfs "$M" f_frsize)))
 [ "$tot" -le "$cap" ] && [ "$tot" -ge $((cap * 95 / 100)) ] ||
@@ -51,7 +53,9 @@ t_umount "$M"
 mkfs_refused "existing dmafs superblock" "${T_IMGS[1]}" "${T_IMGS[1]}"
 t_log "--force overwrites it with a new filesystem"
 "$MKFS" -q --force "${T_IMGS[@]}" >/dev/null 2>&1 || t_fail "mkfs --force"
-uuid2=$(t_py "$H" sbcheck 1048576 "" "${T_IMGS[@]}" | tail -n 1) || t_fail "superblocks after --force (default stripe unit 1M, no label)"
+out=$(t_py "$H" sbcheck 1048576 "" "${T_IMGS[@]}") ||
+	t_fail "superblocks after --force (default stripe unit 1M, no label): $out"
+uuid2=$(echo "$out" | tail -n 1)
 case $uuid2 in *"$uuid"*) t_fail "mkfs --force kept the old UUID" ;; esac
 
 t_images 1 64M e

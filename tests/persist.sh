@@ -78,12 +78,12 @@ fi
 
 t_log "delete half, remount, the rest is intact"
 rm -rf "$M/gen/a/b" "$M/gen/a/f1048576" || t_fail "rm"
-t_py "$H" manifest "$M" >"$T_WORK/man3"
+t_py "$H" manifest "$M" >"$T_WORK/man3" || t_fail "manifest after deleting half"
 t_umount "$M"
 
 t_log "read-only mount: same tree, writes fail with EROFS"
 t_mount "$T_MEMBERS" "$M" ro
-t_py "$H" manifest "$M" >"$T_WORK/man4"
+t_py "$H" manifest "$M" >"$T_WORK/man4" || t_fail "manifest of the ro mount"
 cmp -s "$T_WORK/man3" "$T_WORK/man4" || { diff -u "$T_WORK/man3" "$T_WORK/man4" | head; t_fail "tree differs on ro mount"; }
 err=$(touch "$M/new" 2>&1) && t_fail "create on a ro mount succeeded"
 case $err in *"Read-only file system"*) ;; *) t_fail "create on ro mount: '$err', expected EROFS" ;; esac
@@ -98,7 +98,7 @@ if [ -x "$top_srcdir/tools/mount.dmafs" ]; then
 		2>"$T_WORK/helper.err" || t_fail "mount.dmafs $T_MEMBERS $M -o defaults,noatime,commit=2: $(cat "$T_WORK/helper.err")"
 	t_register mnt "$M"
 	t_wait_mounted "$M" 30 || t_fail "mount.dmafs returned but $M is not mounted"
-	t_py "$H" manifest "$M" >"$T_WORK/man5"
+	t_py "$H" manifest "$M" >"$T_WORK/man5" || t_fail "manifest of the mount.dmafs mount"
 	cmp -s "$T_WORK/man3" "$T_WORK/man5" || t_fail "tree differs when mounted by mount.dmafs"
 	t_umount "$M"
 else

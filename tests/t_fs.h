@@ -26,12 +26,64 @@ static void t_rmdir(void)
 	if (t_dir[0] && system(cmd)) { /* best effort */ }
 }
 
-/* Make @n images of @mb MiB with mkfs.dmafs (extra args in @mkfs_args). Exits 77 if the
- * images' directory cannot do O_DIRECT. */
+/* Can files in @dir be opened with O_DIRECT and written through it? Says why not in @why. */
+static int t_direct_ok(const char *dir, char *why, size_t whylen)
+{
+	char path[512];
+	void *blk = NULL;
+	int fd, ok = 0;
+
+	snprintf(path, sizeof(path), "%s/.dmafs-unit-direct.XXXXXX", dir);
+	fd = mkstemp(path);
+	if (fd < 0) {
+		snprintf(why, whylen, "%s: cannot create a file: %s", dir, strerror(errno));
+		return 0;
+	}
+	close(fd);
+	fd = open(path, O_RDWR | O_DIRECT);
+	if (fd < 0) {
+		snprintf(why, whylen, "%s: open with O_DIRECT: %s", dir, strerror(errno));
+	} else if (posix_memalign(&blk, 4096, 4096) == 0) {
+		memset(blk, 0, 4096);
+		ok = pwrite(fd, blk, 4096, 0) == 4096;
+		if (!ok)
+			snprintf(why, whylen, "%s: write with O_DIRECT: %s", dir, strerror(errno));
+		free(blk);
+	}
+	if (fd >= 0)
+		close(fd);
+	unlink(path);
+	return ok;
+}
+
+/* The directory for the images: $DMAFS_TEST_DIR when set, else the first of /dev/shm
+ * (fast), /var/tmp and /tmp whose files take O_DIRECT, as the members' I/O needs (tmpfs
+ * has it only since Linux 6.6). Exits 77, saying why for each, when none does. */
+static const char *t_image_dir(void)
+{
+	static const char *dirs[] = { "/dev/shm", "/var/tmp", "/tmp" };
+	const char *env = getenv("DMAFS_TEST_DIR");
+	char why[3][600] = { "", "", "" };
+
+	if (env && *env)
+		return env;
+	for (int i = 0; i < 3; i++) {
+		if (t_direct_ok(dirs[i], why[i], sizeof(why[i]))) {
+			if (i)
+				fprintf(stderr, "images in %s, not %s (%s)\n", dirs[i], dirs[0], why[0]);
+			return dirs[i];
+		}
+	}
+	printf("SKIP: no directory for the member images takes O_DIRECT: %s; %s; %s "
+	       "(set DMAFS_TEST_DIR to one that does)\n", why[0], why[1], why[2]);
+	exit(77);
+}
+
+/* Make @n images of @mb MiB with mkfs.dmafs (extra args in @mkfs_args) in t_image_dir(). */
 static void t_images(int n, int mb, const char *mkfs_args)
 {
 	const char *b = getenv("top_builddir");
-	const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+	const char *base = t_image_dir();
 	char cmd[8192];
 	size_t len = 0;
 

@@ -43,8 +43,39 @@ t_skip() {
 	exit 77
 }
 
-# t_register KIND VALUE - remember something for t_cleanup (dir, loop, mnt, pid, file).
-t_register() { echo "$1 $2" >>"$T_STATE"; }
+# t_register KIND VALUE - remember something for t_cleanup (dir, loop, mnt, pid, file,
+# sysctl PATH=VALUE).
+# A pid is recorded with its start time, so that t_cleanup never kills another process
+# that got the number after ours was reaped.
+t_register() {
+	if [ "$1" = pid ]; then
+		echo "pid $2 $(t_pid_start "$2" || echo -)" >>"$T_STATE"
+	else
+		echo "$1 $2" >>"$T_STATE"
+	fi
+}
+
+# t_sysctl PATH VALUE - write VALUE to the /proc/sys file PATH; t_cleanup writes back
+# the value it had before the first t_sysctl of PATH.
+t_sysctl() {
+	local old
+	old=$(cat "$1") || t_fail "cannot read $1"
+	grep -q "^sysctl $1=" "$T_STATE" || t_register sysctl "$1=$old"
+	echo "$2" >"$1" || t_fail "cannot write $2 to $1"
+}
+
+# t_pid_start PID - the start time of PID (field 22 of /proc/PID/stat, clock ticks after
+# boot); fails when there is no such process. The command name (field 2) may hold spaces
+# and parentheses: the fields are counted after its last ')'.
+t_pid_start() {
+	local s
+	s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	s=${s##*) }
+	# shellcheck disable=SC2086
+	set -- $s
+	[ -n "${20:-}" ] || return 1
+	echo "${20}"
+}
 
 # t_running PID - true while PID runs.  A zombie does not count: it has exited and closed
 # its files, and its parent may reap it much later (an init that reaps slowly).
@@ -326,6 +357,14 @@ t_timeout() {
 	wait "$pid"
 }
 
+# t_ours PID:START - true when PID is still the process that started at START.
+t_ours() {
+	local start
+	[ "${1#*:}" != - ] || return 1
+	start=$(t_pid_start "${1%%:*}") || return 1
+	[ "$start" = "${1#*:}" ]
+}
+
 # t_cleanup - unmount everything, kill our daemons, detach our loop devices,
 # remove work dirs.  Runs on EXIT; keeps the test's exit status.
 t_cleanup() {
@@ -345,12 +384,14 @@ t_cleanup() {
 			umount -l "$val" 2>/dev/null ||
 			echo "[$T_NAME] cleanup: cannot unmount $val" >&2
 	done < <(tac "$T_STATE")
-	# Daemons: those recorded plus any still serving one of our mount points.
-	local pids=() p
-	while read -r kind val; do
+	# Daemons: those recorded plus any still serving one of our mount points, each as
+	# PID:START; a process whose start time is no longer START is not ours (its pid was
+	# reused) and is neither waited for nor killed.
+	local pids=() p start extra
+	while read -r kind val extra; do
 		case $kind in
-		pid) pids+=("$val") ;;
-		mnt) for p in $(t_daemon_pids "$val"); do pids+=("$p"); done ;;
+		pid) pids+=("$val:${extra:--}") ;;
+		mnt) for p in $(t_daemon_pids "$val"); do pids+=("$p:$(t_pid_start "$p" || echo -)"); done ;;
 		esac
 	done <"$T_STATE"
 	if [ ${#pids[@]} -gt 0 ]; then
@@ -358,17 +399,23 @@ t_cleanup() {
 		# Give daemons time to commit and exit after the unmount, then force.
 		while [ $alive = 1 ] && ((n-- > 0)); do
 			alive=0
-			for p in "${pids[@]}"; do t_running "$p" && alive=1; done
+			for p in "${pids[@]}"; do t_ours "$p" && t_running "${p%%:*}" && alive=1; done
 			[ $alive = 1 ] && sleep 0.1
 		done
-		for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+		for p in "${pids[@]}"; do
+			t_ours "$p" && kill -9 "${p%%:*}" 2>/dev/null
+		done
 		for p in "${pids[@]}"; do
 			n=50
-			while t_running "$p" && ((n-- > 0)); do sleep 0.1; done
+			while t_ours "$p" && t_running "${p%%:*}" && ((n-- > 0)); do sleep 0.1; done
 		done
 	fi
 	while read -r kind val; do
 		[ "$kind" = loop ] && losetup -d "$val" 2>/dev/null
+	done <"$T_STATE"
+	while read -r kind val; do
+		[ "$kind" = sysctl ] || continue
+		echo "${val#*=}" >"${val%%=*}" || echo "[$T_NAME] cleanup: cannot write ${val#*=} back to ${val%%=*}" >&2
 	done <"$T_STATE"
 	while read -r kind val; do
 		[ "$kind" = file ] && rm -f "$val"
