@@ -199,7 +199,7 @@ static int place_daemon(struct dmafs_buf *b, int fd, struct dmafs_extent *ext, s
 }
 
 /*
- * Check every extent before any I/O, by the daemon's rules (place_validate in fs/place.c),
+ * Check every extent before any I/O, by the daemon's rules (place_validate in fs/place/place.c),
  * so that both modes fail the same requests: the part of an extent inside the file must
  * fit the buffer, and so must an explicit length even where the file is shorter (a short
  * file must not hide a bad request); and all extents together place at most the buffer's

@@ -19,10 +19,11 @@
  *
  * libFuzzer (clang), a long run:
  *     clang -g -O1 -fsanitize=fuzzer,address,undefined -DFUZZING -D_GNU_SOURCE \
- *         -DFUSE_USE_VERSION=312 -Ifs -Ilib tests/fuzz_format.c fs/format.c fs/meta.c \
- *         fs/hash.c fs/util.c fs/alloc.c -lxxhash -lpthread -o fuzz_fmt
- *     (plus fs/place.c and the rest of the core, or link fs/libdmafscore.a built with
- *     clang; see tests/fuzz_format.sh)
+ *         -DFUSE_USE_VERSION=312 -Ifs -Ilib tests/fuzz_format.c fs/format/format.c \
+ *         fs/store/meta.c fs/util/hash.c fs/util/util.c fs/store/alloc.c -lxxhash -lpthread \
+ *         -o fuzz_fmt
+ *     (plus fs/place/place.c and the rest of the core, or link fs/libdmafscore.a built
+ *     with clang; see tests/fuzz_format.sh)
  *     tests/fuzz_format -c corpus     # the driver writes its seeds
  *     ./fuzz_fmt -max_len=16384 -timeout=10 -max_total_time=3600 corpus
  *

@@ -12,9 +12,8 @@
 # A long run with libFuzzer and AddressSanitizer (clang; the core built with clang too):
 #     clang -g -O1 -fsanitize=fuzzer,address,undefined -DFUZZING -D_GNU_SOURCE \
 #         -DFUSE_USE_VERSION=312 -Ifs -Ilib $(pkg-config --cflags fuse3) tests/fuzz_format.c \
-#         fs/alloc.c fs/data.c fs/format.c fs/fsops.c fs/hash.c fs/journal.c fs/member.c \
-#         fs/meta.c fs/p2p.c fs/place.c fs/uring.c fs/util.c lib/gpu.c \
-#         -luring -lxxhash -lpthread -ldl -o fuzz_fmt
+#         $(ls fs/*/*.c | grep -v fs/daemon/main.c) lib/gpu.c lib/populate.c \
+#         -luring -lxxhash -lpthread -ldl -lmount -o fuzz_fmt
 #     tests/fuzz_format -c corpus              # seed corpus from the driver
 #     ./fuzz_fmt -max_len=16384 -timeout=10 -rss_limit_mb=4096 -max_total_time=3600 corpus
 # (FUZZ_KEEP_GOING=1 reports broken invariants without stopping the run.)

@@ -4,7 +4,7 @@
  * `gdscheck -p`: GPUs, GPUDirect Storage / hipFile, nvidia-fs, P2PDMA, io_uring, and for
  * a dmafs mount its members, what its daemon noted at mount and the path each target would
  * take. With --list, in the spirit of `btrfs filesystem show`: the dmafs filesystems on the
- * machine's block devices and their members (fs/scan.c finds them, as for a mount by label).
+ * machine's block devices and their members (fs/io/scan.c finds them, as for a mount by label).
  *
  * Nothing here changes the system: libraries are dlopen'ed and only asked for versions
  * (cuFile: cuFileGetVersion, cuFileDriverOpen/Close), files under /proc and /sys read.

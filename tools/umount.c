@@ -7,12 +7,12 @@
  *
  *	umount.dmafs MOUNTPOINT [-flnrv] [-t TYPE] [-N NAMESPACE]
  *
- * because the daemon marks its mount helper=dmafs in /run/mount/utab (fs/utab.c), or, under
+ * because the daemon marks its mount helper=dmafs in /run/mount/utab (fs/daemon/utab.c), or, under
  * the name umount.fuse.dmafs (a link), when umount(8) reads the mount table without such a
  * marker (umount -c, -l, -f). For a plain FUSE mount the kernel unmounts at once and the
  * daemon learns of it only when its reads of /dev/fuse fail; it then commits, flushes and
  * exits. This helper finds the daemon through the record it keeps under /run/dmafs
- * (fs/mountrec.h), holds a pidfd on it, unmounts, waits for it to exit, and reports the
+ * (fs/util/mountrec.h), holds a pidfd on it, unmounts, waits for it to exit, and reports the
  * final state it wrote. After fusermount3 -u, which runs no helper,
  *
  *	umount.dmafs --wait MOUNTPOINT

@@ -8,7 +8,7 @@
  * relatime (default: only when the atime is not later than mtime or ctime, or is at least
  * a day old), strictatime (every read), noatime (never); nodiratime leaves directories
  * alone. An open whose first read would change the atime drops the file's cached pages
- * (ops-file.c), so that read reaches the daemon.
+ * (fuse/file.c), so that read reaches the daemon.
  *
  * An update only changes the inode in memory and puts its number on a list; the next
  * commit (periodic, fsync, unmount, remount read-only) logs one record per listed inode.

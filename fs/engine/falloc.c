@@ -8,7 +8,7 @@
  * need nothing new. Ordering is that of data: the blocks are zeroed on the members and
  * their checksums stored before the EXTENT records that map them are logged, and the
  * commit that takes those records flushes the members first. Until that commit the blocks
- * are fresh (data.c), so writes into them go in place; after it, an overwrite is
+ * are fresh (write.c), so writes into them go in place; after it, an overwrite is
  * copy-on-write like any other (dmafs(8), "Preallocation and hole punching").
  *
  * Zeroing uses what the member offers: BLKZEROOUT on a block device (Write Zeroes or a

@@ -4,7 +4,7 @@
  * FS_IOC_GETFLAGS and FS_IOC_SETFLAGS, which the kernel forwards to FUSE filesystems.
  *
  * The flags live in the inode's INODE records (format.h, FMT_IFL_*). Their enforcement is
- * spread over the operations they forbid (fs_immutable(), fs_append() in fsops.h): the
+ * spread over the operations they forbid (fs_immutable(), fs_append() in engine.h): the
  * kernel checks IS_IMMUTABLE and IS_APPEND, and a FUSE inode never has them.
  */
 #include "engine/engine.h"

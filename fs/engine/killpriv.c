@@ -5,7 +5,7 @@
  * of the kernel's own filesystems.
  *
  * The daemon leaves FUSE_CAP_HANDLE_KILLPRIV off (libfuse 3.14 never passes it on to the
- * kernel anyway; main.c), so the kernel does the killing by FUSE's rule: before a write
+ * kernel anyway; daemon/session.c), so the kernel does the killing by FUSE's rule: before a write
  * (file_remove_privs), and with a truncate or a chown(2), it sends a mode without
  * set-user-ID, and without set-group-ID where the file is group-executable, unless the
  * caller has CAP_FSETID (chown: whoever calls). Since Linux 6.2 the kernel's own

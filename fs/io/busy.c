@@ -6,7 +6,7 @@
  * an exclusive open of a block device), so a second mount of the same filesystem fails
  * when it opens them; a second daemon could not share the metadata held in the first one's
  * memory anyway. The error then names the mount that has it, found by the member list that
- * is the mount's source (main.c), and the bind mount that shows it elsewhere.
+ * is the mount's source (daemon/main.c), and the bind mount that shows it elsewhere.
  */
 #include "io/busy.h"
 

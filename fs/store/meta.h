@@ -77,7 +77,7 @@ struct inode {
 	/*
 	 * File blocks [fresh_lo, fresh_hi) were all allocated by changes of journal epoch
 	 * fresh_epoch: while that epoch lasts, no durable metadata refers to them, so they may
-	 * be rewritten in place (data.c). Changed under iolock held exclusively.
+	 * be rewritten in place (engine/write.c). Changed under iolock held exclusively.
 	 */
 	uint64_t fresh_lo, fresh_hi, fresh_epoch;
 	struct wbi *wb; /* write-behind state (wback.c); changed under meta.lock */
