@@ -44,7 +44,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("verify_place", fs.verify_place),
 	OPT("wronly_cache", wronly_cache),
 	OPT("no_handles", no_handles),
-	OPT("async_dio", async_dio),
+	OPT("sync_dio", sync_dio),
 	OPT("verbose", verbose),
 	FUSE_OPT_KEY("ro", KEY_RO),
 	FUSE_OPT_KEY("rw", KEY_RW),
@@ -217,9 +217,9 @@ void options_usage(FILE *f)
 		"                      buffered writes; unsynced data dies with the daemon)\n"
 		"  -o no_handles       file handles of inodes the kernel has cached only (for\n"
 		"                      an overlayfs lower layer; see dmafs(8))\n"
-		"  -o async_dio        asynchronous O_DIRECT through the kernel (faster aio and\n"
-		"                      io_uring O_DIRECT; buffered readers may then see stale\n"
-		"                      data next to such writes: see dmafs(8))\n"
+		"  -o sync_dio         no asynchronous O_DIRECT through the kernel: slower large\n"
+		"                      O_DIRECT calls, but a buffered reader never keeps stale\n"
+		"                      pages after an aio O_DIRECT write (see dmafs(8))\n"
 		"  -o fsname=NAME      source shown in /proc/mounts\n"
 		"  -o user=NAME        the user mount(8) mounts for: recorded in\n"
 		"                      /run/mount/utab, where umount(8) looks for it\n"

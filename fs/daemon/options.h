@@ -16,7 +16,7 @@ struct options {
 	unsigned threads, readahead_kb, staging_mb, copy_delay_us;
 	unsigned place_threads, place_queue, reg_max, reg_max_user;
 	char *reg_bytes, *reg_bytes_user;
-	int writeback, wronly_cache, verbose, no_handles, async_dio;
+	int writeback, wronly_cache, verbose, no_handles, sync_dio;
 	char *p2p, *gpu_setup;
 	int ro, foreground, debug, help, version;
 	int user_mount; /* user, users, owner or group: a mount for users, nosuid,nodev */
