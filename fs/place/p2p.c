@@ -92,7 +92,7 @@ static void probe(struct p2p *P)
 		return;
 	}
 	if (!direct && !P->mode_force) {
-		snprintf(P->why, sizeof(P->why), "p2p unavailable: cuFile present but nvidia-fs is not loaded, so cuFile would only bounce through host memory (compatibility mode); the staged path is used instead");
+		snprintf(P->why, sizeof(P->why), "p2p unavailable: nvidia-fs not loaded, so cuFile would only bounce through host memory (compatibility mode)");
 		return;
 	}
 	e = P->cf.driver_open();
@@ -102,7 +102,7 @@ static void probe(struct p2p *P)
 	}
 	P->usable = 1;
 	snprintf(P->why, sizeof(P->why), direct ? "p2p: cuFile with nvidia-fs (direct DMA from the members)"
-					  : "p2p forced by p2p=force: cuFile in compatibility mode (NOT direct: a host bounce inside cuFile)");
+					  : "p2p forced by p2p=force: cuFile in compatibility mode (NOT direct: a host bounce in cuFile)");
 }
 
 int p2p_usable(struct p2p *P, char *out, size_t len)

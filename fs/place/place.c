@@ -61,7 +61,7 @@ static int p2p_reason(struct place *pl, int target, char *why, size_t len)
 	void *h;
 
 	if (pl->fs->set.verify_place) {
-		snprintf(why, len, "p2p not used: verify_place is on, and checksums can only be checked while the data is in host staging");
+		snprintf(why, len, "p2p not used: verify_place is on, and checksums are checked only in host staging");
 		return 0;
 	}
 	if (target == DMAFS_TARGET_CUDA)
@@ -72,7 +72,7 @@ static int p2p_reason(struct place *pl, int target, char *why, size_t len)
 		return 0;
 	}
 	dlclose(h);
-	snprintf(why, len, "p2p unavailable: hipFile is present, but this dmafs version drives only cuFile; the staged path is used");
+	snprintf(why, len, "p2p unavailable: hipFile is present, but this dmafs version drives only cuFile");
 	return 0;
 }
 
@@ -114,7 +114,7 @@ int place_info(struct place *pl, uint64_t ino, struct dmafs_ioc_info *out)
 		t->path = p2p_reason(pl, target, p2p, sizeof(p2p)) ? DMAFS_PATH_P2P : DMAFS_PATH_STAGED;
 		t->devices = gpu_count(g);
 		stage_describe(pl->stages, target, 0, stg, sizeof(stg));
-		snprintf(t->why, sizeof(t->why), "%.60s, %d device(s); %.100s; device 0 %.40s",
+		snprintf(t->why, sizeof(t->why), "%.40s, %d device(s); %.120s; device 0 %.52s",
 			 gpu_version(g), t->devices, p2p, stg);
 	}
 	return 0;
