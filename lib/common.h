@@ -59,8 +59,10 @@ static inline int dm_grow(void *pp, size_t *cap, size_t need, size_t elsize, siz
 }
 
 /*
- * pread(2) until @len bytes are read or the file ends, retrying EINTR. Returns the count
- * read (less than @len only at end of file) or -errno.
+ * pread(2) until @len bytes are read, the file ends or an error stops it, retrying EINTR.
+ * Returns the count read: @len, or less at end of file or when an error came after some
+ * bytes (the next call, at the offset reached, then returns that error: a caller learns
+ * exactly where a read failed); or -errno when nothing could be read.
  */
 static inline ssize_t dm_pread_full(int fd, void *buf, size_t len, off_t off)
 {
@@ -72,7 +74,7 @@ static inline ssize_t dm_pread_full(int fd, void *buf, size_t len, off_t off)
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0)
-			return -errno;
+			return done ? (ssize_t)done : -errno;
 		if (r == 0)
 			break;
 		done += (size_t)r;

@@ -119,8 +119,9 @@ static int posix_extent(struct dmafs_buf *b, int fd, struct dmafs_extent *e, uin
 			break;
 		}
 		done += (uint64_t)got;
-		if ((uint64_t)got < want)
-			break; /* end of file */
+		if (!got)
+			break; /* end of file (a short count may also be an error, which the next
+				* read returns) */
 	}
 	e->length = done;
 	return ret;

@@ -150,9 +150,11 @@ static int pread_all(int fd, void *buf, size_t len, uint64_t off)
 {
 	ssize_t r = dm_pread_full(fd, buf, len, (off_t)off);
 
-	if (r < 0)
-		return (int)r;
-	return (size_t)r < len ? -ENODATA : 0;
+	if (r == (ssize_t)len)
+		return 0;
+	if (r >= 0) /* end of file, or an error the next read returns */
+		r = dm_pread_full(fd, (char *)buf + r, len - (size_t)r, (off_t)(off + (uint64_t)r));
+	return r < 0 ? (int)r : -ENODATA;
 }
 
 /*
