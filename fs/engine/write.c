@@ -322,13 +322,20 @@ static int cow_write(struct fs *fs, struct inode *ino, char *buf, uint64_t a, ui
 	w->a = a;
 	w->nne = 0;
 	got = allocate(fs, ino, a, b, w->ne, &w->nne, MAX_OPS);
-	if (got == (int64_t)a) {
-		/* space freed by earlier changes returns once they are durable: commit, retry */
-		cow_undo(fs, w);
+	if (got >= 0 && got < (int64_t)b && w->nne < MAX_OPS &&
+	    (got == (int64_t)a || alloc_has_deferred(&fs->alloc))) {
+		/*
+		 * Space freed by earlier changes (the old blocks of copy-on-write overwrites,
+		 * deleted files) returns once they are durable: commit, then take the rest. A
+		 * short write here would reach an O_DIRECT writer as EIO (the kernel's
+		 * asynchronous direct I/O turns any short reply into it).
+		 */
 		ret = journal_commit(&fs->j);
-		if (ret)
+		if (ret) {
+			cow_undo(fs, w);
 			return ret;
-		got = allocate(fs, ino, a, b, w->ne, &w->nne, MAX_OPS);
+		}
+		got = allocate(fs, ino, (uint64_t)got, b, w->ne, &w->nne, MAX_OPS);
 	}
 	if (got < 0) {
 		cow_undo(fs, w);
@@ -515,8 +522,8 @@ static int write_blocks(struct fs *fs, struct inode *ino, char *buf, uint64_t a,
 		if (ret)
 			return ret;
 		pos = w[(*nw)++].end;
-		if (pos < seg)
-			break; /* space ran out */
+		if (pos < seg && w[*nw - 1].nne < MAX_OPS)
+			break; /* space ran out (else the pieces did: the next cow goes on) */
 	}
 	*done = pos;
 	return 0;

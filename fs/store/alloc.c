@@ -197,6 +197,16 @@ void alloc_defer(struct alloc *a, uint32_t member, uint64_t off, uint64_t len)
 	pthread_mutex_unlock(&a->lock);
 }
 
+int alloc_has_deferred(struct alloc *a)
+{
+	int has;
+
+	pthread_mutex_lock(&a->lock);
+	has = a->ndeferred > 0;
+	pthread_mutex_unlock(&a->lock);
+	return has;
+}
+
 size_t alloc_take_deferred(struct alloc *a, struct alloc_deferred **out)
 {
 	size_t n;

@@ -58,6 +58,8 @@ void alloc_put(struct alloc *a, uint32_t member, uint64_t off, uint64_t len);
 void alloc_defer(struct alloc *a, uint32_t member, uint64_t off, uint64_t len);
 /* Take the queue (caller owns the array) at commit start; release it once durable. */
 size_t alloc_take_deferred(struct alloc *a, struct alloc_deferred **out);
+/* Is freed space waiting for the next commit? */
+int alloc_has_deferred(struct alloc *a);
 void alloc_release_deferred(struct alloc *a, struct alloc_deferred *d, size_t n);
 uint64_t alloc_free_bytes(struct alloc *a);
 uint64_t alloc_member_free(struct alloc *a, uint32_t member);
