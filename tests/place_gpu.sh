@@ -6,7 +6,8 @@
 # ring (concurrency, ranges 4x-16x the ring, stripe-unit edges, killed clients); and the
 # same again with 4 threads placing at once as the very first placements. The ring cases
 # run with the default copy delay, then with copies at once (copy_delay_us=0) and with a
-# delay far longer than a read (20 ms: every slot waits for it).
+# delay far longer than a read (20 ms: every slot waits for it). Last, -o p2p=force: the
+# cuFile path where libcufile loads.
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/t_lib.sh"
 t_require_root_fuse
@@ -46,5 +47,15 @@ run pipe "$PIPE_OPTS" $RING_MB
 run pipe "$PIPE_OPTS,copy_delay_us=0" $RING_MB
 run cold "$PIPE_OPTS"
 run cold "$PIPE_OPTS,copy_delay_us=20000"
+# The cuFile path: p2p=force drives it wherever libcufile loads, nvidia-fs or not (then in
+# compatibility mode, a host bounce inside cuFile), so that its registration, member
+# handles and reads run here and are checked byte for byte like the others.
+run basic "p2p=force${DMAFS_TEST_MOUNT_OPTS:+,$DMAFS_TEST_MOUNT_OPTS}"
+line=$("$top_builddir/tools/dmafs-check" "$M" 2>&1 | grep -m1 -E '^[[:space:]]*cuda[[:space:]]')
+t_log "  dmafs-check with p2p=force: $(echo $line)"
+case $line in
+*"p2p forced"*) [[ $line =~ ^[[:space:]]*cuda[[:space:]]+p2p[[:space:]] ]] ||
+	t_fail "cuFile loads and p2p=force is on, but CUDA placements do not take the p2p path: $line" ;;
+esac
 t_umount "$M"
 t_log "PASS"
