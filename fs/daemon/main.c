@@ -277,6 +277,6 @@ int main(int argc, char *argv[])
 	daemon_unpublish(d, d->srv.fs.finish_ret, d->srv.fs.finish_err);
 	fuse_opt_free_args(&args);
 	free(d->member_list);
-	free(d);
+	/* d stays: the detached readahead thread may still read it while the process ends */
 	return ret;
 }
