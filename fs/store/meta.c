@@ -322,18 +322,13 @@ static int apply_punch(struct meta *m, struct inode *ino, uint64_t off, uint64_t
 static int slot_add(struct dir *d, struct dentry *de)
 {
 	if (d->nslots == d->capslots) {
-		size_t cap = d->capslots ? d->capslots * 2 : 16;
-		struct dentry **s = realloc(d->slots, cap * sizeof(*s));
-		uint64_t *c;
+		/* two arrays of one capacity: it grows once both have */
+		size_t cs = d->capslots, cc = d->capslots;
 
-		if (!s)
+		if (dm_grow(&d->slots, &cs, d->nslots + 1, sizeof(*d->slots), 16) ||
+		    dm_grow(&d->cookies, &cc, d->nslots + 1, sizeof(*d->cookies), 16))
 			return -ENOMEM;
-		d->slots = s;
-		c = realloc(d->cookies, cap * sizeof(*c));
-		if (!c)
-			return -ENOMEM;
-		d->cookies = c;
-		d->capslots = cap;
+		d->capslots = cc;
 	}
 	de->slot = d->nslots;
 	d->cookies[d->nslots] = d->next_cookie++;

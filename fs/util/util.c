@@ -190,20 +190,9 @@ int util_uuid_gen(uint8_t u[16])
 
 int buf_reserve(struct buf *b, size_t more)
 {
-	size_t cap;
-	uint8_t *p;
-
-	if (b->len + more <= b->cap)
-		return 0;
-	cap = b->cap ? b->cap : 4096;
-	while (cap < b->len + more)
-		cap *= 2;
-	p = realloc(b->p, cap);
-	if (!p)
+	if (more > SIZE_MAX - b->len)
 		return -ENOMEM;
-	b->p = p;
-	b->cap = cap;
-	return 0;
+	return dm_grow(&b->p, &b->cap, b->len + more, 1, 4096);
 }
 
 void buf_free(struct buf *b)
