@@ -82,13 +82,33 @@ def load_file(filename, device="cpu", *, threads=0):
     return _load_path(filename, device, threads, stacklevel=2)
 
 
-def load(path, device="cpu", *, threads=0):
+def load(path, device="cpu", *, threads=0, shard=None):
     """Load a whole model: a .safetensors file, a directory of them (with or without
     model.safetensors.index.json), an index.json itself, or a Hugging Face cache snapshot
     (symlinks followed). Files are placed in parallel into one allocation. Returns
     {name: tensor} over all shards; names are unique across shards (checked). Same
     device, lifetime, errors, warnings and statistics as load_file().
+
+    shard: this rank's slices only, for tensor parallelism: a plan {tensor name pattern:
+    dimension, or (dimension, packed blocks)} (rank and world size from torch.distributed),
+    or (rank, world_size, plan). Patterns match whole tensor names with fnmatch; the first
+    that matches decides. A matching tensor comes back as this rank's slice along that
+    dimension: [rank * ceil(D / world), + ceil(D / world)) clipped to its size D, the rule
+    of transformers' tensor parallelism; with packed blocks (a fused gate_up or qkv
+    projection) the dimension is cut into that many equal blocks first and the rank gets
+    its slice of each, in order. Other tensors come whole. Only those bytes are read from
+    the drives and placed; dmafs.last_stats() gives this rank's bytes, rank and world_size.
     """
+    if shard is not None:
+        from ._shard import load_shard
+        if isinstance(shard, dict):
+            return load_shard(path, device, plan=shard, threads=threads, stacklevel=3)
+        try:
+            rank, world_size, plan = shard
+        except (TypeError, ValueError):
+            raise TypeError("dmafs: shard must be a plan dict or (rank, world_size, plan)") from None
+        return load_shard(path, device, rank=rank, world_size=world_size, plan=plan,
+                          threads=threads, stacklevel=3)
     return _load_path(path, device, threads, stacklevel=2)
 
 

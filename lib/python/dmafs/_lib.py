@@ -52,6 +52,12 @@ class Caps(ctypes.Structure):
         return {TARGET_HOST: self.host, TARGET_CUDA: self.cuda, TARGET_HIP: self.hip}[target]
 
 
+class Extent(ctypes.Structure):
+    """struct dmafs_extent"""
+    _fields_ = [("file_offset", ctypes.c_uint64), ("length", ctypes.c_uint64),
+                ("buffer_offset", ctypes.c_uint64)]
+
+
 class Tensor(ctypes.Structure):
     _fields_ = [
         ("name", ctypes.c_char_p),
@@ -114,6 +120,7 @@ _SIGNATURES = {
     "dmafs_buf_ptr": (_P, [_P]),
     "dmafs_buf_size": (_SZ, [_P]),
     "dmafs_buf_unregister": (_I, [_P]),
+    "dmafs_place": (_I, [_P, _I, ctypes.POINTER(Extent), _SZ, ctypes.POINTER(Result)]),
     "dmafs_place_file": (_I, [_P, ctypes.c_char_p, _U64, ctypes.POINTER(Result)]),
     "dmafs_model_open": (_I, [ctypes.c_char_p, _PP, ctypes.c_char_p, _SZ]),
     "dmafs_model_close": (None, [_P]),

@@ -1,0 +1,22 @@
+#!/bin/bash
+# Description: dmafs.load(..., shard=...) in 2 and 4 ranks (gloo, host memory): every rank
+# gets exactly its slice of every tensor a plan names (odd sizes that do not divide, a
+# packed gate_up and qkv, a 3-d tensor, a rank with an empty slice) and the others whole,
+# equal to the whole tensor sliced by the rule; dmafs.last_stats() counts the rank's bytes;
+# with column-wise splits the member loop devices read about the rank's share while it
+# loads alone (tests/shard_check.py). Skips without torch.distributed.
+[ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
+. "$(dirname "$0")/t_lib.sh"
+t_require_torch 'import torch, torch.distributed as d; assert d.is_available(), "no torch.distributed"' "torch with torch.distributed is not importable"
+SYNTH=$top_srcdir/tools/dmafs-synth-model
+t_workdir
+t_loops 4 256M
+t_mkfs "${T_LOOPDEVS[@]}"
+M=$T_WORK/mnt
+t_mount "$T_MEMBERS" "$M"
+"$PY" "$SYNTH" -q --model qwen2.5-7b --scale 16 --shards 2 --seed 1 "$M/q7" || t_fail "synth q7"
+mkdir -p "$T_WORK/run"
+"$PY" "$top_srcdir/tests/shard_check.py" --work "$T_WORK/run" --loops "$T_MEMBERS" \
+	--worlds "${SHARD_WORLDS:-2,4}" "$M/q7" "$M/odd.safetensors" || t_fail "shard_check.py failed (see above)"
+t_umount "$M"
+t_log "PASS"
