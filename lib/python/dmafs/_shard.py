@@ -25,6 +25,13 @@ from ._torch import Target, _device, _plan, _state, _torch, finish_stats, new_st
 
 # Tensors start at multiples of this in the rank's buffer (every dtype's size divides it).
 _ALIGN = 64
+# A row slice narrower than this is gathered: its rows are placed whole, a scratch half at a
+# time, and the slice copied out on the device. Reading whole 4 KiB blocks, the drives
+# deliver about the whole row for such slices anyway, and one long read and one strided
+# copy beat a read and a copy per row (thousands per tensor).
+_GATHER_BELOW = 64 << 10
+_SCRATCH_HALF = 32 << 20
+_GATHER_THREADS = 4  # each with two scratch halves of its own
 
 
 def _rule(name, plan, path):
@@ -50,9 +57,10 @@ def shard_range(size, rank, world):
 
 
 def _slice(t, shape, rule, rank, world, elsize, path):
-    """(shape of this rank's slice, [(file_offset, length), ...] in file order)."""
+    """(shape of this rank's slice, [(file_offset, length), ...] in file order, and
+    (rows, row bytes, slice offset in a row, slice width) when the slice is to be gathered)."""
     if rule is None:
-        return shape, [(t.file_offset, t.nbytes)] if t.nbytes else []
+        return shape, [(t.file_offset, t.nbytes)] if t.nbytes else [], None
     dim, blocks = rule
     nd = len(shape)
     if not -nd <= dim < nd:
@@ -84,12 +92,17 @@ def _slice(t, shape, rule, rank, world, elsize, path):
                 out.append((off, n))
     new = list(shape)
     new[dim] = (stop - start) * blocks
-    return tuple(new), out
+    width, row = (stop - start) * inner, size * inner
+    gather = None
+    if blocks == 1 and outer > 1 and 0 < width < _GATHER_BELOW and row <= _SCRATCH_HALF:
+        gather = (outer, row, start * inner, width)  # rows, row bytes, slice offset, width
+    return tuple(new), out, gather
 
 
 def shard_plan(model, plan, rank, world, torch):
-    """[(info, dtype, shard shape, buffer offset, [(file_offset, length), ...]), ...] and the
-    buffer size: every tensor's slice, checked before any I/O."""
+    """[(info, dtype, shard shape, buffer offset, [(file_offset, length), ...], gather), ...]
+    and the buffer size (with the scratch for gathers at its end, when any): every tensor's
+    slice, checked before any I/O."""
     out, at = [], 0
     for t, dt, shape in _plan(model, torch):
         rule = _rule(t.name, plan, model.path)
@@ -97,10 +110,12 @@ def shard_plan(model, plan, rank, world, torch):
             raise ValueError(f"dmafs: {model.path}: F4 tensor {t.name!r} packs two values in a "
                              "byte; it cannot be sliced")
         es = _lib.C.dtype_size(t.dtype)
-        sshape, ext = _slice(t, shape, rule, rank, world, es, model.path)
+        sshape, ext, gather = _slice(t, shape, rule, rank, world, es, model.path)
         at = (at + _ALIGN - 1) // _ALIGN * _ALIGN
-        out.append((t, dt, sshape, at, ext))
+        out.append((t, dt, sshape, at, ext, gather))
         at += sum(n for _o, n in ext)
+    if any(e[5] for e in out):
+        at = (at + 4095) // 4096 * 4096 + 2 * _SCRATCH_HALF * _GATHER_THREADS
     return out, at
 
 
@@ -121,10 +136,13 @@ def _place_file(buf, filename, extents):
     return res
 
 
-def _place_all(tgt, model, entries, threads):
-    """Place every file's extents into tgt (one thread per file, up to @threads or 8)."""
+def _place_all(tgt, model, entries, threads, gathering):
+    """Place every file's extents into tgt (one thread per file, up to @threads or 8); the
+    tensors to be gathered too unless @gathering."""
     per_file = {}
-    for t, _dt, _shape, at, ext in entries:
+    for t, _dt, _shape, at, ext, gather in entries:
+        if gather and gathering:
+            continue
         pos = at
         for off, n in ext:
             per_file.setdefault(t.file, []).append((off, n, pos))
@@ -156,13 +174,97 @@ def _place_all(tgt, model, entries, threads):
             th.join()
     if errors:
         raise errors[0]
+    total.elapsed_ns = time.perf_counter_ns() - t0
+    return total
+
+
+def _gather(tgt, model, entries, scratch, torch):
+    """Place the rows of every tensor to be gathered whole into scratch, and copy each
+    rank's slice out of it on the device: _GATHER_THREADS threads, the tensors dealt out in
+    turn. Returns (slice bytes, the slowest path the placements took)."""
+    todo = [e for e in entries if e[5]]
+    n = min(_GATHER_THREADS, len(todo))
+    if not n:
+        return 0, _lib.PATH_NONE
+    out, errors = [], []
+
+    def one(k):
+        try:
+            out.append(_gather_some(tgt, model, todo[k::n], scratch + 2 * _SCRATCH_HALF * k,
+                                    torch))
+        except BaseException as e:  # raised below, in the caller's thread
+            errors.append(e)
+
+    ts = [threading.Thread(target=one, args=(k,), name="dmafs-gather") for k in range(n)]
+    for th in ts:
+        th.start()
+    for th in ts:
+        th.join()
+    if errors:
+        raise errors[0]
+    return sum(b for b, _p in out), max(p for _b, p in out)
+
+
+def _gather_some(tgt, model, entries, scratch, torch):
+    """_gather() of @entries through the two scratch halves at @scratch, in turn."""
+    cuda = tgt.dev.type == "cuda"
+    done = [None, None]  # per half: the event of the last copy that read it
+    h, total, path = 0, 0, _lib.PATH_NONE
+    for t, _dt, _shape, at, _ext, gather in entries:
+        if not gather:
+            continue
+        rows, row, lo, width = gather
+        per = max(1, _SCRATCH_HALF // row)
+        for r0 in range(0, rows, per):
+            n = min(per, rows - r0)
+            s_at = scratch + h * _SCRATCH_HALF
+            if done[h] is not None:
+                done[h].synchronize()  # the daemon must not overwrite what is being copied
+            r = _place_file(tgt.buf, model.files[t.file], [(t.file_offset + r0 * row, n * row, s_at)])
+            path = max(path, r.path)
+            src = tgt.base[s_at:s_at + n * row].view(n, row)[:, lo:lo + width]
+            tgt.base[at + r0 * width:at + (r0 + n) * width].view(n, width).copy_(src)
+            if cuda:
+                done[h] = torch.cuda.Event()
+                done[h].record(torch.cuda.current_stream(tgt.dev))
+            h ^= 1
+        total += rows * width
+    if cuda:
+        torch.cuda.synchronize(tgt.dev)
+    return total, path
+
+
+def _place_shard(tgt, model, entries, scratch, threads):
+    """Every slice into tgt: extents in threads, gathers beside them in this thread."""
+    torch = _torch()
+    t0 = time.perf_counter_ns()
+    gathering = bool(scratch) and not tgt.fallback
+    box = {}
+
+    def extents():
+        try:
+            box["res"] = _place_all(tgt, model, entries, threads, gathering)
+        except BaseException as e:  # raised below, in the caller's thread
+            box["err"] = e
+
+    worker = threading.Thread(target=extents, name="dmafs-shard")
+    worker.start()
+    try:
+        gathered, gpath = _gather(tgt, model, entries, scratch, torch) if gathering else \
+            (0, _lib.PATH_NONE)
+    finally:
+        worker.join()
+    if "err" in box:
+        raise box["err"]
+    res = box["res"]
+    res.bytes += gathered
+    res.path = max(res.path, gpath)
     if tgt.fallback:  # a host buffer placed for a GPU that refused its memory
-        torch = _torch()
         from ._torch import _host_tensor_view
         tgt.base.copy_(_host_tensor_view(tgt.buf, torch)[:tgt.size])
         torch.cuda.synchronize(tgt.dev)
-    total.elapsed_ns = time.perf_counter_ns() - t0
-    return total
+    res.elapsed_ns = time.perf_counter_ns() - t0
+    return res
 
 
 def load_shard(path, device="cpu", *, rank=None, world_size=None, plan, group=None, threads=0,
@@ -184,14 +286,15 @@ def load_shard(path, device="cpu", *, rank=None, world_size=None, plan, group=No
     with _lib.Model(path) as model:
         dev, target, index = _device(device)
         entries, size = shard_plan(model, plan, rank, world_size, torch)
+        scratch = size - 2 * _SCRATCH_HALF * _GATHER_THREADS if any(e[5] for e in entries) else 0
         stats = new_stats(model, dev, target)
         stats.rank, stats.world_size = rank, world_size
         out = {}
         if size:
             tgt = Target(model, dev, target, index, size)
             try:
-                res = _place_all(tgt, model, entries, threads)
-                for t, dt, shape, at, ext in entries:
+                res = _place_shard(tgt, model, entries, scratch, threads)
+                for t, dt, shape, at, ext, _gather_ in entries:
                     n = sum(x[1] for x in ext)
                     out[t.name] = tgt.base[at:at + n].view(dt).view(shape)
             except BaseException:
@@ -202,7 +305,7 @@ def load_shard(path, device="cpu", *, rank=None, world_size=None, plan, group=No
             finish_stats(stats, res, tgt.fallback, t0)
             warn_slow(model, res, tgt.fallback, tgt.why_posix, stacklevel + 1)
         else:
-            for t, dt, shape, _at, _ext in entries:
+            for t, dt, shape, _at, _ext, _gather_ in entries:
                 out[t.name] = torch.empty(shape, dtype=dt, device=dev)
             stats.seconds = time.perf_counter() - t0
             _state.stats = stats
