@@ -2,10 +2,12 @@
 """_shard.py - load_shard(): a rank of a tensor-parallel job places only its slices.
 
 For each tensor a plan names, the rank's slice along the plan's dimension is placed from
-the drives straight into this rank's memory; every other tensor is placed whole. A slice
-along the first dimension is one extent of the file; along another dimension it is one
-extent per index of the dimensions before it (a row slice of a matrix: one per row). No
-rank reads or holds a part it does not keep.
+the drives into this rank's memory; every other tensor is placed whole. A slice along the
+first dimension is one extent of the file; along another dimension it is one extent per
+index of the dimensions before it (a row slice of a matrix: one per row), except that row
+slices narrower than _GATHER_BELOW are gathered: their whole rows go through a bounded
+scratch on the rank's device and only the slice stays (the drives, reading whole blocks,
+would deliver about the whole row anyway). The rank keeps nothing it does not own.
 
 Slices follow the rule transformers' tensor parallelism uses (get_tensor_shard): along a
 dimension of size D split over W ranks, rank r gets [r * ceil(D / W), + ceil(D / W))
