@@ -92,7 +92,7 @@ static void probe(struct p2p *P)
 		return;
 	}
 	if (!direct && !P->mode_force) {
-		snprintf(P->why, sizeof(P->why), "p2p unavailable: nvidia-fs not loaded, so cuFile would only bounce through host memory (compatibility mode)");
+		snprintf(P->why, sizeof(P->why), "p2p unavailable: no nvidia-fs for direct DMA (or P2PDMA); cuFile would only bounce through host memory");
 		return;
 	}
 	e = P->cf.driver_open();
@@ -102,7 +102,7 @@ static void probe(struct p2p *P)
 	}
 	P->usable = 1;
 	snprintf(P->why, sizeof(P->why), direct ? "p2p: cuFile with nvidia-fs (direct DMA from the members)"
-					  : "p2p forced by p2p=force: cuFile in compatibility mode (NOT direct: a host bounce in cuFile)");
+					  : "p2p forced by p2p=force: cuFile compatibility mode, NOT direct (direct DMA needs nvidia-fs or P2PDMA)");
 }
 
 int p2p_usable(struct p2p *P, char *out, size_t len)
