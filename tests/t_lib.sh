@@ -434,3 +434,26 @@ t_cleanup() {
 }
 trap t_cleanup EXIT
 trap 'exit 1' INT TERM HUP
+
+# t_umount_helpers - umount(8) runs helpers from /sbin only (also /sbin/fs.d, /sbin/fs):
+# link this build's umount.dmafs there as umount.dmafs and umount.fuse.dmafs, unless the
+# same program is there already, and remove the links at exit (the links point into the
+# build tree: installing is the only way to test what users run). Sets HELPER. Skips when
+# the helper is not built, umount(8) is not util-linux's, or another program holds a name.
+t_umount_helpers() {
+	local name dst
+	HELPER=$(readlink -f "$top_builddir/tools/umount.dmafs")
+	[ -x "$HELPER" ] || t_skip "umount.dmafs not built: $top_builddir/tools/umount.dmafs"
+	umount --version 2>/dev/null | grep -q util-linux || t_skip "umount(8) is not util-linux's (it runs no helpers)"
+	for name in umount.dmafs umount.fuse.dmafs; do
+		dst=/sbin/$name
+		[ -L "$dst" ] && [ ! -e "$dst" ] && rm -f "$dst" # dangling: left by an interrupted run
+		if [ -e "$dst" ]; then
+			[ "$(readlink -f "$dst")" = "$HELPER" ] || cmp -s "$dst" "$HELPER" ||
+				t_skip "$dst exists and is not this build's umount.dmafs (an installed dmafs, or another test run): not replacing it"
+			continue
+		fi
+		ln -s "$HELPER" "$dst" 2>/dev/null || t_skip "cannot link $dst to this build's umount.dmafs"
+		t_register file "$dst"
+	done
+}

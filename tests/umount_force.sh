@@ -11,23 +11,7 @@
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/t_lib.sh"
 t_require_root_fuse
-HELPER=$(readlink -f "$top_builddir/tools/umount.dmafs")
-[ -x "$HELPER" ] || t_skip "umount.dmafs not built: $top_builddir/tools/umount.dmafs"
-umount --version 2>/dev/null | grep -q util-linux || t_skip "umount(8) is not util-linux's (it runs no helpers)"
-
-# umount(8) runs helpers from /sbin only: link this build's there for the test (as
-# tests/umount_sync.sh does), unless the same program is there; removed at exit.
-for name in umount.dmafs umount.fuse.dmafs; do
-	dst=/sbin/$name
-	[ -L "$dst" ] && [ ! -e "$dst" ] && rm -f "$dst" # dangling: left by an interrupted run
-	if [ -e "$dst" ]; then
-		[ "$(readlink -f "$dst")" = "$HELPER" ] || cmp -s "$dst" "$HELPER" ||
-			t_skip "$dst exists and is not this build's umount.dmafs (an installed dmafs, or another test run): not replacing it"
-		continue
-	fi
-	ln -s "$HELPER" "$dst" 2>/dev/null || t_skip "cannot link $dst to this build's umount.dmafs"
-	t_register file "$dst"
-done
+t_umount_helpers
 
 t_workdir
 t_images 2 256M

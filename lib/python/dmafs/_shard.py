@@ -121,6 +121,29 @@ def shard_plan(model, plan, rank, world, torch):
     return out, at
 
 
+def _run(calls, name, width):
+    """Run the zero-argument @calls in threads, @width at a time; returns their results in
+    order, or raises the first exception one of them raised (in this thread)."""
+    out, errors = [None] * len(calls), []
+
+    def one(i):
+        try:
+            out[i] = calls[i]()
+        except BaseException as e:  # raised below, in the caller's thread
+            errors.append(e)
+
+    for k in range(0, len(calls), max(1, width)):
+        ts = [threading.Thread(target=one, args=(i,), name=name)
+              for i in range(k, min(k + width, len(calls)))]
+        for th in ts:
+            th.start()
+        for th in ts:
+            th.join()
+    if errors:
+        raise errors[0]
+    return out
+
+
 def _place_file(buf, filename, extents):
     """dmafs_place() of [(file_offset, length, buffer_offset), ...] from one file."""
     fn = _lib.require("place")
@@ -150,32 +173,12 @@ def _place_all(tgt, model, entries, threads, gathering):
             per_file.setdefault(t.file, []).append((off, n, pos))
             pos += n
     total = _lib.Result()
-    errors = []
-    lock = threading.Lock()
     files = sorted(per_file)
-
-    def one(i):
-        try:
-            r = _place_file(tgt.buf, model.files[i], per_file[i])
-        except BaseException as e:  # raised below, in the caller's thread
-            with lock:
-                errors.append(e)
-            return
-        with lock:
-            total.bytes += r.bytes
-            if r.path != _lib.PATH_NONE:
-                total.path = max(total.path, r.path)
-
     t0 = time.perf_counter_ns()
-    n = max(1, min(len(files), threads or 8))
-    for k in range(0, len(files), n):
-        ts = [threading.Thread(target=one, args=(i,), name="dmafs-shard") for i in files[k:k + n]]
-        for th in ts:
-            th.start()
-        for th in ts:
-            th.join()
-    if errors:
-        raise errors[0]
+    calls = [lambda i=i: _place_file(tgt.buf, model.files[i], per_file[i]) for i in files]
+    for r in _run(calls, "dmafs-shard", min(len(files), threads or 8)):
+        total.bytes += r.bytes
+        total.path = max(total.path, r.path)
     total.elapsed_ns = time.perf_counter_ns() - t0
     return total
 
@@ -188,22 +191,9 @@ def _gather(tgt, model, entries, scratch, torch):
     n = min(_GATHER_THREADS, len(todo))
     if not n:
         return 0, _lib.PATH_NONE
-    out, errors = [], []
-
-    def one(k):
-        try:
-            out.append(_gather_some(tgt, model, todo[k::n], scratch + 2 * _SCRATCH_HALF * k,
-                                    torch))
-        except BaseException as e:  # raised below, in the caller's thread
-            errors.append(e)
-
-    ts = [threading.Thread(target=one, args=(k,), name="dmafs-gather") for k in range(n)]
-    for th in ts:
-        th.start()
-    for th in ts:
-        th.join()
-    if errors:
-        raise errors[0]
+    calls = [lambda k=k: _gather_some(tgt, model, todo[k::n], scratch + 2 * _SCRATCH_HALF * k,
+                                      torch) for k in range(n)]
+    out = _run(calls, "dmafs-gather", n)
     return sum(b for b, _p in out), max(p for _b, p in out)
 
 
