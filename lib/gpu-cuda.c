@@ -30,6 +30,7 @@
 	X(cuStreamDestroy, "cuStreamDestroy_v2")                         \
 	X(cuStreamSynchronize, "cuStreamSynchronize")                    \
 	X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2")                     \
+	X(cuMemcpy2DAsync, "cuMemcpy2DAsync_v2")                         \
 	X(cuMemcpyHtoD, "cuMemcpyHtoD_v2")                               \
 	X(cuMemAlloc, "cuMemAlloc_v2")                                   \
 	X(cuMemFree, "cuMemFree_v2")                                     \
@@ -214,6 +215,18 @@ static void stream_destroy(void *s)
 static int copy_async(void *dst, const void *src, size_t len, void *s)
 {
 	return CALL(cuMemcpyHtoDAsync, (CUdeviceptr)dst, src, len, (CUstream)s);
+}
+
+static int copy_2d_async(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+			 size_t height, void *s)
+{
+	CUDA_MEMCPY2D c = {
+		.srcMemoryType = CU_MEMORYTYPE_HOST, .srcHost = src, .srcPitch = spitch,
+		.dstMemoryType = CU_MEMORYTYPE_DEVICE, .dstDevice = (CUdeviceptr)dst,
+		.dstPitch = dpitch, .WidthInBytes = width, .Height = height,
+	};
+
+	return CALL(cuMemcpy2DAsync, &c, (CUstream)s);
 }
 
 static int stream_sync(void *s)

@@ -30,6 +30,7 @@
 	X(hipStreamDestroy)                          \
 	X(hipStreamSynchronize)                      \
 	X(hipMemcpyHtoDAsync)                        \
+	X(hipMemcpy2DAsync)                          \
 	X(hipMemcpyHtoD)                             \
 	X(hipMalloc)                                 \
 	X(hipFree)                                   \
@@ -189,6 +190,13 @@ static void stream_destroy(void *s)
 static int copy_async(void *dst, const void *src, size_t len, void *s)
 {
 	return CALL(hipMemcpyHtoDAsync, dst, (void *)src, len, (hipStream_t)s);
+}
+
+static int copy_2d_async(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+			 size_t height, void *s)
+{
+	return CALL(hipMemcpy2DAsync, dst, dpitch, src, spitch, width, height,
+		    hipMemcpyHostToDevice, (hipStream_t)s);
 }
 
 static int stream_sync(void *s)

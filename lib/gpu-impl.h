@@ -39,6 +39,9 @@ struct gpu_ops {
 	int (*stream_create)(void **s);
 	void (*stream_destroy)(void *s);
 	int (*copy_async)(void *dst, const void *src, size_t len, void *s);
+	/* @height rows of @width bytes, @spitch apart in host memory, @dpitch on the device. */
+	int (*copy_2d_async)(void *dst, size_t dpitch, const void *src, size_t spitch,
+			     size_t width, size_t height, void *s);
 	int (*stream_sync)(void *s);
 	int (*mem_alloc)(size_t size, void **p);
 	int (*mem_free)(void *p);
@@ -59,7 +62,7 @@ struct gpu_ops {
 #define GPU_OPS(X)                                                                      \
 	X(use) X(name) X(uuid) X(bus_id) X(ipc_get) X(copy_htod) X(ipc_open) X(ipc_close) \
 	X(host_register) X(host_unregister) X(stream_create) X(stream_destroy)           \
-	X(copy_async) X(stream_sync) X(mem_alloc) X(mem_free) X(copy_dtoh)               \
+	X(copy_async) X(copy_2d_async) X(stream_sync) X(mem_alloc) X(mem_free) X(copy_dtoh)               \
 	X(event_create) X(event_destroy) X(event_record) X(event_query) X(event_sync)
 #define GPU_OP(op) .op = op,
 

@@ -217,6 +217,14 @@ int gpu_copy_htod_async(struct gpu *g, int dev, void *dst, const void *src, size
 	return ret ? ret : g->ops->copy_async(dst, src, len, stream);
 }
 
+int gpu_copy_htod_2d_async(struct gpu *g, int dev, void *dst, size_t dpitch, const void *src,
+			   size_t spitch, size_t width, size_t height, void *stream)
+{
+	int ret = enter(g, dev);
+
+	return ret ? ret : g->ops->copy_2d_async(dst, dpitch, src, spitch, width, height, stream);
+}
+
 int gpu_stream_sync(struct gpu *g, int dev, void *stream)
 {
 	int ret = enter(g, dev);

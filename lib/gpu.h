@@ -52,6 +52,9 @@ int gpu_stream_create(struct gpu *g, int dev, void **stream);
 void gpu_stream_destroy(struct gpu *g, int dev, void *stream);
 int gpu_copy_htod_async(struct gpu *g, int dev, void *dst, const void *src, size_t len,
 			void *stream);
+/* @height rows of @width bytes from pinned host memory @spitch apart, @dpitch apart on the device. */
+int gpu_copy_htod_2d_async(struct gpu *g, int dev, void *dst, size_t dpitch, const void *src,
+			   size_t spitch, size_t width, size_t height, void *stream);
 int gpu_stream_sync(struct gpu *g, int dev, void *stream);
 /* Events mark a point in a stream: a staging slot is reused once the event recorded after
  * its copy has fired. gpu_event_query returns 1 (fired), 0 (not yet) or -errno. */

@@ -20,6 +20,7 @@
 #define QD_MIN 64
 #define MAX_RECS 1024
 #define POLL_US 50		 /* wait slice while copies or hashing are outstanding */
+#define PACK_MAX 256		 /* pieces packed into one slot at most */
 
 
 
@@ -39,16 +40,25 @@ struct pop {
 	struct rec *rec;
 };
 
-/* A piece in flight: read, then (verified and) delivered, then released. */
+/*
+ * A slot's worth in flight: read, then (verified and) delivered, then released. Small
+ * pieces whose destinations follow one another share a slot (a row slice of a matrix is
+ * one piece per row): each is read on its own, aligned to the members' sector, and the
+ * slot is packed (memmove) before one device copy takes them all.
+ */
 struct rec {
 	struct work w;		/* with the hash pool */
 	struct rec *next;	/* copy FIFO, hash queue, verified list */
 	struct pipe *p;
-	const struct piece *pc;
-	uint64_t a;		/* the block-aligned span [a, b) that is read */
-	uint64_t b;
+	const struct piece *pc;	/* pc[0 .. npc) */
+	unsigned npc;
+	uint32_t *from;		/* slot offset of each piece's first byte */
+	size_t fcap;
+	uint64_t len;		/* bytes of all its pieces */
+	uint32_t pitch;		/* with npc > 1: the pieces are alike, this far apart in the
+				 * slot (one 2-D device copy takes them); 0: they are not */
 	int slot;		/* staging slot, or -1 when direct */
-	char *buf;		/* where byte a lands */
+	char *buf;		/* the slot (direct: the client's pages at pc[0].dst) */
 	unsigned left;		/* reads outstanding */
 	int err;
 	struct pop *ops;	/* data reads [0, nd), then their checksum reads [nd, 2 nd) */
@@ -75,6 +85,7 @@ struct pipe {
 	struct inode *ino;
 	const struct pipe_target *t;
 	int verify;
+	uint64_t gran;		/* slot reads are aligned to this (read_granule) */
 	struct io_uring *ring;
 	struct stage *st;	/* slots: the GPU pool, or the host bounce pool once needed */
 	int entered;		/* stage_enter() done on st */
@@ -111,13 +122,38 @@ static int rec_verify(struct rec *r)
 	return ret;
 }
 
-/* On a pool thread: check one piece, hand it back to its placement. */
+/*
+ * A GPU target takes a packed slot in one copy: pieces at an even pitch in one 2-D copy
+ * (a row slice of rows whose length is a multiple of the sector); others are moved
+ * together at the slot's start first.
+ */
+static int needs_pack(const struct pipe *p, const struct rec *r)
+{
+	return p->t->gpu && r->npc > 1 && !r->pitch;
+}
+
+static void rec_pack(struct rec *r)
+{
+	uint64_t at = 0;
+
+	if (!needs_pack(r->p, r))
+		return;
+	for (unsigned k = 0; k < r->npc; k++) {
+		memmove(r->buf + at, r->buf + r->from[k], r->pc[k].len);
+		r->from[k] = (uint32_t)at;
+		at += r->pc[k].len;
+	}
+}
+
+/* On a pool thread: check one slot's pieces and pack them, hand it back to its placement. */
 static void rec_hash(struct work *w)
 {
 	struct rec *r = container_of(w, struct rec, w);
 	struct pipe *p = r->p;
 
-	r->err = rec_verify(r);
+	r->err = p->verify ? rec_verify(r) : 0;
+	if (!r->err)
+		rec_pack(r);
 	pthread_mutex_lock(&p->vlock);
 	r->next = p->verified;
 	p->verified = r;
@@ -255,13 +291,48 @@ static int add_csum_reads(struct pipe *p, struct rec *r)
 }
 
 /*
- * Build the record of the next piece: a slot when it needs one, its member reads (holes
- * zeroed now). Returns 1 built, 0 nothing to do now (no record or slot free), -errno.
+ * Read the piece @q into @r's slot at @at, aligned to @g: its member reads (holes zeroed
+ * now) join @r's. Sets *@next to the slot offset after it.
+ */
+static int add_to_slot(struct pipe *p, struct rec *r, const struct piece *q, uint64_t at,
+		       uint64_t g, uint64_t *next)
+{
+	uint64_t a = ALIGN_DOWN(q->off, g), b = ALIGN_UP(q->off + q->len, g);
+
+	if (dm_grow(&r->from, &r->fcap, (size_t)r->npc + 1, sizeof(*r->from), 16))
+		return -ENOMEM;
+	r->from[r->npc] = (uint32_t)(at + (q->off - a));
+	if (r->npc == 1)
+		r->pitch = q->len == r->pc[0].len ? r->from[1] - r->from[0] : 0;
+	else if (r->npc > 1 && (q->len != r->pc[0].len ||
+				r->from[r->npc] - r->from[r->npc - 1] != r->pitch))
+		r->pitch = 0;
+	r->npc++;
+	r->len += q->len;
+	*next = at + (b - a);
+	return fs_map_reads(p->fs, p->ino, r->buf + at, a, b, emit_read, r);
+}
+
+/* Whether the piece @q may join @r's slot, whose next free byte is @at. */
+static int packs(const struct pipe *p, const struct rec *r, const struct piece *q, uint64_t at)
+{
+	const struct piece *last = &r->pc[r->npc - 1];
+
+	return !q->direct && q->dst == last->dst + last->len && r->npc < PACK_MAX &&
+	       r->nops < p->qd / 2 &&
+	       at + ALIGN_UP(q->off + q->len, p->gran) - ALIGN_DOWN(q->off, p->gran) <= STAGE_SLOT;
+}
+
+/*
+ * Build the record of the next pieces: a slot when they need one (pieces that pack
+ * share it), their member reads (holes zeroed now). Returns 1 built, 0 nothing to do now
+ * (no record or slot free), -errno.
  */
 static int build(struct pipe *p, struct rec **out)
 {
 	const struct piece *pc = &p->pc[p->next];
 	struct rec *r;
+	uint64_t at = 0;
 	int slot = -1, ret;
 
 	if (!p->nfree_recs)
@@ -286,13 +357,18 @@ static int build(struct pipe *p, struct rec **out)
 	r = p->free_recs[--p->nfree_recs];
 	r->p = p;
 	r->pc = pc;
-	r->a = ALIGN_DOWN(pc->off, DMAFS_BLOCK);
-	r->b = ALIGN_UP(pc->off + pc->len, DMAFS_BLOCK);
+	r->npc = 0;
+	r->len = 0;
+	r->pitch = 0;
 	r->slot = slot;
 	r->buf = slot >= 0 ? stage_mem(p->st, (unsigned)slot) : p->t->base + pc->dst;
 	r->err = 0;
 	r->nops = 0;
-	ret = fs_map_reads(p->fs, p->ino, r->buf, r->a, r->b, emit_read, r);
+	/* a direct piece is block-aligned in the file and in the client's pages */
+	ret = add_to_slot(p, r, pc, 0, pc->direct ? DMAFS_BLOCK : p->gran, &at);
+	while (!ret && !pc->direct && p->next + r->npc < p->npc &&
+	       packs(p, r, &pc[r->npc], at))
+		ret = add_to_slot(p, r, &pc[r->npc], at, p->gran, &at);
 	r->nd = r->nops;
 	if (!ret && p->verify)
 		ret = add_csum_reads(p, r);
@@ -300,7 +376,7 @@ static int build(struct pipe *p, struct rec **out)
 		rec_release(p, r);
 		return ret;
 	}
-	p->next++;
+	p->next += r->npc;
 	*out = r;
 	return 1;
 }
@@ -340,35 +416,38 @@ static void rec_read(struct pipe *p, struct rec *r)
 		rec_release(p, r);
 		return;
 	}
-	if (p->verify) {
+	if (p->verify || needs_pack(p, r)) {
 		if (workpool_start(p->fs->pool) > 0) {
 			p->hashing++;
 			r->w.fn = rec_hash;
 			workpool_queue(p->fs->pool, &r->w);
 			return;
 		}
-		r->err = rec_verify(r);
+		r->err = p->verify ? rec_verify(r) : 0;
 		if (r->err) {
 			fail(p, r->err);
 			rec_release(p, r);
 			return;
 		}
+		rec_pack(r);
 	}
 	deliver(p, r);
 }
 
 static void deliver(struct pipe *p, struct rec *r)
 {
-	const struct piece *pc = r->pc;
-
 	if (r->slot < 0) { /* direct: the bytes are where they belong */
 		rec_release(p, r);
 		return;
 	}
 	if (!p->t->gpu) {
 		/* the client may have shrunk its memory object: its fault, not a member's */
-		if (usermem_copy(p->t->base + pc->dst, r->buf + (pc->off - r->a), pc->len))
-			fail(p, -EFAULT);
+		for (unsigned k = 0; k < r->npc; k++)
+			if (usermem_copy(p->t->base + r->pc[k].dst, r->buf + r->from[k],
+					 r->pc[k].len)) {
+				fail(p, -EFAULT);
+				break;
+			}
 		rec_release(p, r);
 		return;
 	}
@@ -406,14 +485,20 @@ static int flush_ready(struct pipe *p, int all)
 	return n;
 }
 
-/* Queue @r's host-to-device copy; its slot comes back when the copy's event fires. */
+/*
+ * Queue @r's host-to-device copy (its pieces lie together from from[0], rec_pack, or at
+ * an even pitch); its slot comes back when the copy's event fires.
+ */
 static void copy_out(struct pipe *p, struct rec *r)
 {
-	const struct piece *pc = r->pc;
-	const char *src = r->buf + (pc->off - r->a);
 	struct stage *s = p->st;
+	char *dst = p->t->base + r->pc[0].dst;
+	int ret = r->npc > 1 && r->pitch ?
+		gpu_copy_htod_2d_async(s->gpu, s->dev, dst, r->pc[0].len, r->buf + r->from[0],
+				       r->pitch, r->pc[0].len, r->npc, p->stream) :
+		gpu_copy_htod_async(s->gpu, s->dev, dst, r->buf + r->from[0], r->len, p->stream);
 
-	if (gpu_copy_htod_async(s->gpu, s->dev, p->t->base + pc->dst, src, pc->len, p->stream)) {
+	if (ret) {
 		fail(p, -ENODEV);
 		rec_release(p, r);
 		return;
@@ -728,6 +813,7 @@ static void teardown(struct pipe *p)
 	for (unsigned i = 0; i < p->nrecs; i++) {
 		free(p->recs[i].ops);
 		free(p->recs[i].cbuf);
+		free(p->recs[i].from);
 	}
 	pthread_mutex_destroy(&p->vlock);
 	pthread_cond_destroy(&p->vcond);
@@ -736,10 +822,28 @@ static void teardown(struct pipe *p)
 	free(p->pc);
 }
 
+/*
+ * The alignment of slot reads: the filesystem block when checksums are checked (they
+ * cover whole blocks), else the members' largest sector, so that a slice narrower than a
+ * block costs little more than its bytes. Image files count as 4096 (their O_DIRECT
+ * alignment is the filesystem's under them).
+ */
+static uint64_t read_granule(const struct fs *fs, int verify)
+{
+	uint64_t g = 512;
+
+	if (verify)
+		return DMAFS_BLOCK;
+	for (unsigned i = 0; i < fs->n; i++)
+		g = MAX(g, fs->members[i].is_blkdev ? fs->members[i].lbs : DMAFS_BLOCK);
+	return g;
+}
+
 int pipeline_run(struct fs *fs, struct inode *ino, const struct pipe_target *t,
 		 const struct dmafs_ioc_place *rq, int verify)
 {
-	struct pipe p = { .fs = fs, .ino = ino, .t = t, .verify = verify, .st = t->stage };
+	struct pipe p = { .fs = fs, .ino = ino, .t = t, .verify = verify, .st = t->stage,
+			  .gran = read_granule(fs, verify) };
 	int ret;
 
 	ret = cut(&p, rq);

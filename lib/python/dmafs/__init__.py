@@ -96,9 +96,9 @@ def load(path, device="cpu", *, threads=0, shard=None):
     dimension: [rank * ceil(D / world), + ceil(D / world)) clipped to its size D, the rule
     of transformers' tensor parallelism; with packed blocks (a fused gate_up or qkv
     projection) the dimension is cut into that many equal blocks first and the rank gets
-    its slice of each, in order. Other tensors come whole. A row slice narrower than
-    64 KiB goes through 256 MiB of scratch on the device (its whole rows are read, as the
-    drives' blocks would make them anyway); everything else reads only the slice.
+    its slice of each, in order. Other tensors come whole. Only the slices are read (a row
+    slice is one extent per row, which the daemon packs into its staging and reads to the
+    members' sector, unless the mount verifies placements: then to the 4 KiB block).
     dmafs.last_stats() gives this rank's bytes, rank and world_size.
     """
     if shard is not None:

@@ -4,10 +4,10 @@
 For each tensor a plan names, the rank's slice along the plan's dimension is placed from
 the drives into this rank's memory; every other tensor is placed whole. A slice along the
 first dimension is one extent of the file; along another dimension it is one extent per
-index of the dimensions before it (a row slice of a matrix: one per row), except that row
-slices narrower than _GATHER_BELOW are gathered: their whole rows go through a bounded
-scratch on the rank's device and only the slice stays (the drives, reading whole blocks,
-would deliver about the whole row anyway). The rank keeps nothing it does not own.
+index of the dimensions before it (a row slice of a matrix: one per row). The daemon packs
+such small extents into its staging slots and reads each aligned to the members' sector
+(not the filesystem block) unless placements verify checksums, so the drives deliver
+about the slice's bytes and no more. The rank keeps nothing it does not own.
 
 Slices follow the rule transformers' tensor parallelism uses (get_tensor_shard): along a
 dimension of size D split over W ranks, rank r gets [r * ceil(D / W), + ceil(D / W))
@@ -27,13 +27,10 @@ from ._torch import Target, _device, _plan, _state, _torch, finish_stats, new_st
 
 # Tensors start at multiples of this in the rank's buffer (every dtype's size divides it).
 _ALIGN = 64
-# A row slice narrower than this is gathered: its rows are placed whole, a scratch half at a
-# time, and the slice copied out on the device. Reading whole 4 KiB blocks, the drives
-# deliver about the whole row for such slices anyway, and one long read and one strided
-# copy beat a read and a copy per row (thousands per tensor).
-_GATHER_BELOW = 64 << 10
-_SCRATCH_HALF = 32 << 20
-_GATHER_THREADS = 4  # each with two scratch halves of its own
+# One dmafs_place() call takes at most this many extents or bytes (the calls run in
+# threads, so that a file of many small extents keeps several placements going).
+_CALL_EXTENTS = 2048
+_CALL_BYTES = 256 << 20
 
 
 def _rule(name, plan, path):
@@ -58,11 +55,20 @@ def shard_range(size, rank, world):
     return start, min(start + step, size)
 
 
-def _slice(t, shape, rule, rank, world, elsize, path):
-    """(shape of this rank's slice, [(file_offset, length), ...] in file order, and
-    (rows, row bytes, slice offset in a row, slice width) when the slice is to be gathered)."""
+def _numpy():
+    try:
+        import numpy
+    except ImportError as e:
+        raise ImportError("dmafs: a sharded load needs numpy (python3-numpy) for its extent "
+                          "lists") from e
+    return numpy
+
+
+def _slice(t, shape, rule, rank, world, elsize, path, np):
+    """(shape of this rank's slice, int64 array [[file_offset, length], ...] in file order)."""
     if rule is None:
-        return shape, [(t.file_offset, t.nbytes)] if t.nbytes else [], None
+        return shape, np.array([[t.file_offset, t.nbytes]] if t.nbytes else [],
+                               dtype=np.int64).reshape(-1, 2)
     dim, blocks = rule
     nd = len(shape)
     if not -nd <= dim < nd:
@@ -81,30 +87,26 @@ def _slice(t, shape, rule, rank, world, elsize, path):
     inner = elsize
     for d in shape[dim + 1:]:
         inner *= d
-    out = []
-    for i in range(outer):
-        for b in range(blocks):
-            off = t.file_offset + ((i * size) + b * block + start) * inner
-            n = (stop - start) * inner
-            if not n:
-                continue
-            if out and out[-1][0] + out[-1][1] == off:
-                out[-1] = (out[-1][0], out[-1][1] + n)  # contiguous: one extent
-            else:
-                out.append((off, n))
     new = list(shape)
     new[dim] = (stop - start) * blocks
-    width, row = (stop - start) * inner, size * inner
-    gather = None
-    if blocks == 1 and outer > 1 and 0 < width < _GATHER_BELOW and row <= _SCRATCH_HALF:
-        gather = (outer, row, start * inner, width)  # rows, row bytes, slice offset, width
-    return tuple(new), out, gather
+    width = (stop - start) * inner
+    if not width or not outer:
+        return tuple(new), np.empty((0, 2), dtype=np.int64)
+    if stop - start == block:  # the whole dimension: the whole tensor, one extent
+        return tuple(new), np.array([[t.file_offset, t.nbytes]], dtype=np.int64)
+    # one extent per (index before dim, block); none touches the next
+    offs = (np.arange(outer, dtype=np.int64)[:, None] * (size * inner) +
+            np.arange(blocks, dtype=np.int64)[None, :] * (block * inner))
+    ext = np.empty((outer * blocks, 2), dtype=np.int64)
+    ext[:, 0] = offs.reshape(-1) + (t.file_offset + start * inner)
+    ext[:, 1] = width
+    return tuple(new), ext
 
 
 def shard_plan(model, plan, rank, world, torch):
-    """[(info, dtype, shard shape, buffer offset, [(file_offset, length), ...], gather), ...]
-    and the buffer size (with the scratch for gathers at its end, when any): every tensor's
-    slice, checked before any I/O."""
+    """[(info, dtype, shard shape, buffer offset, extents), ...] and the buffer size: every
+    tensor's slice, checked before any I/O (extents: see _slice)."""
+    np = _numpy()
     out, at = [], 0
     for t, dt, shape in _plan(model, torch):
         rule = _rule(t.name, plan, model.path)
@@ -112,145 +114,93 @@ def shard_plan(model, plan, rank, world, torch):
             raise ValueError(f"dmafs: {model.path}: F4 tensor {t.name!r} packs two values in a "
                              "byte; it cannot be sliced")
         es = _lib.C.dtype_size(t.dtype)
-        sshape, ext, gather = _slice(t, shape, rule, rank, world, es, model.path)
+        sshape, ext = _slice(t, shape, rule, rank, world, es, model.path, np)
         at = (at + _ALIGN - 1) // _ALIGN * _ALIGN
-        out.append((t, dt, sshape, at, ext, gather))
-        at += sum(n for _o, n in ext)
-    if any(e[5] for e in out):
-        at = (at + 4095) // 4096 * 4096 + 2 * _SCRATCH_HALF * _GATHER_THREADS
+        out.append((t, dt, sshape, at, ext))
+        at += int(ext[:, 1].sum()) if len(ext) else 0
     return out, at
 
 
 def _run(calls, name, width):
-    """Run the zero-argument @calls in threads, @width at a time; returns their results in
-    order, or raises the first exception one of them raised (in this thread)."""
-    out, errors = [None] * len(calls), []
+    """Run the zero-argument @calls in @width threads, each taking the next call when done
+    with one; returns their results in order, or raises the first exception one of them
+    raised (in this thread; calls not yet started then are not made)."""
+    out, errors, it, lock = [None] * len(calls), [], iter(range(len(calls))), threading.Lock()
 
-    def one(i):
-        try:
-            out[i] = calls[i]()
-        except BaseException as e:  # raised below, in the caller's thread
-            errors.append(e)
+    def worker():
+        while not errors:
+            with lock:
+                i = next(it, None)
+            if i is None:
+                return
+            try:
+                out[i] = calls[i]()
+            except BaseException as e:  # raised below, in the caller's thread
+                errors.append(e)
 
-    for k in range(0, len(calls), max(1, width)):
-        ts = [threading.Thread(target=one, args=(i,), name=name)
-              for i in range(k, min(k + width, len(calls)))]
-        for th in ts:
-            th.start()
-        for th in ts:
-            th.join()
+    ts = [threading.Thread(target=worker, name=name) for _ in range(max(1, min(width, len(calls))))]
+    for th in ts:
+        th.start()
+    for th in ts:
+        th.join()
     if errors:
         raise errors[0]
     return out
 
 
-def _place_file(buf, filename, extents):
-    """dmafs_place() of [(file_offset, length, buffer_offset), ...] from one file."""
+def _place_file(buf, filename, arr):
+    """dmafs_place() of the extents in @arr (a C-ordered int64 array of rows [file_offset,
+    length, buffer_offset], the layout of struct dmafs_extent) from one file."""
     fn = _lib.require("place")
-    arr = (_lib.Extent * len(extents))(*[_lib.Extent(f, n, b) for f, n, b in extents])
+    want = arr[:, 1].copy()
     res = _lib.Result()
     fd = os.open(filename, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        _lib.check(fn(buf.handle, fd, arr, len(extents), ctypes.byref(res)), filename)
+        _lib.check(fn(buf.handle, fd, arr.ctypes.data_as(ctypes.POINTER(_lib.Extent)),
+                      len(arr), ctypes.byref(res)), filename)
     finally:
         os.close(fd)
-    for e, (_f, n, _b) in zip(arr, extents):
-        if e.length != n:
-            raise OSError(5, f"placed {e.length} of {n} bytes at offset {_f} (the file shrank?)",
-                          filename)
+    short = _numpy().flatnonzero(arr[:, 1] != want)
+    if len(short):
+        i = int(short[0])
+        raise OSError(5, f"placed {int(arr[i, 1])} of {int(want[i])} bytes at offset "
+                      f"{int(arr[i, 0])} (the file shrank?)", filename)
     return res
 
 
-def _place_all(tgt, model, entries, threads, gathering):
-    """Place every file's extents into tgt (one thread per file, up to @threads or 8); the
-    tensors to be gathered too unless @gathering."""
+def _calls(entries):
+    """[(file index, int64 array of [file_offset, length, buffer_offset] rows), ...]: each
+    file's extents in file order, cut into dmafs_place() calls (_CALL_EXTENTS, _CALL_BYTES)."""
+    np = _numpy()
     per_file = {}
-    for t, _dt, _shape, at, ext, gather in entries:
-        if gather and gathering:
-            continue
-        pos = at
-        for off, n in ext:
-            per_file.setdefault(t.file, []).append((off, n, pos))
-            pos += n
-    total = _lib.Result()
-    files = sorted(per_file)
-    t0 = time.perf_counter_ns()
-    calls = [lambda i=i: _place_file(tgt.buf, model.files[i], per_file[i]) for i in files]
-    for r in _run(calls, "dmafs-shard", min(len(files), threads or 8)):
-        total.bytes += r.bytes
-        total.path = max(total.path, r.path)
-    total.elapsed_ns = time.perf_counter_ns() - t0
-    return total
+    for t, _dt, _shape, at, ext in entries:
+        if len(ext):
+            a = np.empty((len(ext), 3), dtype=np.int64)
+            a[:, :2] = ext
+            a[:, 2] = np.cumsum(ext[:, 1]) - ext[:, 1] + at
+            per_file.setdefault(t.file, []).append(a)
+    out = []
+    for f in sorted(per_file):
+        arr = np.concatenate(per_file[f])
+        arr = np.ascontiguousarray(arr[np.argsort(arr[:, 0], kind="stable")])
+        before = np.cumsum(arr[:, 1]) - arr[:, 1]
+        key = np.maximum(before // _CALL_BYTES, np.arange(len(arr)) // _CALL_EXTENTS)
+        cuts = np.flatnonzero(np.diff(key)) + 1
+        out += [(f, np.ascontiguousarray(a)) for a in np.split(arr, cuts)]
+    return out
 
 
-def _gather(tgt, model, entries, scratch, torch):
-    """Place the rows of every tensor to be gathered whole into scratch, and copy each
-    rank's slice out of it on the device: _GATHER_THREADS threads, the tensors dealt out in
-    turn. Returns (slice bytes, the slowest path the placements took)."""
-    todo = [e for e in entries if e[5]]
-    n = min(_GATHER_THREADS, len(todo))
-    if not n:
-        return 0, _lib.PATH_NONE
-    calls = [lambda k=k: _gather_some(tgt, model, todo[k::n], scratch + 2 * _SCRATCH_HALF * k,
-                                      torch) for k in range(n)]
-    out = _run(calls, "dmafs-gather", n)
-    return sum(b for b, _p in out), max(p for _b, p in out)
-
-
-def _gather_some(tgt, model, entries, scratch, torch):
-    """_gather() of @entries through the two scratch halves at @scratch, in turn."""
-    cuda = tgt.dev.type == "cuda"
-    done = [None, None]  # per half: the event of the last copy that read it
-    h, total, path = 0, 0, _lib.PATH_NONE
-    for t, _dt, _shape, at, _ext, gather in entries:
-        if not gather:
-            continue
-        rows, row, lo, width = gather
-        per = max(1, _SCRATCH_HALF // row)
-        for r0 in range(0, rows, per):
-            n = min(per, rows - r0)
-            s_at = scratch + h * _SCRATCH_HALF
-            if done[h] is not None:
-                done[h].synchronize()  # the daemon must not overwrite what is being copied
-            r = _place_file(tgt.buf, model.files[t.file], [(t.file_offset + r0 * row, n * row, s_at)])
-            path = max(path, r.path)
-            src = tgt.base[s_at:s_at + n * row].view(n, row)[:, lo:lo + width]
-            tgt.base[at + r0 * width:at + (r0 + n) * width].view(n, width).copy_(src)
-            if cuda:
-                done[h] = torch.cuda.Event()
-                done[h].record(torch.cuda.current_stream(tgt.dev))
-            h ^= 1
-        total += rows * width
-    if cuda:
-        torch.cuda.synchronize(tgt.dev)
-    return total, path
-
-
-def _place_shard(tgt, model, entries, scratch, threads):
-    """Every slice into tgt: extents in threads, gathers beside them in this thread."""
+def _place_shard(tgt, model, entries, threads):
+    """Every slice into tgt: the files' extents in dmafs_place() calls, up to @threads (or
+    8) at once."""
     torch = _torch()
     t0 = time.perf_counter_ns()
-    gathering = bool(scratch) and not tgt.fallback
-    box = {}
-
-    def extents():
-        try:
-            box["res"] = _place_all(tgt, model, entries, threads, gathering)
-        except BaseException as e:  # raised below, in the caller's thread
-            box["err"] = e
-
-    worker = threading.Thread(target=extents, name="dmafs-shard")
-    worker.start()
-    try:
-        gathered, gpath = _gather(tgt, model, entries, scratch, torch) if gathering else \
-            (0, _lib.PATH_NONE)
-    finally:
-        worker.join()
-    if "err" in box:
-        raise box["err"]
-    res = box["res"]
-    res.bytes += gathered
-    res.path = max(res.path, gpath)
+    calls = [lambda f=f, a=a: _place_file(tgt.buf, model.files[f], a)
+             for f, a in _calls(entries)]
+    res = _lib.Result()
+    for r in _run(calls, "dmafs-shard", threads or 8):
+        res.bytes += r.bytes
+        res.path = max(res.path, r.path)
     if tgt.fallback:  # a host buffer placed for a GPU that refused its memory
         from ._torch import _host_tensor_view
         tgt.base.copy_(_host_tensor_view(tgt.buf, torch)[:tgt.size])
@@ -278,16 +228,15 @@ def load_shard(path, device="cpu", *, rank=None, world_size=None, plan, group=No
     with _lib.Model(path) as model:
         dev, target, index = _device(device)
         entries, size = shard_plan(model, plan, rank, world_size, torch)
-        scratch = size - 2 * _SCRATCH_HALF * _GATHER_THREADS if any(e[5] for e in entries) else 0
         stats = new_stats(model, dev, target)
         stats.rank, stats.world_size = rank, world_size
         out = {}
         if size:
             tgt = Target(model, dev, target, index, size)
             try:
-                res = _place_shard(tgt, model, entries, scratch, threads)
-                for t, dt, shape, at, ext, _gather_ in entries:
-                    n = sum(x[1] for x in ext)
+                res = _place_shard(tgt, model, entries, threads)
+                for t, dt, shape, at, ext in entries:
+                    n = int(ext[:, 1].sum()) if len(ext) else 0
                     out[t.name] = tgt.base[at:at + n].view(dt).view(shape)
             except BaseException:
                 out = tgt.base = None
@@ -297,7 +246,7 @@ def load_shard(path, device="cpu", *, rank=None, world_size=None, plan, group=No
             finish_stats(stats, res, tgt.fallback, t0)
             warn_slow(model, res, tgt.fallback, tgt.why_posix, stacklevel + 1)
         else:
-            for t, dt, shape, _at, _ext, _gather_ in entries:
+            for t, dt, shape, _at, _ext in entries:
                 out[t.name] = torch.empty(shape, dtype=dt, device=dev)
             stats.seconds = time.perf_counter() - t0
             _state.stats = stats
