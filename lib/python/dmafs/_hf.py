@@ -27,6 +27,28 @@ _load_pretrained_model to learn the load's device_map. For shards on a dmafs mou
 Shards not on dmafs are read by safetensors as before, with a SlowPathWarning naming
 them. Parameters are bit-identical to a plain from_pretrained: the bytes are the file's.
 
+Tensor parallelism (from_pretrained(path, tp_plan="auto") under torchrun): transformers 5
+passes the tp device mesh to its loader (load_config.device_mesh) and keeps the plan on
+the model (model.tp_plan, {glob of module names: style}). Each of its workers then asks
+each tensor's slice object for the rank's part: get_shape(), get_dtype() and one
+slice[index], where index is, for colwise/rowwise/embedding_rowwise/grouped_gemm, a tuple
+of slice(None) with slice(start, end) at the split dimension, start = rank * ceil(D / W),
+end = min(start + ceil(D / W), D) (get_tensor_shard: dimension -2 for colwise weights and
+-1 for 1-d ones, -1 for rowwise weights, rowwise biases whole, 0 for embeddings), and for
+packed_colwise/packed_rowwise a list of indices at that dimension, both halves' parts
+(get_packed_weights); a tensor the plan does not split is slice[...]. Under such a load
+the first shard opened places, with load_shard() (dmafs.load(..., shard=...)), only this
+rank's slice of every tensor the plan splits, and the other tensors whole, into the
+rank's device (its device_map). The checkpoint names are matched as transformers does:
+the base model prefix dropped or added, the plan's globs as one alternation searched in
+the parameter name; a tensor is split only when it loads one to one into a parameter of
+its shape (what weight converters rename or fuse is placed whole). slice[index] returns
+the placed slice when index asks for exactly it; anything else still gets the right
+bytes, read from the file with pread (or indexed out of a tensor placed whole), with a
+SlowPathWarning naming the tensor; get_tensor() of a split tensor reads it whole, warned
+too. dmafs.last_stats() gives the rank's bytes. enable(distributed=True) is not needed
+(and not used) for this: each rank reads only its own slices.
+
 In a torch.distributed job, enable(distributed=True) makes that whole-model placement
 the way dmafs.load_distributed() does it: each rank places a part, the parts are
 broadcast, and the drives read the model once for all ranks (every rank must then load
@@ -38,6 +60,7 @@ is kept per thread.
 """
 
 import contextlib
+import glob
 import os
 import re
 import threading
@@ -131,10 +154,235 @@ def _tensor_devices(names, prefixes):
     return out, stray
 
 
-class _Model:
-    """One placement of a whole model, shared by the shards that transformers opens."""
+# transformers' tensor-parallel styles -> what its shard_tensor() keeps of a parameter (see
+# _tp_rule); any other style (replicate, sequence_parallel, ep_router, ...) keeps it whole.
+_TP_STYLES = {
+    "colwise": "col", "colwise_gather_output": "col", "colwise_rep": "col", "local_colwise": "col",
+    "rowwise": "row", "rowwise_split_input": "row", "rowwise_rep": "row", "local_rowwise": "row",
+    "packed_colwise": "packed_col", "packed_rowwise": "packed_row",
+    "local_packed_rowwise": "packed_row", "embedding_rowwise": "embedding",
+    "grouped_gemm": "experts",
+}
 
-    def __init__(self, path, files, device, dist=None):
+
+def _tp_context(model, load_config, kw):
+    """What a tensor-parallel load needs, or None when the load is not one: transformers
+    passes the tp device mesh in load_config.device_mesh (or as a keyword), and the model
+    carries the plan (model.tp_plan: {glob of module names: style})."""
+    mesh = getattr(load_config, "device_mesh", None) or kw.get("device_mesh")
+    if mesh is None:
+        return None
+    plan = getattr(model, "tp_plan", None)
+    if not isinstance(plan, dict):
+        plan = getattr(model, "_tp_plan", None)
+    plan = dict(plan) if isinstance(plan, dict) else {}
+    keys = list(plan)
+    # the matching transformers does: one alternation of the plan's globs ('*' -> '.*',
+    # nothing else escaped), searched in the parameter name; the first branch that matches
+    alt = re.compile("|".join(f"(?P<g{i}>{k.replace('*', '.*')})" for i, k in enumerate(keys))) \
+        if keys else None
+    meta = {}
+    try:
+        meta = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    except Exception:  # no state_dict(): no parameter is known, every tensor is placed whole
+        pass
+    return {"rank": int(mesh.get_local_rank()), "world": int(mesh.size()), "plan": plan,
+            "keys": keys, "alt": alt, "prefix": getattr(model, "base_model_prefix", "") or "",
+            "meta": meta}
+
+
+def _param_name(name, tp):
+    """The model parameter a checkpoint tensor loads into, by transformers' prefix rule:
+    the base model prefix is dropped, or added, when that names a parameter."""
+    prefix, meta = tp["prefix"], tp["meta"]
+    if not prefix:
+        return name
+    if name.startswith(prefix) and re.sub(f"^{prefix}.", "", name, count=1) in meta:
+        return re.sub(f"^{prefix}.", "", name, count=1)
+    if f"{prefix}.{name}" in meta:
+        return f"{prefix}.{name}"
+    return name
+
+
+def _tp_rule(info, tp):
+    """(dim, packed blocks) of the slice this rank keeps of the checkpoint tensor @info, by
+    the model's tp plan and the way transformers 5's styles shard (get_tensor_shard along
+    dimension -2 for colwise weights and -1 for their 1-d biases, -1 for rowwise weights
+    and nothing of their biases, 0 for embedding_rowwise, packed halves for packed_*), or
+    None to place it whole: no plan entry, a style that replicates, or a tensor that does
+    not load one to one into a parameter of its shape (renamed, fused, split by transformers'
+    weight converters)."""
+    shape, world = tuple(info.shape), tp["world"]
+    key = _param_name(info.name, tp)
+    if tp["alt"] is None or not shape or info.dtype_name == "F4" or tp["meta"].get(key) != shape:
+        return None
+    m = tp["alt"].search(key)
+    if m is None:
+        return None
+    kind = _TP_STYLES.get(tp["plan"][tp["keys"][int(m.lastgroup[1:])]])
+    nd = len(shape)
+    if kind == "col":
+        return (0 if nd == 1 else nd - 2, 1)
+    if kind == "row":
+        return None if nd == 1 else (nd - 1, 1)
+    if kind == "embedding":
+        return (0, 1)
+    if kind == "experts":
+        return (0, 1) if shape[0] % world == 0 else None
+    if kind == "packed_col":
+        if nd == 1:
+            return (0, 1)
+        # get_packed_weights indexes dimension 1 for -2: right for 3-d expert weights only
+        return (1, 2) if nd == 3 and shape[1] % (2 * world) == 0 else None
+    if kind == "packed_row":
+        return None if nd == 1 else (nd - 1, 2) if shape[-1] % (2 * world) == 0 else None
+    return None
+
+
+def _shard_plan(rules, names, rule_of):
+    """A load_shard() plan that gives every tensor of @names its rule in @rules (None:
+    whole): one pattern per layer-generic name (the layer numbers as '*') where that
+    resolves every name right, checked with @rule_of (load_shard's own matching), else one
+    pattern per tensor."""
+    by_generic = {}
+    for n, r in rules.items():
+        by_generic.setdefault(re.sub(r"\.\d+(?=\.|$)", ".*", n), set()).add(r)
+    plan = {"*".join(glob.escape(p) for p in g.split("*")): next(iter(rs))
+            for g, rs in by_generic.items() if len(rs) == 1}
+    if all(rule_of(n, plan) == rules.get(n) for n in names):
+        return plan
+    return {glob.escape(n): r for n, r in rules.items()}
+
+
+def _region(index, shape):
+    """What a basic index asks of a tensor of @shape: per dimension a range, or a tuple
+    of indices (a list index); None for anything else (steps, ints, None, tensors, masks)."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    ell = [i for i, x in enumerate(index) if x is Ellipsis]
+    if len(ell) > 1 or len(index) - len(ell) > len(shape):
+        return None
+    fill = (slice(None),) * (len(shape) - (len(index) - len(ell)))
+    index = index[:ell[0]] + fill + index[ell[0] + 1:] if ell else index + fill
+    out = []
+    for x, size in zip(index, shape):
+        if isinstance(x, slice):
+            start, stop, step = x.indices(size)
+            if step != 1:
+                return None
+            out.append(range(start, max(start, stop)))
+        elif isinstance(x, (list, tuple)) and all(type(v) is int and 0 <= v < size for v in x):
+            out.append(tuple(x))
+        else:
+            return None
+    return out
+
+
+def _placed_region(shape, rule, rank, world):
+    """The region of the whole tensor that load_shard placed for @rule (per dimension)."""
+    from ._shard import shard_range
+
+    out = [range(n) for n in shape]
+    dim, blocks = rule
+    block = shape[dim] // blocks
+    s, e = shard_range(block, rank, world)
+    out[dim] = range(s, e) if blocks == 1 else \
+        tuple(i for b in range(blocks) for i in range(b * block + s, b * block + e))
+    return out
+
+
+def _same_region(a, b):
+    return len(a) == len(b) and all(x == y if type(x) is type(y) else tuple(x) == tuple(y)
+                                    for x, y in zip(a, b))
+
+
+def _describe(index):
+    def one(x):
+        if isinstance(x, slice):
+            return f"{'' if x.start is None else x.start}:{'' if x.stop is None else x.stop}" + \
+                ("" if x.step is None else f":{x.step}")
+        if x is Ellipsis:
+            return "..."
+        if isinstance(x, (list, tuple)) and len(x) > 4:
+            return f"[{x[0]}, {x[1]}, ..., {x[-1]}] ({len(x)} indices)"
+        return repr(x)
+    return "[" + ", ".join(one(x) for x in (index if isinstance(index, tuple) else (index,))) + "]"
+
+
+def _read_tensor(model, name):
+    """The tensor @name read from its file with pread (a host tensor, as safetensors gives)."""
+    import torch
+    from ._torch import _TORCH_DTYPES
+
+    info, path = model.infos[name], model.file_of[name]
+    dt = getattr(torch, _TORCH_DTYPES.get(info.dtype_name, ""), None)
+    if dt is None:
+        raise TypeError(f"dmafs: {path}: tensor {name!r} has dtype {info.dtype_name}, which "
+                        f"this PyTorch ({torch.__version__}) cannot represent")
+    buf = bytearray(info.nbytes)
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        view, done = memoryview(buf), 0
+        while done < info.nbytes:
+            n = os.preadv(fd, [view[done:]], info.file_offset + done)
+            if n <= 0:
+                raise OSError(5, f"tensor {name!r}: short read at offset {info.file_offset + done}",
+                              path)
+            done += n
+    finally:
+        os.close(fd)
+    if not info.nbytes:
+        return torch.empty(info.shape, dtype=dt)
+    return torch.frombuffer(buf, dtype=torch.uint8).view(dt).reshape(info.shape)
+
+
+class _TPSlice:
+    """safetensors' PySafeSlice for one tensor of a tensor-parallel load: get_shape() and
+    get_dtype() are the whole tensor's; [index] gives the slice placed for this rank when
+    the index asks exactly for it, and otherwise the bytes asked for, read from the file
+    (a SlowPathWarning names the tensor)."""
+
+    def __init__(self, model, name):
+        self._m, self._name = model, name
+        self._info = model.infos[name]
+
+    def get_shape(self):
+        return list(self._info.shape)
+
+    def get_dtype(self):
+        return self._info.dtype_name
+
+    def __getitem__(self, index):
+        m, name, shape = self._m, self._name, tuple(self._info.shape)
+        rule, placed = m.rules.get(name), m.tensors[name]
+        region = _region(index, shape)
+        tp = m.tp
+        if rule is None:
+            if region is not None and _same_region(region, [range(n) for n in shape]):
+                return placed
+            warnings.warn(f"dmafs: {m.file_of[name]}: tensor {name!r} was placed whole (the tp "
+                          f"plan keeps it whole here), but transformers took {_describe(index)} "
+                          "of it: the whole tensor stays in this rank's memory while the part "
+                          "is used", SlowPathWarning, stacklevel=2)
+            return placed[index]
+        if region is not None and _same_region(region, _placed_region(shape, rule, tp["rank"],
+                                                                      tp["world"])):
+            return placed
+        warnings.warn(f"dmafs: {m.file_of[name]}: tensor {name!r}: transformers asked for "
+                      f"{_describe(index)}, not the slice placed for rank {tp['rank']} of "
+                      f"{tp['world']} (dimension {rule[0]}"
+                      f"{f', {rule[1]} packed blocks' if rule[1] > 1 else ''}): read from the "
+                      "file instead", SlowPathWarning, stacklevel=2)
+        return _read_tensor(m, name)[index].clone()
+
+
+class _Model:
+    """One placement of a whole model, shared by the shards that transformers opens; with
+    @tp (a tensor-parallel load: see _tp_context), this rank's slices of it."""
+
+    def __init__(self, path, files, device, dist=None, tp=None):
+        self.rules = {}  # tensor parallelism: name -> (dim, blocks) of the placed slice
+        self.tp = None
         with _lib.Model(path) as model:
             mine = {os.path.abspath(f) for f in model.files}
             missing = [f for f in files if os.path.abspath(f) not in mine]
@@ -143,7 +391,9 @@ class _Model:
             self.file_of = {t.name: os.path.abspath(model.files[t.file])
                             for t in model.tensors}
             self.infos = {t.name: t for t in model.tensors}
-            if isinstance(device, dict):
+            if tp is not None:
+                self._place_tp(path, model, device, tp)
+            elif isinstance(device, dict):
                 where, stray = _tensor_devices(self.infos, device)
                 if stray and any(d.type != "cpu" for d in device.values()):
                     warnings.warn(f"dmafs: {path}: {len(stray)} tensors (e.g. {stray[0]!r}) are "
@@ -154,6 +404,19 @@ class _Model:
                 self.tensors = place_distributed(model, device, dist["group"], None, 0, 4)
             else:
                 self.tensors = place_model(model, device, 0, stacklevel=4)
+
+    def _place_tp(self, path, model, device, tp):
+        from ._shard import _rule, load_shard
+
+        if isinstance(device, dict):  # transformers gives one device to a TP rank
+            device = next(iter(device.values()))
+        self.tp = tp
+        self.rules = {t.name: r for t in model.tensors
+                      if (r := _tp_rule(t, tp)) is not None}
+        plan = _shard_plan(self.rules, [t.name for t in model.tensors],
+                           lambda n, p: _rule(n, p, path))
+        self.tensors = load_shard(path, device, rank=tp["rank"], world_size=tp["world"],
+                                  plan=plan, stacklevel=5)
 
 
 class _Shard:
@@ -185,12 +448,21 @@ class _Shard:
         return self._m.tensors[name]
 
     def get_tensor(self, name):
-        return self._get(name)
+        t = self._get(name)
+        if name in self._m.rules:  # only this rank's slice is placed
+            warnings.warn(f"dmafs: {self._file}: get_tensor({name!r}) of a tensor-parallel load: "
+                          "only this rank's slice is placed; the whole tensor is read from the "
+                          "file", SlowPathWarning, stacklevel=2)
+            return _read_tensor(self._m, name)
+        return t
 
     def get_slice(self, name):
         from . import _Slice
 
-        return _Slice(self._get(name), self._m.infos[name].dtype_name)
+        t = self._get(name)
+        if self._m.tp is not None:
+            return _TPSlice(self._m, name)
+        return _Slice(t, self._m.infos[name].dtype_name)
 
 
 def _routed_safe_open(filename, framework="pt", device="cpu", *args, **kwargs):
@@ -209,20 +481,26 @@ def _routed_safe_open(filename, framework="pt", device="cpu", *args, **kwargs):
     if d not in load["models"]:
         files = [f for f in load["files"] if os.path.dirname(os.path.abspath(f)) == d] or [path]
         try:
-            load["models"][d] = _Model(d, files, load["device"], load["dist"])
+            load["models"][d] = _Model(d, files, load["device"], load["dist"], load["tp"])
         except LookupError:  # the directory's model is not these shards: each on its own
             load["models"][d] = None
     m = load["models"][d]
     if m is None or os.path.abspath(path) not in m.file_of.values():
-        m = _Model(path, [path], load["device"])
+        m = _Model(path, [path], load["device"], tp=load["tp"])
     return _Shard(m, path)
 
 
 def _wrap_load(orig_load):
     def _load_pretrained_model(model, state_dict, checkpoint_files, load_config, *args, **kw):
         prev = getattr(_tls, "load", None)
+        try:
+            tp = _tp_context(model, load_config, kw)
+        except Exception as e:  # a loader of another shape: the whole model, as without tp
+            tp = None
+            warnings.warn(f"dmafs: this tensor-parallel load could not be read ({e!r}): every "
+                          "rank places the whole model", SlowPathWarning, stacklevel=3)
         _tls.load = {"device": _device_of(load_config), "files": list(checkpoint_files or []),
-                     "models": {}, "dist": _dist}
+                     "models": {}, "dist": _dist, "tp": tp}
         try:
             return orig_load(model, state_dict, checkpoint_files, load_config, *args, **kw)
         finally:

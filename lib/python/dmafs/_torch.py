@@ -107,8 +107,9 @@ class LoadStats:
                 f"{self.bytes} bytes in {self.seconds:.3f} s = {self.gbps:.2f} GB/s "
                 f"(placement {self.place_seconds:.4f} s), path {self.path}, "
                 f"target {self.target}" + (f", fallback: {self.fallback}" if self.fallback else "")
-                + (f", rank {self.rank} of {self.world_size}, exchange "
-                   f"{self.exchange_seconds:.4f} s" if self.world_size else "")
+                + (f", rank {self.rank} of {self.world_size}" if self.world_size else "")
+                + (f", exchange {self.exchange_seconds:.4f} s"
+                   if self.exchange_seconds is not None else "")
                 + ")")
 
 

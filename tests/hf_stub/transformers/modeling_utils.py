@@ -4,7 +4,9 @@
 as a staticmethod that opens every shard with safe_open(file, framework="pt",
 device="cpu", backend="mmap"), takes get_slice() of every key, then materializes each
 slice with slice[...] and .to(device) (transformers 5.17's _load_pretrained_model and
-core_model_loading._materialize_copy). safe_open here is a small reader of the format."""
+core_model_loading._materialize_copy). With load_config.device_mesh (a tensor-parallel
+load, tp_plan="auto"), the model is a TPModel and each tensor goes through _load_tp: the
+per-rank sharding of tensor_parallel.py. safe_open here is a small reader of the format."""
 import json
 import os
 import struct
@@ -67,8 +69,78 @@ def safe_open(filename, framework="pt", device="cpu", backend=None):
 
 
 class LoadStateDictConfig:
-    def __init__(self, device_map=None, dtype=None):
-        self.device_map, self.dtype = device_map, dtype
+    def __init__(self, device_map=None, dtype=None, device_mesh=None):
+        self.device_map, self.dtype, self.device_mesh = device_map, dtype, device_mesh
+
+
+class DeviceMesh:
+    """The 1-d tp mesh of a tensor-parallel load (torch's DeviceMesh: size(), get_local_rank())."""
+
+    def __init__(self, world, rank, device_type="cpu"):
+        self._world, self._rank, self.device_type = world, rank, device_type
+
+    def size(self):
+        return self._world
+
+    def get_local_rank(self):
+        return self._rank
+
+
+class TPModel(dict):
+    """The model of a tensor-parallel load: its parameters' empty (meta) tensors by name
+    (state_dict()), base_model_prefix and tp_plan ({glob of module names: style}); the loaded
+    tensors land in the dict itself."""
+
+    def __init__(self, meta, tp_plan, base_model_prefix="model"):
+        super().__init__()
+        self._meta, self.tp_plan, self.base_model_prefix = meta, tp_plan, base_model_prefix
+
+    def state_dict(self):
+        return dict(self._meta)
+
+
+def _dot_natural_key(s):
+    return [(0, int(p)) if p.isdigit() else (1, p) for p in s.split(".")]
+
+
+def _load_tp(model, merged, load_config):
+    """transformers 5's convert_and_load_state_dict_in_model under a tp device mesh (no
+    weight converters): checkpoint keys in natural order, the base model prefix dropped or
+    added, the plan's globs as one alternation ('*' -> '.*') searched in the name; a match
+    is materialized by its style's shard_tensor(slice, tensor_idx=, device=, dtype=), the
+    rest by slice[...] and .to(device, dtype); 4 worker threads."""
+    import re
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .tensor_parallel import ALL_PARALLEL_STYLES
+
+    mesh, device = load_config.device_mesh, load_config.device_map[""]
+    meta, prefix, plan = model.state_dict(), model.base_model_prefix, model.tp_plan
+    keys = list(plan)
+    alt = re.compile("|".join(f"(?P<g{i}>{k.replace('*', '.*')})" for i, k in enumerate(keys)))
+    jobs = {}
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        for k, s in sorted(merged.items(), key=lambda kv: _dot_natural_key(kv[0])):
+            name = k
+            if name.startswith(prefix) and re.sub(f"^{prefix}.", "", name, count=1) in meta:
+                name = re.sub(f"^{prefix}.", "", name, count=1)
+            elif f"{prefix}.{name}" in meta:
+                name = f"{prefix}.{name}"
+            if name not in meta:
+                continue  # unexpected key
+            m = alt.search(name) if keys else None
+            if m is not None:
+                style = ALL_PARALLEL_STYLES[plan[keys[int(m.lastgroup[1:])]]]
+                layer = style(mesh.size(), mesh.get_local_rank(), meta[name].clone())
+                jobs[name] = pool.submit(layer.shard_tensor, s, tensor_idx=0, device=device,
+                                         dtype=load_config.dtype)
+            else:
+                jobs[name] = pool.submit(
+                    lambda s=s: s[...].to(device=device, dtype=load_config.dtype)
+                    if load_config.dtype else s[...].to(device=device))
+        for name, f in jobs.items():
+            model[name] = f.result()
+    return {"loaded": len(model)}, {}
 
 
 class PreTrainedModel:
@@ -80,6 +152,12 @@ class PreTrainedModel:
             pointers.add(fp)
             for k in fp.keys():
                 merged[k] = fp.get_slice(k)  # don't materialize yet
+        if load_config.device_mesh is not None:
+            try:
+                return _load_tp(model, merged, load_config)
+            finally:
+                for p in pointers:
+                    p.__exit__(None, None, None)
         dev = "cpu"
         if load_config.device_map:
             dev = list(load_config.device_map.values())[0]
