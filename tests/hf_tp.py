@@ -177,9 +177,15 @@ def check_model(rank, world, path, plan, keep_of, warned, dtype, fails):
                          f"{'' if a is None or a.shape != b.shape else ' with other bytes'}")
     want = sum(share(s, keep_of(k, s), rank, world, SIZE[d]) for k, (d, s) in hdr.items())
     whole = sum(math.prod(s) * SIZE[d] for d, s in hdr.values())
-    if st is None or st.bytes != want or st.rank != rank or st.world_size != world:
-        fails.append(f"{what}: last_stats {st!r}: want {want} bytes (this rank's share, of "
-                     f"{whole}), rank {rank} of {world}")
+    # the tensors every rank keeps whole are placed once between the ranks (and broadcast)
+    kept = sum(math.prod(s) * SIZE[d] for k, (d, s) in hdr.items() if keep_of(k, s) is None)
+    t = torch.tensor([st.bytes if st else -1, want - kept], dtype=torch.int64)
+    torch.distributed.all_reduce(t)
+    if st is None or int(t[0]) != int(t[1]) + kept or st.bytes > want or st.rank != rank or \
+            st.world_size != world or st.exchange_seconds is None:
+        fails.append(f"{what}: last_stats {st!r}: the ranks placed {int(t[0])} bytes together, "
+                     f"want {int(t[1]) + kept} (their slices, and {kept} bytes kept whole once), "
+                     f"this rank at most {want} (its share, of {whole}), rank {rank} of {world}")
     slow = [str(x.message) for x in w if issubclass(x.category, dmafs.SlowPathWarning)]
     named = {k for k in hdr if any(repr(k) in m for m in slow)}
     if named != warned or len(slow) != len(warned):

@@ -22,9 +22,9 @@ import sys
 PLAN_COL = {"*.q_proj.weight": 0, "*.k_proj.weight": 0, "*.v_proj.weight": 0,
             "*.gate_proj.weight": 0, "*.up_proj.weight": 0, "*.embed_tokens.weight": 0,
             "lm_head.weight": 0}
-# transformers' kind of plan: row-wise splits too (one extent per row; rows narrower than
-# two blocks are read whole by both ranks, so only correctness is checked, and the reads
-# are reported)
+# transformers' kind of plan: row-wise splits too (one extent per row; the test model's
+# rows are a few hundred bytes, so the sector at either end of a row is much of its
+# reads: only correctness is checked, and the reads are reported)
 PLAN_MODEL = {"*.q_proj.weight": 0, "*.k_proj.weight": 0, "*.o_proj.weight": 1,
               "*.gate_proj.weight": 0, "*.down_proj.weight": 1, "*.q_proj.bias": 0}
 PLAN_ODD = {"odd.col": 0, "odd.row": 1, "odd.gate_up": (0, 2), "odd.cube": 1,
@@ -97,45 +97,81 @@ def sectors_read(loops):
     return n
 
 
+def compare(rank, world, path, plan, full, got, what, fails):
+    """Every tensor of @got is the rank's slice of @full's, byte for byte."""
+    import torch
+    for name, t in full.items():
+        want = ref_slice(t, rule(name, plan), rank, world)
+        g = got.get(name)
+        if g is None or g.shape != want.shape or g.dtype != want.dtype or not torch.equal(
+                raw(g), raw(want)):  # bytes: random model bytes hold NaNs
+            fails.append(f"rank {rank}/{world} {os.path.basename(path)} ({what}): {name}: got "
+                         f"{None if g is None else (tuple(g.shape), g.dtype)}, want "
+                         f"{(tuple(want.shape), want.dtype)}")
+    if set(got) != set(full):
+        fails.append(f"rank {rank}/{world} ({what}): tensor names differ")
+
+
 def check_model(rank, world, path, plan, loops, fails):
+    """Each rank alone with shard=(rank, world, plan), then all at once with shard=plan
+    (the tensors kept whole placed once between the ranks and broadcast). Returns this
+    rank's shard bytes, the members' reads while it loaded alone, the bytes all ranks
+    placed together with shard=plan and the members' reads then."""
     import torch
     import torch.distributed as dist
     import dmafs
     full = dmafs.load(path, "cpu")
-    want_bytes = 0
+    want_bytes = sliced = whole = 0
     for name, t in full.items():
-        want_bytes += ref_slice(t, rule(name, plan), rank, world).numel() * t.element_size()
+        n = ref_slice(t, rule(name, plan), rank, world).numel() * t.element_size()
+        want_bytes += n
+        if rule(name, plan) is None:
+            whole += n
+        else:
+            sliced += n
     # every rank loads alone, so that the members' sector counts are its own
     got, before, after = None, 0, 0
     for r in range(world):
         dist.barrier()
         if r == rank:
             before = sectors_read(loops)
-            got = dmafs.load(path, "cpu", shard=plan)
+            got = dmafs.load(path, "cpu", shard=(rank, world, plan))
             after = sectors_read(loops)
             st = dmafs.last_stats()
     dist.barrier()
-    for name, t in full.items():
-        want = ref_slice(t, rule(name, plan), rank, world)
-        g = got.get(name)
-        if g is None or g.shape != want.shape or g.dtype != want.dtype or not torch.equal(
-                raw(g), raw(want)):  # bytes: random model bytes hold NaNs
-            fails.append(f"rank {rank}/{world} {os.path.basename(path)}: {name}: got "
-                         f"{None if g is None else (tuple(g.shape), g.dtype)}, want "
-                         f"{(tuple(want.shape), want.dtype)}")
-    if set(got) != set(full):
-        fails.append(f"rank {rank}/{world}: tensor names differ")
+    compare(rank, world, path, plan, full, got, "alone", fails)
     if st.bytes != want_bytes or st.rank != rank or st.world_size != world:
         fails.append(f"rank {rank}/{world}: last_stats bytes {st.bytes} rank {st.rank} "
                      f"world {st.world_size}, want {want_bytes} {rank} {world}")
     read = (after - before) * 512
-    # block-granular reads (4 KiB at either end of an extent) and the headers; the other
-    # plans' extents are too small for their reads to tell (reported only)
-    slack = max(want_bytes // 20, 1 << 20)
+    # sector-granular reads at either end of an extent and the headers; the other plans'
+    # extents are too small for their reads to tell (reported only)
+    slack = max(want_bytes // 50, 1 << 20)
     if loops and plan is PLAN_COL and not want_bytes <= read <= want_bytes + slack:
         fails.append(f"rank {rank}/{world} {os.path.basename(path)}: the members read {read} "
                      f"bytes for a shard of {want_bytes}")
-    return want_bytes, read
+    del got
+    # all at once: the ranks together place the slices and the whole tensors once
+    dist.barrier()
+    before = sectors_read(loops)
+    got = dmafs.load(path, "cpu", shard=plan)
+    st = dmafs.last_stats()
+    dist.barrier()
+    after = sectors_read(loops)
+    compare(rank, world, path, plan, full, got, "shared", fails)
+    t = torch.tensor([st.bytes, sliced], dtype=torch.int64)
+    dist.all_reduce(t)
+    placed, want_all = int(t[0]), int(t[1]) + whole
+    if placed != want_all or st.exchange_seconds is None:
+        fails.append(f"rank {rank}/{world} {os.path.basename(path)}: with shard=plan the ranks "
+                     f"placed {placed} bytes together, want {want_all} (the slices and the "
+                     f"whole tensors once); exchange {st.exchange_seconds}")
+    read_all = (after - before) * 512
+    if loops and plan is PLAN_COL and not want_all <= read_all <= want_all + max(
+            want_all // 50, world << 20):
+        fails.append(f"rank {rank}/{world} {os.path.basename(path)}: with shard=plan the "
+                     f"members read {read_all} bytes for {want_all}")
+    return want_bytes, read, want_all, read_all
 
 
 def worker(rank, args, world):
@@ -147,9 +183,11 @@ def worker(rank, args, world):
     for path, plan, what in ((args.odd, PLAN_ODD, "odd sizes, packed"),
                              (args.model, PLAN_COL, "column-wise"),
                              (args.model, PLAN_MODEL, "column- and row-wise")):
-        want, read = check_model(rank, world, path, plan, loops, fails)
+        want, read, want_all, read_all = check_model(rank, world, path, plan, loops, fails)
         print(f"  rank {rank}/{world} {os.path.basename(path)} ({what}): shard {want} bytes, "
-              f"members read {read} ({read / max(want, 1):.2f}x)", flush=True)
+              f"members read {read} ({read / max(want, 1):.2f}x); all ranks with the whole "
+              f"tensors shared: {want_all} bytes, members read {read_all} "
+              f"({read_all / max(want_all, 1):.2f}x)", flush=True)
     for f in fails:
         print("FAIL " + f, flush=True)
     dist.barrier()

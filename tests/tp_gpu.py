@@ -66,7 +66,7 @@ def main():
         r = fn()
         torch.cuda.synchronize()
         dist.barrier()
-        return r, time.perf_counter() - t0, (sectors_read(loops) - before) * 512 if loops else None
+        return r, time.perf_counter() - t0, (sectors_read(loops) - before) if loops else None
 
     def load():
         return AutoModelForCausalLM.from_pretrained(args.model, tp_plan="auto", dtype=torch.bfloat16)

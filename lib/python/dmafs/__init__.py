@@ -90,8 +90,10 @@ def load(path, device="cpu", *, threads=0, shard=None):
     device, lifetime, errors, warnings and statistics as load_file().
 
     shard: this rank's slices only, for tensor parallelism: a plan {tensor name pattern:
-    dimension, or (dimension, packed blocks)} (rank and world size from torch.distributed),
-    or (rank, world_size, plan). Patterns match whole tensor names with fnmatch; the first
+    dimension, or (dimension, packed blocks)}, rank and world size from torch.distributed,
+    a collective: the tensors every rank keeps whole are placed once between the ranks,
+    an equal part each, and broadcast; or (rank, world_size, plan), where each rank places
+    everything it keeps itself. Patterns match whole tensor names with fnmatch; the first
     that matches decides. A matching tensor comes back as this rank's slice along that
     dimension: [rank * ceil(D / world), + ceil(D / world)) clipped to its size D, the rule
     of transformers' tensor parallelism; with packed blocks (a fused gate_up or qkv
@@ -110,7 +112,7 @@ def load(path, device="cpu", *, threads=0, shard=None):
         except (TypeError, ValueError):
             raise TypeError("dmafs: shard must be a plan dict or (rank, world_size, plan)") from None
         return load_shard(path, device, rank=rank, world_size=world_size, plan=plan,
-                          threads=threads, stacklevel=3)
+                          share=False, threads=threads, stacklevel=3)
     return _load_path(path, device, threads, stacklevel=2)
 
 

@@ -186,7 +186,12 @@ def _tp_context(model, load_config, kw):
         meta = {k: tuple(v.shape) for k, v in model.state_dict().items()}
     except Exception:  # no state_dict(): no parameter is known, every tensor is placed whole
         pass
+    try:  # the mesh's process group: the ranks share what they all keep whole over it
+        group = mesh.get_group()
+    except Exception:
+        group = None
     return {"rank": int(mesh.get_local_rank()), "world": int(mesh.size()), "plan": plan,
+            "group": group,
             "keys": keys, "alt": alt, "prefix": getattr(model, "base_model_prefix", "") or "",
             "meta": meta}
 
@@ -416,7 +421,7 @@ class _Model:
         plan = _shard_plan(self.rules, [t.name for t in model.tensors],
                            lambda n, p: _rule(n, p, path))
         self.tensors = load_shard(path, device, rank=tp["rank"], world_size=tp["world"],
-                                  plan=plan, stacklevel=5)
+                                  plan=plan, group=tp.get("group"), stacklevel=5)
 
 
 class _Shard:

@@ -104,10 +104,11 @@ def _slice(t, shape, rule, rank, world, elsize, path, np):
 
 
 def shard_plan(model, plan, rank, world, torch):
-    """[(info, dtype, shard shape, buffer offset, extents), ...] and the buffer size: every
-    tensor's slice, checked before any I/O (extents: see _slice)."""
+    """[(info, dtype, shard shape, buffer offset, extents, whole), ...], the buffer size and
+    the end of the tensors kept whole: every tensor's slice, checked before any I/O
+    (extents: see _slice). The tensors every rank keeps whole come first in the buffer."""
     np = _numpy()
-    out, at = [], 0
+    items = []
     for t, dt, shape in _plan(model, torch):
         rule = _rule(t.name, plan, model.path)
         if rule is not None and t.dtype_name == "F4":
@@ -115,10 +116,15 @@ def shard_plan(model, plan, rank, world, torch):
                              "byte; it cannot be sliced")
         es = _lib.C.dtype_size(t.dtype)
         sshape, ext = _slice(t, shape, rule, rank, world, es, model.path, np)
+        items.append((t, dt, sshape, ext, rule is None))
+    out, at, shared = [], 0, 0
+    for t, dt, sshape, ext, whole in sorted(items, key=lambda e: not e[4]):
         at = (at + _ALIGN - 1) // _ALIGN * _ALIGN
-        out.append((t, dt, sshape, at, ext))
+        out.append((t, dt, sshape, at, ext, whole))
         at += int(ext[:, 1].sum()) if len(ext) else 0
-    return out, at
+        if whole:
+            shared = at
+    return out, at, shared
 
 
 def _run(calls, name, width):
@@ -168,12 +174,20 @@ def _place_file(buf, filename, arr):
     return res
 
 
-def _calls(entries):
+def _calls(entries, window=None):
     """[(file index, int64 array of [file_offset, length, buffer_offset] rows), ...]: each
-    file's extents in file order, cut into dmafs_place() calls (_CALL_EXTENTS, _CALL_BYTES)."""
+    file's extents in file order, cut into dmafs_place() calls (_CALL_EXTENTS, _CALL_BYTES).
+    With @window (lo, hi), of the tensors kept whole only their bytes in [lo, hi) of the
+    buffer."""
     np = _numpy()
     per_file = {}
-    for t, _dt, _shape, at, ext in entries:
+    for t, _dt, _shape, at, ext, whole in entries:
+        if whole and window is not None and len(ext):
+            lo, hi = max(at, window[0]), min(at + int(ext[0, 1]), window[1])
+            if hi <= lo:
+                continue
+            ext = np.array([[int(ext[0, 0]) + lo - at, hi - lo]], dtype=np.int64)
+            at = lo
         if len(ext):
             a = np.empty((len(ext), 3), dtype=np.int64)
             a[:, :2] = ext
@@ -190,13 +204,13 @@ def _calls(entries):
     return out
 
 
-def _place_shard(tgt, model, entries, threads):
-    """Every slice into tgt: the files' extents in dmafs_place() calls, up to @threads (or
-    8) at once."""
+def _place_shard(tgt, model, entries, threads, window=None):
+    """Every slice into tgt (of the tensors kept whole, only the part in @window, when
+    given): the files' extents in dmafs_place() calls, up to @threads (or 8) at once."""
     torch = _torch()
     t0 = time.perf_counter_ns()
     calls = [lambda f=f, a=a: _place_file(tgt.buf, model.files[f], a)
-             for f, a in _calls(entries)]
+             for f, a in _calls(entries, window)]
     res = _lib.Result()
     for r in _run(calls, "dmafs-shard", threads or 8):
         res.bytes += r.bytes
@@ -209,9 +223,70 @@ def _place_shard(tgt, model, entries, threads):
     return res
 
 
-def load_shard(path, device="cpu", *, rank=None, world_size=None, plan, group=None, threads=0,
-               stacklevel=2):
-    """This rank's slices of a model (see dmafs.load(..., shard=...))."""
+def _share_ok(share, rank, world_size, group, dev):
+    """Whether the ranks place the tensors kept whole once between them (see load_shard)."""
+    if share is False or world_size == 1:
+        return False
+    import torch.distributed as dist
+    ready = dist.is_available() and dist.is_initialized()
+    if ready and (dist.get_rank(group), dist.get_world_size(group)) != (rank, world_size):
+        ready = False
+    if share and not ready:
+        raise RuntimeError(f"dmafs: share=True needs torch.distributed initialised with this "
+                           f"rank {rank} of {world_size} in the group")
+    if ready and dev.type == "cpu":
+        backend = str(dist.get_backend(group)).lower()
+        if "nccl" in backend or "rccl" in backend:
+            if share:
+                raise ValueError(f"dmafs: the {backend} backend cannot exchange host memory: "
+                                 "use a gloo group for a shard in cpu memory")
+            return False
+    return ready
+
+
+def _agree_or_raise(dist, group, torch, dev, err, path, what):
+    """Every rank learns whether any failed @what; raises this rank's own error first."""
+    from ._dist import _agree
+    ok, _ = _agree(dist, group, torch, dev, [0 if err is None else 1])
+    if err is not None:
+        raise err
+    if not ok:
+        raise RuntimeError(f"dmafs: {path}: another rank failed to {what} (its own error "
+                           "says why)")
+
+
+def _place_shared(tgt, model, entries, shared, rank, world, group, threads, stats):
+    """_place_shard() for share: this rank's slices and its part of the tensors kept whole,
+    then every rank's part broadcast to the others. Returns the placement's result."""
+    torch = _torch()
+    import torch.distributed as dist
+    from ._dist import _global_rank, _parts
+    parts = _parts(shared, world)
+    err = res = None
+    try:
+        res = _place_shard(tgt, model, entries, threads, parts[rank])
+    except Exception as e:  # every rank must learn of it, or the others hang
+        err = e
+    _agree_or_raise(dist, group, torch, tgt.dev, err, model.path, "place its part")
+    t1 = time.perf_counter()
+    for r, (lo, hi) in enumerate(parts):
+        if hi > lo:
+            dist.broadcast(tgt.base[lo:hi], src=_global_rank(dist, group, r), group=group)
+    if tgt.base.is_cuda:
+        torch.cuda.synchronize(tgt.dev)
+    stats.exchange_seconds = time.perf_counter() - t1
+    return res
+
+
+def load_shard(path, device="cpu", *, rank=None, world_size=None, plan, group=None, share=None,
+               threads=0, stacklevel=2):
+    """This rank's slices of a model (see dmafs.load(..., shard=...)).
+
+    share: the tensors that every rank keeps whole are placed once between the ranks, each
+    placing an equal part, and broadcast (a collective: every rank of @group must call
+    this at the same time). None: when rank and world size are those of an initialised
+    torch.distributed @group (always when they are not given); False: each rank places
+    them all itself."""
     torch = _torch()
     if rank is None or world_size is None:
         import torch.distributed as dist
@@ -227,15 +302,38 @@ def load_shard(path, device="cpu", *, rank=None, world_size=None, plan, group=No
     t0 = time.perf_counter()
     with _lib.Model(path) as model:
         dev, target, index = _device(device)
-        entries, size = shard_plan(model, plan, rank, world_size, torch)
+        entries, size, shared = shard_plan(model, plan, rank, world_size, torch)
+        sharing = _share_ok(share, rank, world_size, group, dev)
         stats = new_stats(model, dev, target)
         stats.rank, stats.world_size = rank, world_size
+        if sharing:
+            import torch.distributed as dist
+            from ._dist import _agree, _layout_digest
+            same, _ = _agree(dist, group, torch, dev, [shared, _layout_digest(model)])
+            if not same:
+                raise RuntimeError(f"dmafs: {path}: the ranks opened different models, or "
+                                   "plans that keep different tensors whole: every rank must "
+                                   "load the same files with the same plan")
+            stats.exchange_seconds = 0.0
+            sharing = shared > 0  # nothing kept whole: no collective needed
         out = {}
         if size:
-            tgt = Target(model, dev, target, index, size)
+            tgt = err = None
             try:
-                res = _place_shard(tgt, model, entries, threads)
-                for t, dt, shape, at, ext in entries:
+                tgt = Target(model, dev, target, index, size)
+            except Exception as e:
+                err = e
+            if sharing:
+                _agree_or_raise(dist, group, torch, dev, err, path, "set up its placement")
+            elif err is not None:
+                raise err
+            try:
+                if sharing:
+                    res = _place_shared(tgt, model, entries, shared, rank, world_size, group,
+                                        threads, stats)
+                else:
+                    res = _place_shard(tgt, model, entries, threads)
+                for t, dt, shape, at, ext, _whole in entries:
                     n = int(ext[:, 1].sum()) if len(ext) else 0
                     out[t.name] = tgt.base[at:at + n].view(dt).view(shape)
             except BaseException:
@@ -246,7 +344,7 @@ def load_shard(path, device="cpu", *, rank=None, world_size=None, plan, group=No
             finish_stats(stats, res, tgt.fallback, t0)
             warn_slow(model, res, tgt.fallback, tgt.why_posix, stacklevel + 1)
         else:
-            for t, dt, shape, _at, _ext in entries:
+            for t, dt, shape, _at, _ext, _whole in entries:
                 out[t.name] = torch.empty(shape, dtype=dt, device=dev)
             stats.seconds = time.perf_counter() - t0
             _state.stats = stats
