@@ -31,6 +31,8 @@ refused place --members 16 --member-gb 0.5 --file-gb 8 "does not fit 16 members 
 refused place --members 1 --member-gb 1.5 --file-gb 8 "does not fit 1 members of 1.5 GiB"
 refused place --no-such-option "place: unknown option '--no-such-option'"
 refused models --member-gb x "models: --member-gb must be a number of GiB (got 'x')"
+refused tp --gpus x "argument --gpus: invalid int value"
+refused tp --no-such-option "unrecognized arguments: --no-such-option"
 refused host --member-gb x "host: --member-gb must be a number of GiB"
 refused no-such-benchmark "unknown benchmark 'no-such-benchmark'"
 t_log "PASS"

@@ -4,7 +4,9 @@
 # packed gate_up and qkv, a 3-d tensor, a rank with an empty slice) and the others whole,
 # equal to the whole tensor sliced by the rule; dmafs.last_stats() counts the rank's bytes;
 # with column-wise splits the member loop devices read about the rank's share while it
-# loads alone (tests/shard_check.py). Skips without torch.distributed.
+# loads alone, and all ranks together about the model's bytes when they share the tensors
+# kept whole (tests/shard_check.py); again on a mount with verify_place. Skips without
+# torch.distributed.
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/t_lib.sh"
 t_require_torch 'import torch, torch.distributed as d; assert d.is_available(), "no torch.distributed"' "torch with torch.distributed is not importable"
@@ -18,5 +20,15 @@ t_mount "$T_MEMBERS" "$M"
 mkdir -p "$T_WORK/run"
 "$PY" "$top_srcdir/tests/shard_check.py" --work "$T_WORK/run" --loops "$T_MEMBERS" \
 	--worlds "${SHARD_WORLDS:-2,4}" "$M/q7" "$M/odd.safetensors" || t_fail "shard_check.py failed (see above)"
+t_umount "$M"
+# again with verify_place: the packed row extents are read by whole 4 KiB blocks and their
+# checksums checked in the pool (the reads are reported: each member read brings its own
+# 4 KiB checksum block, which costs row slices several times their bytes)
+t_log "again with -o verify_place, 2 ranks"
+t_mount "$T_MEMBERS" "$M" verify_place
+mkdir -p "$T_WORK/run2"
+"$PY" "$top_srcdir/tests/shard_check.py" --work "$T_WORK/run2" --loops "$T_MEMBERS" \
+	--worlds 2 --no-read-bounds "$M/q7" "$M/odd.safetensors" ||
+	t_fail "shard_check.py with verify_place failed (see above)"
 t_umount "$M"
 t_log "PASS"
