@@ -38,6 +38,8 @@ struct pop {
 	uint64_t foff;	/* file offset of the op's first byte (data reads) */
 	uint32_t done;	/* bytes transferred so far */
 	struct rec *rec;
+	const char *csum; /* data reads with checksums: where the checksum blocks of its
+			   * first block begin (fs_verify_read's @csums) */
 };
 
 /*
@@ -116,8 +118,7 @@ static int rec_verify(struct rec *r)
 	int ret = 0;
 
 	for (unsigned i = 0; i < r->nd; i++)
-		if (fs_verify_read(p->fs, p->ino, &r->ops[i].op, r->ops[r->nd + i].op.buf,
-				   r->ops[i].foff))
+		if (fs_verify_read(p->fs, p->ino, &r->ops[i].op, r->ops[i].csum, r->ops[i].foff))
 			ret = -EIO;
 	return ret;
 }
@@ -255,10 +256,15 @@ static void fail(struct pipe *p, int err)
 		p->err = err;
 }
 
-/* Add the checksum reads that cover each data read of @r. */
+/*
+ * Add the checksum reads that cover each data read of @r. Data reads that follow one
+ * another on a member (the rows of a packed slot) share their checksum blocks: a span
+ * that starts inside the last checksum read of the same member extends it.
+ */
 static int add_csum_reads(struct pipe *p, struct rec *r)
 {
 	size_t total = 0;
+	unsigned last = 0; /* index of the last checksum read; 0: none yet */
 	char *c;
 	int ret = 0;
 
@@ -281,10 +287,24 @@ static int add_csum_reads(struct pipe *p, struct rec *r)
 		uint64_t p0, ca, cb;
 
 		fs_csum_span(p->fs, &op, &p0, &ca, &cb);
+		if (last) {
+			struct uring_op *l = &r->ops[last].op;
+
+			if (l->tag == op.tag && ca >= l->off && ca <= l->off + l->len) {
+				r->ops[i].csum = (char *)l->buf + (ca - l->off);
+				if (cb > l->off + l->len) {
+					c += cb - (l->off + l->len);
+					l->len = (uint32_t)(cb - l->off);
+				}
+				continue;
+			}
+		}
+		r->ops[i].csum = c;
 		op.buf = c;
 		op.off = ca;
 		op.len = (uint32_t)(cb - ca);
 		c += cb - ca;
+		last = r->nops;
 		ret = push_op(r, &op, r->ops[i].foff);
 	}
 	return ret;
