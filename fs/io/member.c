@@ -70,7 +70,8 @@ static int lock_image(struct member *m, const char *path, int rdonly, char *err,
 	return 0;
 }
 
-/* the member's size and logical block size, which must divide the filesystem's block */
+/* the member's size and logical block size (for an image file: its O_DIRECT alignment),
+ * which must divide the filesystem's block */
 static int read_geometry(struct member *m, const struct stat *st, const char *path, char *err,
 			 size_t errlen)
 {
@@ -87,8 +88,20 @@ static int read_geometry(struct member *m, const struct stat *st, const char *pa
 		ioctl(m->fd, BLKSSZGET, &lbs);
 		m->lbs = lbs;
 	} else {
+		struct statx sx;
+		unsigned a;
+
 		m->size = st->st_size;
-		m->lbs = 512;
+		/* O_DIRECT on an image file: the alignment the filesystem under it asks for
+		 * (STATX_DIOALIGN), else a whole filesystem block */
+		m->lbs = DMAFS_BLOCK;
+		if (!statx(m->fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) &&
+		    (sx.stx_mask & STATX_DIOALIGN)) {
+			a = sx.stx_dio_offset_align;
+			if (a >= 512 && a <= DMAFS_BLOCK && !(a & (a - 1)) &&
+			    sx.stx_dio_mem_align <= a)
+				m->lbs = a;
+		}
 	}
 	if (DMAFS_BLOCK % m->lbs) {
 		snprintf(err, errlen, "%s: logical block size %u does not divide %u", path, m->lbs,

@@ -845,8 +845,8 @@ static void teardown(struct pipe *p)
 /*
  * The alignment of slot reads: the filesystem block when checksums are checked (they
  * cover whole blocks), else the members' largest sector, so that a slice narrower than a
- * block costs little more than its bytes. Image files count as 4096 (their O_DIRECT
- * alignment is the filesystem's under them).
+ * block costs little more than its bytes (an image file's sector is the O_DIRECT
+ * alignment of the filesystem under it: read_geometry in io/member.c).
  */
 static uint64_t read_granule(const struct fs *fs, int verify)
 {
@@ -855,7 +855,7 @@ static uint64_t read_granule(const struct fs *fs, int verify)
 	if (verify)
 		return DMAFS_BLOCK;
 	for (unsigned i = 0; i < fs->n; i++)
-		g = MAX(g, fs->members[i].is_blkdev ? fs->members[i].lbs : DMAFS_BLOCK);
+		g = MAX(g, fs->members[i].lbs);
 	return g;
 }
 
