@@ -46,7 +46,16 @@ struct dmafs_ioc_info {
 	uint64_t staging_bytes; /* pinned staging memory per GPU */
 	uint64_t file_size;	/* of the file the ioctl was issued on */
 	struct dmafs_ioc_target_info t[DMAFS_TARGET_MAX];
-	char reserved[128];
+	/* The warm tier (mount option tier=): all 0 when it is off, and from a daemon older
+	 * than the tier (these bytes were reserved, and zero). */
+	uint64_t tier_size;	/* bytes it may hold */
+	uint64_t tier_held;	/* bytes of the chunks it holds now */
+	uint64_t tier_hits;	/* pieces placed from it */
+	uint64_t tier_misses;	/* pieces looked up there and read from the members */
+	uint64_t tier_served;	/* bytes placed from it */
+	uint64_t tier_filled;	/* bytes that entered it */
+	uint64_t tier_evicted;	/* chunks given up to make room */
+	char reserved[72];
 };
 
 #define DMAFS_HANDLE_SIZE 64
@@ -128,5 +137,7 @@ struct dmafs_ioc_mode {
 
 _Static_assert(sizeof(struct dmafs_ioc_place) < 16384, "restricted FUSE ioctl limit");
 _Static_assert(sizeof(struct dmafs_ioc_info) < 16384, "restricted FUSE ioctl limit");
+/* DMAFS_IOC_INFO's number holds the struct's size: fields come out of reserved only */
+_Static_assert(sizeof(struct dmafs_ioc_info) == 928, "DMAFS_IOC_INFO keeps its size");
 
 #endif

@@ -559,6 +559,24 @@ static int placement_paths(const struct dmafs_caps *c, int require)
 	return ok;
 }
 
+/* The warm tier the daemon reports (DMAFS_IOC_INFO, which dmafs_session_caps just asked). */
+static void warm_tier(const struct dmafs_ioc_info *i)
+{
+	if (!json && !i->tier_size) {
+		kv("tier", "warm tier", 0, "off (mount option tier=)");
+		return;
+	}
+	open_("tier", "warm tier (file data the daemon keeps in memory for placements):", 0);
+	kv("size", "size", 1, "%llu", (unsigned long long)i->tier_size);
+	kv("held", "bytes held", 1, "%llu", (unsigned long long)i->tier_held);
+	kv("hits", "hits", 1, "%llu", (unsigned long long)i->tier_hits);
+	kv("misses", "misses", 1, "%llu", (unsigned long long)i->tier_misses);
+	kv("served", "bytes served", 1, "%llu", (unsigned long long)i->tier_served);
+	kv("filled", "bytes filled", 1, "%llu", (unsigned long long)i->tier_filled);
+	kv("evicted", "chunks evicted", 1, "%llu", (unsigned long long)i->tier_evicted);
+	close_(0);
+}
+
 /* The mount of @arg: 1 when a target's path is @require or faster, 0 when not, -1 on error. */
 static int check_mount(const char *arg, int require)
 {
@@ -597,6 +615,7 @@ static int check_mount(const char *arg, int require)
 		kv("members_count", "member count", 1, "%u", c.members);
 		kv("stripe_unit", "stripe unit", 1, "%u", c.stripe_unit);
 		kv("staging_bytes", "staging per GPU", 1, "%llu", (unsigned long long)c.staging_bytes);
+		warm_tier(&s->info);
 	}
 	ok = placement_paths(&c, require);
 	close_(0);

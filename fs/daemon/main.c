@@ -102,6 +102,14 @@ static int mount_members(struct daemon *d)
 		.wronly_direct = !o->wronly_cache && !o->writeback && daemon_kernel_at_least(6, 6),
 	};
 	fs->set = o->fs;
+	if (o->tier_bytes && (ret = tier_init(&fs->tier, o->tier_bytes))) {
+		fprintf(stderr, "dmafs: cannot set up the warm tier of %llu MiB: %s\n",
+			(unsigned long long)(o->tier_bytes >> 20), strerror(-ret));
+		return -1;
+	}
+	if (fs->tier)
+		log_debug("warm tier: %llu MiB in chunks of %u KiB", (unsigned long long)(o->tier_bytes >> 20),
+			  TIER_CHUNK >> 10);
 	d->member_list = daemon_members_abs(d->ms, d->nms, 1);
 	return d->member_list ? 0 : -1;
 }
@@ -273,6 +281,8 @@ int main(int argc, char *argv[])
 	place_shutdown(d->srv.place);
 	if (fs_unmount(&d->srv.fs))
 		ret = 1;
+	tier_destroy(d->srv.fs.tier); /* no request is served any more */
+	d->srv.fs.tier = NULL;
 	members_close(d->ms, d->nms);
 	daemon_unpublish(d, d->srv.fs.finish_ret, d->srv.fs.finish_err);
 	fuse_opt_free_args(&args);

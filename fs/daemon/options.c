@@ -37,6 +37,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("reg_max_user=%u", reg_max_user),
 	OPT("reg_bytes=%s", reg_bytes),
 	OPT("reg_bytes_user=%s", reg_bytes_user),
+	OPT("tier=%s", tier),
 	OPT("p2p=%s", p2p),
 	OPT("gpu_setup=%s", gpu_setup),
 	OPT("user=%s", user),
@@ -207,6 +208,9 @@ void options_usage(FILE *f)
 		"                      mount (default twice the RAM) and per user (default the RAM)\n"
 		"  -o verify_place     placements check every block's checksum too, in host\n"
 		"                      memory (costs CPU; the GPU direct path is not used)\n"
+		"  -o tier=SIZE|N%%    keep up to SIZE bytes (or N%% of the RAM) of placed files\n"
+		"                      in the daemon's memory: placing them again copies from\n"
+		"                      there instead of reading the members (default 0: off)\n"
 		"  -o writebehind_mb=N memory for writes accepted before they reach the members\n"
 		"                      (default 256; 0: every write waits for its members)\n"
 		"  -o verbose          log the daemon's own debugging messages (placement\n"
@@ -313,6 +317,41 @@ int options_parse(struct options *o, struct fuse_args *args)
 	return fuse_opt_parse(args, o, opt_spec, opt_proc) == -1 ? -1 : 0;
 }
 
+/*
+ * tier=SIZE (512M, 8G) or N% of the RAM: the warm tier's bytes in o->tier_bytes, whole
+ * chunks. 0 is off; otherwise at least one chunk and at most 90% of the RAM, so that a
+ * typo cannot have the daemon take the machine's memory. Returns 0 or -1 (said).
+ */
+static int check_tier(struct options *o)
+{
+	uint64_t ram = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+	const char *s = o->tier;
+	size_t n = s ? strlen(s) : 0;
+	uint64_t v = 0;
+	int bad = 0;
+
+	if (!s)
+		return 0;
+	if (n > 1 && s[n - 1] == '%') {
+		char *end;
+		unsigned long pct;
+
+		errno = 0;
+		pct = strtoul(s, &end, 10);
+		bad = errno || *s < '0' || *s > '9' || end != s + n - 1 || pct > 90;
+		v = ram / 100 * pct;
+	} else {
+		bad = util_parse_size(s, &v) != 0;
+	}
+	if (bad || (v && v < TIER_CHUNK) || v > ram / 10 * 9) {
+		fprintf(stderr, "dmafs: tier=%s: want 0 (off), or a size (such as 512M, 8G) or a percentage of the RAM (such as 25%%) of at least 1M and at most 90%% of the RAM (%llu MiB)\n",
+			s, (unsigned long long)(ram >> 20));
+		return -1;
+	}
+	o->tier_bytes = v / TIER_CHUNK * TIER_CHUNK;
+	return 0;
+}
+
 int options_check(struct options *o)
 {
 	if (o->threads == THREADS_AUTO)
@@ -339,5 +378,5 @@ int options_check(struct options *o)
 		fprintf(stderr, "dmafs: gpu_setup=%s: want mount or first_use\n", o->gpu_setup);
 		return -1;
 	}
-	return 0;
+	return check_tier(o);
 }

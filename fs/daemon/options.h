@@ -16,6 +16,8 @@ struct options {
 	unsigned threads, readahead_kb, staging_mb, copy_delay_us;
 	unsigned place_threads, place_queue, reg_max, reg_max_user;
 	char *reg_bytes, *reg_bytes_user;
+	char *tier;	     /* tier=SIZE or N% of the RAM, as given */
+	uint64_t tier_bytes; /* the warm tier's size from it (options_check; 0: none) */
 	int writeback, wronly_cache, verbose, no_handles, sync_dio;
 	char *p2p, *gpu_setup;
 	int ro, foreground, debug, help, version;

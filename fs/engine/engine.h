@@ -20,6 +20,7 @@
 #include "store/meta.h"
 #include "io/uring.h"
 #include "io/workpool.h"
+#include "engine/tier.h"
 #include "engine/wback.h"
 
 /* The checksum block of a member written last, kept to spare a read on the next update. */
@@ -73,6 +74,7 @@ struct fs {
 	 */
 	uint32_t next_gen;
 	struct workpool *pool; /* CPU work of the I/O paths (checksums); never freed */
+	struct tier *tier;     /* the warm tier (tier.h), NULL when off; set before serving */
 	/* how each member zeroes a range (falloc.c), learnt at the first try */
 	_Atomic int zero_how[FMT_MAX_MEMBERS];
 	int finished;	     /* fs_finish has run; its result: */
@@ -204,8 +206,8 @@ int fs_readdir(struct fs *fs, uint64_t ino, uint64_t off, uint64_t *limit,
 /* xattr.c: extended attributes and the layout text */
 /*
  * xattrs: user.*, trusted.* and security.*, and with ACLs on system.posix_acl_access and
- * system.posix_acl_default; other names get -EOPNOTSUPP. user.dmafs.layout is virtual
- * and read-only. The kernel itself allows trusted.* only to CAP_SYS_ADMIN and checks
+ * system.posix_acl_default; other names get -EOPNOTSUPP. user.dmafs.layout and
+ * user.dmafs.tier (bytes of the file in the warm tier) are virtual and read-only. The kernel itself allows trusted.* only to CAP_SYS_ADMIN and checks
  * security.* writes; listxattr hides trusted.* names from a caller @c without
  * CAP_SYS_ADMIN (@c NULL: shown). Setting the access ACL sets the mode to agree (and
  * drops setgid unless @c is in the file's group or has CAP_FSETID); an ACL the mode

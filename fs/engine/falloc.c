@@ -364,9 +364,11 @@ static int fallocate_reserve(struct fs *fs, struct inode *ino, int keep, uint64_
 {
 	struct pieces p = { NULL, 0, 0 };
 	size_t logged = 0;
+	uint64_t from;
 	int ret;
 
 	pthread_rwlock_wrlock(&ino->iolock);
+	from = MIN(off, ino->a.size);
 	ret = reserve(fs, ino, ALIGN_DOWN(off, DMAFS_BLOCK), ALIGN_UP(off + len, DMAFS_BLOCK), &p);
 	if (!ret && p.n)
 		ret = zero_pieces(fs, &p);
@@ -375,6 +377,9 @@ static int fallocate_reserve(struct fs *fs, struct inode *ino, int keep, uint64_
 				 &logged);
 	if (ret)
 		unreserve(fs, ino, &p, logged);
+	/* holes became zeroed blocks and the size may have grown: the same bytes, but the
+	 * warm tier lets go of the range rather than reason about it */
+	tier_invalidate(fs->tier, ino, from, off + len);
 	pthread_rwlock_unlock(&ino->iolock);
 	free(p.ne);
 	return ret;
@@ -417,6 +422,8 @@ static int fallocate_punch(struct fs *fs, struct inode *ino, uint64_t off, uint6
 	if (!ret)
 		ret = log_touch(fs, ino, size);
 	fs_end(fs);
+	/* the partial blocks' zeros go through fs_write, which lets go of them again */
+	tier_invalidate(fs->tier, ino, off, end);
 	if (ret)
 		goto out;
 	/* the partial head block, and the partial tail block when it is another one */

@@ -71,6 +71,7 @@ void rec_maybe_drop(struct fs *fs, struct inode *ino)
 
 	if (ino->a.nlink || ino->nlookup || ino->nopen || ino->ino == FMT_ROOT_INO || fs->ro)
 		return;
+	tier_forget(fs->tier, ino); /* no placement can run: nobody has it open */
 	r.ino = ino->ino;
 	journal_log(&fs->j, &r);
 }

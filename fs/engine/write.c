@@ -556,12 +556,15 @@ ssize_t fs_write_inode(struct fs *fs, struct inode *ino, const char *data, size_
 		       uint64_t off, int64_t mtime)
 {
 	struct cow w[3];
-	uint64_t a, b, end, pos;
+	uint64_t a, b, end, pos, from;
 	size_t need = 256;
 	int ret, nw = 0;
 	char *buf;
 
 	pthread_rwlock_wrlock(&ino->iolock);
+	/* the warm tier's chunks of the bytes written go (from the old end of file when the
+	 * write starts past it), on every way out: blocks rewritten in place stay so */
+	from = MIN(off, ino->a.size);
 	end = off + size;
 	a = ALIGN_DOWN(off, DMAFS_BLOCK);
 	b = ALIGN_UP(end, DMAFS_BLOCK);
@@ -597,12 +600,14 @@ ssize_t fs_write_inode(struct fs *fs, struct inode *ino, const char *data, size_
 		goto undo;
 	ret = log_write(fs, ino, w, nw, end, mtime);
 	fs_end(fs);
+	tier_invalidate(fs->tier, ino, from, b);
 	pthread_rwlock_unlock(&ino->iolock);
 	return ret ? ret : (ssize_t)(end - off);
 undo:
 	for (int k = 0; k < nw; k++)
 		cow_undo(fs, &w[k]);
 out:
+	tier_invalidate(fs->tier, ino, from, b);
 	pthread_rwlock_unlock(&ino->iolock);
 	return ret;
 }
@@ -637,11 +642,13 @@ static int truncate_log(struct fs *fs, struct inode *ino, uint64_t size, struct 
 int fs_truncate_locked_data(struct fs *fs, struct inode *ino, uint64_t size)
 {
 	struct cow w = { .nne = 0 };
+	uint64_t old;
 	int ret = 0;
 
 	if (size > (1ull << 60))
 		return -EFBIG;
 	pthread_rwlock_wrlock(&ino->iolock);
+	old = ino->a.size;
 	ino->fresh_lo = ino->fresh_hi = 0; /* blocks past the new end go away */
 	if (size < ino->a.size && size % DMAFS_BLOCK && block_mapped(ino, ALIGN_DOWN(size, DMAFS_BLOCK))) {
 		/* a new copy of the new last block with its tail zeroed: bytes past EOF stay
@@ -682,6 +689,8 @@ int fs_truncate_locked_data(struct fs *fs, struct inode *ino, uint64_t size)
 	}
 	ret = truncate_log(fs, ino, size, &w);
 out:
+	/* the warm tier's chunks from the old or new end on (the new last block was rewritten) */
+	tier_invalidate(fs->tier, ino, MIN(old, size), UINT64_MAX);
 	pthread_rwlock_unlock(&ino->iolock);
 	return ret;
 }

@@ -78,13 +78,42 @@ char *fs_layout(struct fs *fs, uint64_t ino, size_t first, int *err)
 	return (char *)b.p;
 }
 
-/* Is @name the layout xattr or one of its pages? Sets *first. */
-static int layout_name(const char *name, size_t *first)
+/*
+ * The value of user.dmafs.tier: the bytes of regular file @ino that the warm tier holds,
+ * in decimal. -ENODATA when the mount has no tier or @ino is not a regular file.
+ */
+static int tier_xattr(struct fs *fs, uint64_t ino, void *buf, size_t size)
+{
+	struct inode *i;
+	char v[24];
+	int len, werr;
+
+	fs_wait_written(fs, ino, 0, &werr); /* a write lets go of its chunks when it lands */
+	pthread_mutex_lock(&fs->meta.lock);
+	i = meta_iget(&fs->meta, ino);
+	if (!i || !fs->tier || !S_ISREG(i->a.mode)) {
+		pthread_mutex_unlock(&fs->meta.lock);
+		return i ? -ENODATA : -ENOENT;
+	}
+	len = snprintf(v, sizeof(v), "%llu", (unsigned long long)tier_file_bytes(fs->tier, i));
+	pthread_mutex_unlock(&fs->meta.lock);
+	if (size == 0)
+		return len;
+	if (size < (size_t)len)
+		return -ERANGE;
+	memcpy(buf, v, (size_t)len);
+	return len;
+}
+
+/* Is @name a virtual xattr: the layout or one of its pages (*first set), or the tier's? */
+static int virtual_name(const char *name, size_t *first)
 {
 	size_t len = strlen(LAYOUT_XATTR);
 	char *end;
 
 	*first = 0;
+	if (!strcmp(name, TIER_XATTR))
+		return 1;
 	if (strncmp(name, LAYOUT_XATTR, len))
 		return 0;
 	if (name[len] == '\0')
@@ -103,7 +132,9 @@ int fs_getxattr(struct fs *fs, uint64_t ino, const char *name, void *buf, size_t
 
 	size_t first;
 
-	if (layout_name(name, &first)) {
+	if (!strcmp(name, TIER_XATTR))
+		return tier_xattr(fs, ino, buf, size);
+	if (virtual_name(name, &first)) {
 		char *t = fs_layout(fs, ino, first, &ret);
 		size_t len;
 
@@ -183,7 +214,7 @@ int fs_setxattr(struct fs *fs, const struct fs_ctx *c, uint64_t ino, const char 
 	int ns = xattr_ns(fs, name), ret;
 	size_t first;
 
-	if (layout_name(name, &first))
+	if (virtual_name(name, &first))
 		return -EPERM;
 	if (ns == XNS_NONE)
 		return -EOPNOTSUPP;
@@ -295,7 +326,7 @@ int fs_removexattr(struct fs *fs, uint64_t ino, const char *name)
 	int ret;
 	size_t first;
 
-	if (layout_name(name, &first))
+	if (virtual_name(name, &first))
 		return -EPERM;
 	if (xattr_ns(fs, name) == XNS_NONE)
 		return -EOPNOTSUPP;

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/tier.h"
 #include "gpu.h"
 #include "io/uring.h"
 #include "place/usermem.h"
@@ -22,12 +23,14 @@
 #define POLL_US 50		 /* wait slice while copies or hashing are outstanding */
 #define PACK_MAX 256		 /* pieces packed into one slot at most */
 
+_Static_assert(TIER_CHUNK == PIECE, "a piece lies inside one chunk of the warm tier");
 
 
 /* A piece: file bytes [off, off + len) go to buffer offset dst. */
 struct piece {
 	uint64_t off, len, dst;
 	int direct; /* read straight into the client's pages (host, block aligned) */
+	int whole;  /* a whole chunk of the warm tier (to the end of the file in the last) */
 };
 
 struct pipe;
@@ -59,8 +62,11 @@ struct rec {
 	uint64_t len;		/* bytes of all its pieces */
 	uint32_t pitch;		/* with npc > 1: the pieces are alike, this far apart in the
 				 * slot (one 2-D device copy takes them); 0: they are not */
-	int slot;		/* staging slot, or -1 when direct */
-	char *buf;		/* the slot (direct: the client's pages at pc[0].dst) */
+	int slot;		/* staging slot, or -1 when direct or from the tier to the host */
+	char *buf;		/* the slot (direct: the client's pages at pc[0].dst; tier: the chunk) */
+	struct tier_chunk *tc;	/* the tier chunk it is placed from, or read into (fill) */
+	int fill;		/* read into tc, published once verified */
+	int verify;		/* its checksum reads follow its data reads in ops */
 	unsigned left;		/* reads outstanding */
 	int err;
 	struct pop *ops;	/* data reads [0, nd), then their checksum reads [nd, 2 nd) */
@@ -88,6 +94,9 @@ struct pipe {
 	const struct pipe_target *t;
 	int verify;
 	uint64_t gran;		/* slot reads are aligned to this (read_granule) */
+	struct tier *tier;	/* the warm tier, or NULL */
+	uint64_t tgen;		/* the file's tier generation before any read went out */
+	uint64_t fsize;		/* the file's size (fixed: the caller holds iolock) */
 	struct io_uring *ring;
 	struct stage *st;	/* slots: the GPU pool, or the host bounce pool once needed */
 	int entered;		/* stage_enter() done on st */
@@ -152,7 +161,7 @@ static void rec_hash(struct work *w)
 	struct rec *r = container_of(w, struct rec, w);
 	struct pipe *p = r->p;
 
-	r->err = p->verify ? rec_verify(r) : 0;
+	r->err = r->verify ? rec_verify(r) : 0;
 	if (!r->err)
 		rec_pack(r);
 	pthread_mutex_lock(&p->vlock);
@@ -169,8 +178,18 @@ static int add_piece(struct pipe *p, size_t *cap, uint64_t off, uint64_t len, ui
 {
 	if (dm_grow(&p->pc, cap, p->npc + 1, sizeof(*p->pc), 64))
 		return -ENOMEM;
-	p->pc[p->npc++] = (struct piece){ off, len, dst, direct };
+	p->pc[p->npc++] = (struct piece){ off, len, dst, direct, 0 };
 	return 0;
+}
+
+/*
+ * With the warm tier, a window that is a whole chunk stays one piece, so that it can be
+ * filled into the tier (or served from it); it keeps the direct read for when the tier
+ * cannot take it.
+ */
+static int whole_chunk(const struct pipe *p, uint64_t off, uint64_t we)
+{
+	return p->tier && off % PIECE == 0 && (we - off == PIECE || we == p->fsize);
 }
 
 /*
@@ -196,7 +215,12 @@ static int cut(struct pipe *p, const struct dmafs_ioc_place *rq)
 			int congruent = !p->t->gpu && !p->verify &&
 					((uintptr_t)(p->t->base + dst) - off) % DMAFS_BLOCK == 0;
 
-			if (congruent && a < b) {
+			if (whole_chunk(p, off, we)) {
+				ret = add_piece(p, &cap, off, we - off, dst,
+						congruent && a == off && b == we);
+				if (!ret)
+					p->pc[p->npc - 1].whole = 1;
+			} else if (congruent && a < b) {
 				if (off < a)
 					ret = add_piece(p, &cap, off, a - off, dst, 0);
 				if (!ret)
@@ -246,6 +270,10 @@ static void rec_release(struct pipe *p, struct rec *r)
 		stage_put(p->st, (unsigned)r->slot);
 		p->held--;
 		r->slot = -1;
+	}
+	if (r->tc) {
+		tier_put(p->tier, r->tc);
+		r->tc = NULL;
 	}
 	p->free_recs[p->nfree_recs++] = r;
 }
@@ -338,41 +366,84 @@ static int packs(const struct pipe *p, const struct rec *r, const struct piece *
 {
 	const struct piece *last = &r->pc[r->npc - 1];
 
+	/* what the tier holds or would take is placed on its own */
+	if (p->tier && (q->whole || tier_has(p->tier, p->ino, q->off / PIECE,
+					     (uint32_t)(q->off % PIECE + q->len))))
+		return 0;
 	return !q->direct && q->dst == last->dst + last->len && r->npc < PACK_MAX &&
 	       r->nops < p->qd / 2 &&
 	       at + ALIGN_UP(q->off + q->len, p->gran) - ALIGN_DOWN(q->off, p->gran) <= STAGE_SLOT;
 }
 
+/* Take a staging slot for the next record. Returns 1 (*@slot set), 0 none free now, -errno. */
+static int take_slot(struct pipe *p, int *slot)
+{
+	int ret;
+
+	if (!p->st) {
+		ret = stage_get(p->t->stages, DMAFS_TARGET_HOST, NULL, 0, &p->st);
+		if (ret)
+			return ret;
+	}
+	if (!p->entered) {
+		stage_enter(p->st);
+		p->entered = 1;
+	}
+	*slot = stage_take(p->st, p->held);
+	if (*slot < 0) {
+		p->starved = 1;
+		return 0;
+	}
+	p->held++;
+	return 1;
+}
+
+/*
+ * The piece @pc in the warm tier: *@tc the chunk holding it (*@fill 0), or else, for a
+ * whole chunk, a chunk reserved to read it into (*@fill 1); *@tc NULL when neither.
+ */
+static void tier_lookup(struct pipe *p, const struct piece *pc, struct tier_chunk **tc,
+			char **mem, int *fill)
+{
+	*fill = 0;
+	*tc = tier_get(p->tier, p->ino, pc->off / PIECE, (uint32_t)(pc->off % PIECE + pc->len), mem);
+	if (!*tc && pc->whole) {
+		*tc = tier_reserve(p->tier, mem);
+		*fill = *tc != NULL;
+	}
+}
+
 /*
  * Build the record of the next pieces: a slot when they need one (pieces that pack
- * share it), their member reads (holes zeroed now). Returns 1 built, 0 nothing to do now
+ * share it), their member reads (holes zeroed now). With the warm tier, a piece it holds
+ * is placed from there with no read (a GPU target still takes a slot, for its copy's
+ * event), and a whole chunk it does not hold is read into a chunk reserved for it, with
+ * its checksums, whether or not placements verify. Returns 1 built, 0 nothing to do now
  * (no record or slot free), -errno.
  */
 static int build(struct pipe *p, struct rec **out)
 {
 	const struct piece *pc = &p->pc[p->next];
+	struct tier_chunk *tc = NULL;
 	struct rec *r;
+	char *tmem = NULL;
 	uint64_t at = 0;
-	int slot = -1, ret;
+	int slot = -1, fill = 0, direct, ret;
 
 	if (!p->nfree_recs)
 		return 0;
-	if (!pc->direct) {
-		if (!p->st) {
-			ret = stage_get(p->t->stages, DMAFS_TARGET_HOST, NULL, 0, &p->st);
-			if (ret)
-				return ret;
-		}
-		if (!p->entered) {
-			stage_enter(p->st);
-			p->entered = 1;
-		}
-		slot = stage_take(p->st, p->held);
-		if (slot < 0) {
-			p->starved = 1;
-			return 0;
-		}
-		p->held++;
+	if (p->t->gpu) {
+		ret = take_slot(p, &slot);
+		if (ret <= 0)
+			return ret;
+	}
+	if (p->tier)
+		tier_lookup(p, pc, &tc, &tmem, &fill);
+	direct = pc->direct && !tc;
+	if (!direct && !tc && slot < 0) {
+		ret = take_slot(p, &slot);
+		if (ret <= 0)
+			return ret;
 	}
 	r = p->free_recs[--p->nfree_recs];
 	r->p = p;
@@ -381,21 +452,38 @@ static int build(struct pipe *p, struct rec **out)
 	r->len = 0;
 	r->pitch = 0;
 	r->slot = slot;
-	r->buf = slot >= 0 ? stage_mem(p->st, (unsigned)slot) : p->t->base + pc->dst;
+	r->tc = tc;
+	r->fill = fill;
+	r->verify = p->verify || fill;
+	r->buf = tc ? tmem : slot >= 0 ? stage_mem(p->st, (unsigned)slot) : p->t->base + pc->dst;
 	r->err = 0;
 	r->nops = 0;
-	/* a direct piece is block-aligned in the file and in the client's pages */
-	ret = add_to_slot(p, r, pc, 0, pc->direct ? DMAFS_BLOCK : p->gran, &at);
-	while (!ret && !pc->direct && p->next + r->npc < p->npc &&
-	       packs(p, r, &pc[r->npc], at))
-		ret = add_to_slot(p, r, &pc[r->npc], at, p->gran, &at);
+	if (tc && !fill) { /* in the tier: verified when it went in */
+		ret = dm_grow(&r->from, &r->fcap, 1, sizeof(*r->from), 16) ? -ENOMEM : 0;
+		if (!ret) {
+			r->from[0] = (uint32_t)(pc->off % PIECE);
+			r->npc = 1;
+			r->len = pc->len;
+		}
+		r->verify = 0;
+	} else {
+		/* a direct piece is block-aligned in the file and in the client's pages; a
+		 * fill starts at its chunk and is checked whole blocks at a time */
+		ret = add_to_slot(p, r, pc, 0, direct || fill ? DMAFS_BLOCK : p->gran, &at);
+		while (!ret && !direct && !tc && p->next + r->npc < p->npc &&
+		       packs(p, r, &pc[r->npc], at))
+			ret = add_to_slot(p, r, &pc[r->npc], at, p->gran, &at);
+	}
 	r->nd = r->nops;
-	if (!ret && p->verify)
+	if (!ret && r->verify)
 		ret = add_csum_reads(p, r);
 	if (ret) {
 		rec_release(p, r);
 		return ret;
 	}
+	if (p->tier)
+		for (unsigned k = 0; k < r->npc; k++)
+			tier_count(p->tier, tc && !fill, pc[k].len);
 	p->next += r->npc;
 	*out = r;
 	return 1;
@@ -436,14 +524,14 @@ static void rec_read(struct pipe *p, struct rec *r)
 		rec_release(p, r);
 		return;
 	}
-	if (p->verify || needs_pack(p, r)) {
+	if (r->verify || needs_pack(p, r)) {
 		if (workpool_start(p->fs->pool) > 0) {
 			p->hashing++;
 			r->w.fn = rec_hash;
 			workpool_queue(p->fs->pool, &r->w);
 			return;
 		}
-		r->err = p->verify ? rec_verify(r) : 0;
+		r->err = r->verify ? rec_verify(r) : 0;
 		if (r->err) {
 			fail(p, r->err);
 			rec_release(p, r);
@@ -456,7 +544,10 @@ static void rec_read(struct pipe *p, struct rec *r)
 
 static void deliver(struct pipe *p, struct rec *r)
 {
-	if (r->slot < 0) { /* direct: the bytes are where they belong */
+	if (r->fill) /* read and verified: the tier may keep it */
+		tier_publish(p->tier, r->tc, p->ino, r->pc[0].off / PIECE, (uint32_t)r->pc[0].len,
+			     p->tgen);
+	if (r->slot < 0 && !r->tc) { /* direct: the bytes are where they belong */
 		rec_release(p, r);
 		return;
 	}
@@ -863,8 +954,11 @@ int pipeline_run(struct fs *fs, struct inode *ino, const struct pipe_target *t,
 		 const struct dmafs_ioc_place *rq, int verify)
 {
 	struct pipe p = { .fs = fs, .ino = ino, .t = t, .verify = verify, .st = t->stage,
-			  .gran = read_granule(fs, verify) };
+			  .gran = read_granule(fs, verify), .tier = fs->tier, .fsize = ino->a.size };
 	int ret;
+
+	if (p.tier) /* before any read goes out: a change after it keeps fills out */
+		p.tgen = tier_gen(ino);
 
 	ret = cut(&p, rq);
 	if (ret || !p.npc) {

@@ -13,6 +13,12 @@
  * With verify, each piece's checksum blocks are read with it and checked (by a pool of
  * threads) before the piece is delivered.
  *
+ * With the mount's warm tier (engine/tier.h), a piece whose 1 MiB chunk the tier holds is
+ * delivered from there with no member read, and a whole chunk it does not hold is read
+ * into a chunk reserved for it, checked (whatever verify says) and published before it
+ * is delivered. A GPU target copies from the tier's memory, which stage.c pins: that
+ * side has not yet run on a GPU.
+ *
  * A staged piece's device copy is queued once the piece has been ready for the copy delay
  * (-o copy_delay_us, PIPELINE_COPY_DELAY_US by default), or at once when no reads are left
  * in flight: a slot just written by a CPU copy (a loop device's read) is slower for the

@@ -24,6 +24,8 @@ int place_init(struct place **out, struct fs *fs, const struct place_limits *lim
 	       uint64_t staging, unsigned copy_delay_us, int prewarm, int p2p_force)
 {
 	struct place *pl = calloc(1, sizeof(*pl));
+	void *tier = NULL;
+	size_t tier_len = 0;
 	int ret;
 
 	*out = pl;
@@ -39,7 +41,9 @@ int place_init(struct place **out, struct fs *fs, const struct place_limits *lim
 	ret = usermem_init();
 	if (ret)
 		return ret;
-	ret = stage_init(&pl->stages, staging, prewarm);
+	if (fs->tier)
+		tier = tier_mem(fs->tier, &tier_len);
+	ret = stage_init(&pl->stages, staging, prewarm, tier, tier_len);
 	if (ret)
 		return ret;
 	return reg_reaper_start(pl);
@@ -92,6 +96,18 @@ int place_info(struct place *pl, uint64_t ino, struct dmafs_ioc_info *out)
 	out->block_size = DMAFS_BLOCK;
 	out->staging_bytes = stage_bytes(pl->stages);
 	out->file_size = S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
+	if (fs->tier) {
+		struct tier_stats ts;
+
+		tier_stats(fs->tier, &ts);
+		out->tier_size = ts.size;
+		out->tier_held = ts.held;
+		out->tier_hits = ts.hits;
+		out->tier_misses = ts.misses;
+		out->tier_served = ts.served;
+		out->tier_filled = ts.filled;
+		out->tier_evicted = ts.evicted;
+	}
 	out->t[0].target = DMAFS_TARGET_HOST;
 	out->t[0].path = DMAFS_PATH_HOST;
 	out->t[0].devices = 0;

@@ -21,6 +21,13 @@ struct stages {
 	uint64_t pool_bytes;
 	pthread_t setup_thread;
 	int setup_running;
+	/* the warm tier's memory, pinned once per GPU runtime (registration is portable to
+	 * all of its devices): by which runtime, through which device; under tier_lock */
+	char *tier;
+	size_t tier_len;
+	pthread_mutex_t tier_lock;
+	struct gpu *tier_gpu[3];
+	int tier_dev[3];
 };
 
 static int kind(int target)
@@ -105,6 +112,38 @@ static int setup(struct stage *s, uint64_t pool_bytes)
 	return 0;
 }
 
+/*
+ * Pin the warm tier for runtime @g through device @dev, unless done: host-to-device copies
+ * out of pageable memory go through the driver's own bounce at a fraction of the link's
+ * speed. Pinning populates and locks the whole tier at once. A failure is logged and
+ * leaves the tier pageable (slower copies, the same bytes); a later pool tries again.
+ * This path has not yet run on a GPU: the tests run where there is none.
+ */
+static void pin_tier(struct stages *S, int target, struct gpu *g, int dev)
+{
+	int k = kind(target), ret;
+	uint64_t t0;
+
+	pthread_mutex_lock(&S->tier_lock);
+	if (!S->tier || S->tier_gpu[k]) {
+		pthread_mutex_unlock(&S->tier_lock);
+		return;
+	}
+	t0 = dm_mono_ns();
+	ret = gpu_host_register(g, dev, S->tier, S->tier_len);
+	if (ret) {
+		log_warn("placement: cannot pin the warm tier (%zu MiB) for %s: %s; copies out of it to %s devices are slower",
+			 S->tier_len >> 20, target_name(target), strerror(ret < 0 ? -ret : ret),
+			 target_name(target));
+	} else {
+		S->tier_gpu[k] = g;
+		S->tier_dev[k] = dev;
+		log_info("placement: warm tier (%zu MiB) pinned for %s in %.1f ms", S->tier_len >> 20,
+			 target_name(target), (dm_mono_ns() - t0) / 1e6);
+	}
+	pthread_mutex_unlock(&S->tier_lock);
+}
+
 int stage_get(struct stages *S, int target, struct gpu *g, int dev, struct stage **out)
 {
 	struct stage *s;
@@ -136,6 +175,7 @@ int stage_get(struct stages *S, int target, struct gpu *g, int dev, struct stage
 	} else if (s->gpu) {
 		log_info("placement: %s device %d ready: %u staging slots of 1 MiB pinned, %d copy streams, set up in %.1f ms",
 			 target_name(target), dev, s->nslots, STAGE_STREAMS, s->setup_ns / 1e6);
+		pin_tier(S, target, g, s->dev); /* before the pool is READY: no copy uses it yet */
 	}
 	pthread_mutex_lock(&s->lock);
 	s->state = ret ? ret : STAGE_READY;
@@ -191,13 +231,16 @@ static void *setup_main(void *arg)
 	return NULL;
 }
 
-int stage_init(struct stages **out, uint64_t bytes, int prewarm)
+int stage_init(struct stages **out, uint64_t bytes, int prewarm, void *tier, size_t tier_len)
 {
 	struct stages *S = calloc(1, sizeof(*S));
 
 	*out = S;
 	if (!S)
 		return -ENOMEM;
+	S->tier = tier;
+	S->tier_len = tier_len;
+	pthread_mutex_init(&S->tier_lock, NULL);
 	S->pool_bytes = 64ull << 20;
 	for (int k = 0; k < 3; k++)
 		for (int d = 0; d < MAX_DEVS; d++) {
@@ -229,6 +272,11 @@ void stage_shutdown(struct stages *S)
 			if (s->state == STAGE_READY)
 				teardown(s);
 			s->state = STAGE_NONE;
+		}
+	for (int k = 0; k < 3; k++)
+		if (S->tier_gpu[k]) {
+			gpu_host_unregister(S->tier_gpu[k], S->tier_dev[k], S->tier);
+			S->tier_gpu[k] = NULL;
 		}
 }
 

@@ -53,9 +53,11 @@ enum { STAGE_NONE, STAGE_SETUP, STAGE_READY };
 
 /*
  * Remember the pool size (@bytes per device, rounded up to whole slots, at least 4) and,
- * with @prewarm, start the thread that sets up every GPU's pool now. Returns 0 or -errno.
+ * with @prewarm, start the thread that sets up every GPU's pool now. @tier, @tier_len: the
+ * warm tier's memory (NULL: none), pinned for each GPU runtime when its first pool is set
+ * up, so that device copies out of the tier run at the link's speed. Returns 0 or -errno.
  */
-int stage_init(struct stages **out, uint64_t bytes, int prewarm);
+int stage_init(struct stages **out, uint64_t bytes, int prewarm, void *tier, size_t tier_len);
 /* Wait for the setup thread and free every pool (no placement may run). */
 void stage_shutdown(struct stages *S);
 /* Pool bytes per device. */

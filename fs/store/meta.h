@@ -59,6 +59,7 @@ struct dir {
 };
 
 struct wbi;
+struct tier_chunk;
 
 struct inode {
 	struct hnode h; /* key: ino */
@@ -81,6 +82,10 @@ struct inode {
 	 */
 	uint64_t fresh_lo, fresh_hi, fresh_epoch;
 	struct wbi *wb; /* write-behind state (wback.c); changed under meta.lock */
+	/* What the warm tier holds of the file (engine/tier.h): */
+	uint64_t tier_gen;	      /* bumped by every change of the data; atomic */
+	uint32_t tier_n;	      /* chunks held; atomic, changed under the tier's lock */
+	struct tier_chunk *tier_list; /* those chunks; under the tier's lock */
 	int atime_dirty; /* a.atime changed, not logged yet (atime.c); meta.lock */
 };
 

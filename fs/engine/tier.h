@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tier.h - the warm tier: file data kept in memory the daemon owns, so that a second
+ * placement of a file copies it from memory instead of reading the members (mount option
+ * tier=SIZE; dmafs(8), WARM TIER).
+ *
+ * The tier is one region of SIZE bytes cut into chunks of TIER_CHUNK bytes, each holding
+ * the file bytes [idx * TIER_CHUNK, idx * TIER_CHUNK + valid) of one inode. The placement
+ * pipeline (place/pipeline.c) looks pieces up here and fills whole chunks it reads from
+ * the members, after their checksums verify. Every change of a file's data invalidates
+ * the chunks it touches (tier_invalidate, tier_forget); those calls cost one NULL check
+ * when the tier is off, and one atomic load when the file has nothing in the tier.
+ *
+ * Chunks: FREE (on the free list), RESERVED (taken by a fill, invisible to lookups),
+ * LIVE (in the table, the LRU list and the owner's list) and DEAD (invalidated or
+ * evicted while still referenced: freed by the last tier_put). A referenced chunk is
+ * never evicted, so a copy out of it may run without the lock.
+ *
+ * The race rule: every invalidation bumps ino->tier_gen (after the change it stands for
+ * is visible to readers), then removes the chunks. A fill reads tier_gen before its member
+ * reads go out and publishes only when it is unchanged, under the tier's lock, so bytes
+ * read before a change never enter the tier after the invalidation that followed it. The
+ * engine invalidates under ino->iolock held exclusively and placements hold it shared, so
+ * the rule is a second fence, not the only one.
+ */
+#ifndef DMAFS_TIER_H
+#define DMAFS_TIER_H
+
+#include <stdint.h>
+
+#include "store/meta.h"
+
+#define TIER_CHUNK (1u << 20) /* file-offset aligned; the placement pipeline's piece size */
+
+/* The tier of one mount (tier.c); NULL where the mount has none. */
+struct tier;
+struct tier_chunk;
+
+struct tier_stats {
+	uint64_t size;	  /* bytes the tier may hold (whole chunks) */
+	uint64_t held;	  /* bytes of the chunks it holds now */
+	uint64_t hits;	  /* pieces placed from the tier */
+	uint64_t misses;  /* pieces looked up and read from the members */
+	uint64_t served;  /* bytes placed from the tier */
+	uint64_t filled;  /* bytes that entered the tier */
+	uint64_t evicted; /* chunks given up to make room */
+};
+
+/*
+ * A tier of @bytes rounded down to whole chunks (at least one) in *@out. The memory is
+ * reserved, not touched: pages are taken as chunks are first filled, and never more than
+ * the rounded size. Returns 0, -EINVAL (less than one chunk) or -ENOMEM.
+ */
+int tier_init(struct tier **out, uint64_t bytes);
+/* Free the tier (NULL: nothing); no placement may run and no chunk be referenced. */
+void tier_destroy(struct tier *t);
+/* The tier's memory, for pinning it for device copies (place/stage.c); *@len its size. */
+void *tier_mem(const struct tier *t, size_t *len);
+
+/*
+ * The LIVE chunk @idx of @ino when it holds the file bytes up to @end (bytes from the
+ * chunk's start), referenced, with its memory in *@data; NULL when it does not. Moves it
+ * to the head of the LRU list. Caller holds ino->iolock (shared is enough).
+ */
+struct tier_chunk *tier_get(struct tier *t, const struct inode *ino, uint64_t idx, uint32_t end,
+			    char **data);
+/* Whether tier_get would find it now (no reference taken, no LRU change). */
+int tier_has(struct tier *t, const struct inode *ino, uint64_t idx, uint32_t end);
+/*
+ * A chunk for a fill: a FREE one, or the least recently used LIVE one nobody references
+ * (evicted). RESERVED and referenced, its memory in *@data; NULL when every chunk is in use.
+ */
+struct tier_chunk *tier_reserve(struct tier *t, char **data);
+/* The generation a fill of @ino reads before its member reads (tier_publish checks it). */
+uint64_t tier_gen(const struct inode *ino);
+/*
+ * Make RESERVED chunk @c the chunk @idx of @ino holding @valid bytes (read, and verified,
+ * from the members after tier_gen() gave @gen). Nothing is published when @ino's data
+ * changed since (its generation moved), or a chunk at least as full is there already; a
+ * shorter one there is replaced. The caller keeps its reference either way. Returns 1
+ * when published, 0 when not. Caller holds ino->iolock.
+ */
+int tier_publish(struct tier *t, struct tier_chunk *c, struct inode *ino, uint64_t idx,
+		 uint32_t valid, uint64_t gen);
+/* Drop a reference of tier_get() or tier_reserve(); a RESERVED or DEAD chunk is freed. */
+void tier_put(struct tier *t, struct tier_chunk *c);
+/* Count a piece placed from the tier (@hit, @bytes) or looked up and missed. */
+void tier_count(struct tier *t, int hit, uint64_t bytes);
+
+/*
+ * The data of @ino in file bytes [from, to) changed (or the size did): the chunks that
+ * overlap the range go, and fills of @ino under way publish nothing. Call after the change
+ * is visible to readers, with ino->iolock held exclusively. @t NULL: nothing to do.
+ */
+void tier_invalidate(struct tier *t, struct inode *ino, uint64_t from, uint64_t to);
+/* @ino is being freed: all its chunks go. Caller holds meta.lock. @t NULL: nothing. */
+void tier_forget(struct tier *t, struct inode *ino);
+/* Bytes of @ino's data in the tier now (the virtual xattr user.dmafs.tier). */
+uint64_t tier_file_bytes(struct tier *t, const struct inode *ino);
+/* The tier's size and counters (all 0 for @t NULL). */
+void tier_stats(struct tier *t, struct tier_stats *st);
+
+#endif
