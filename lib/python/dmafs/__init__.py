@@ -120,9 +120,10 @@ def load(path, device="cpu", *, threads=0, shard=None):
     return _load_path(path, device, threads, stacklevel=2)
 
 
-Prefetched = _collections.namedtuple("Prefetched", "read held files seconds")
-Prefetched.__doc__ = """What dmafs.prefetch() did: bytes read into the warm tier now, bytes
-of the files it held already, the files, and the wall time in seconds."""
+class Prefetched(_collections.namedtuple("Prefetched", "read held files seconds")):
+    """What dmafs.prefetch() did: bytes read into the warm tier now, bytes of the files it
+    held already, the files, and the wall time in seconds."""
+    __slots__ = ()
 
 
 def prefetch(path):
