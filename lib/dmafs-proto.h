@@ -106,10 +106,32 @@ struct dmafs_ioc_place {
 	struct dmafs_place_entry e[DMAFS_PLACE_MAX];
 };
 
+/*
+ * DMAFS_IOC_PREFETCH: read file bytes [offset, offset + length) into the mount's warm tier
+ * (mount option tier=), no buffer needed. The range widens to whole tier chunks (1 MiB,
+ * file-offset aligned) and stops at the end of the file; every chunk the tier does not hold
+ * is read from the members, its checksums checked, and kept. The descriptor must be open
+ * for reading; -EOPNOTSUPP when the mount has no tier. A range larger than the tier cycles
+ * it: chunks near its end stay. dmafs-ioctl(7).
+ */
+struct dmafs_ioc_prefetch {
+	uint64_t offset;     /* in */
+	uint64_t length;     /* in: bytes, or DMAFS_TO_EOF */
+	uint32_t flags;	     /* in: 0 */
+	uint32_t reserved;
+	uint64_t bytes_read; /* out: bytes read from the members and kept in the tier now */
+	uint64_t bytes_held; /* out: bytes of the widened range the tier held already */
+	uint64_t bytes_skipped; /* out: bytes not kept: no chunk of the tier was free (all in
+				 * use by copies), or the file changed while they were read */
+	uint64_t elapsed_ns; /* out: time inside the daemon */
+	char reserved2[8];
+};
+
 #define DMAFS_IOC_INFO _IOR(DMAFS_IOC_MAGIC, 1, struct dmafs_ioc_info)
 #define DMAFS_IOC_REGISTER _IOWR(DMAFS_IOC_MAGIC, 2, struct dmafs_ioc_register)
 #define DMAFS_IOC_UNREGISTER _IOW(DMAFS_IOC_MAGIC, 3, struct dmafs_ioc_unregister)
 #define DMAFS_IOC_PLACE _IOWR(DMAFS_IOC_MAGIC, 4, struct dmafs_ioc_place)
+#define DMAFS_IOC_PREFETCH _IOWR(DMAFS_IOC_MAGIC, 5, struct dmafs_ioc_prefetch)
 
 /*
  * DMAFS_IOC_MODE: the daemon's half of `mount -o remount` (dmafs --remount sends it after
@@ -139,5 +161,6 @@ _Static_assert(sizeof(struct dmafs_ioc_place) < 16384, "restricted FUSE ioctl li
 _Static_assert(sizeof(struct dmafs_ioc_info) < 16384, "restricted FUSE ioctl limit");
 /* DMAFS_IOC_INFO's number holds the struct's size: fields come out of reserved only */
 _Static_assert(sizeof(struct dmafs_ioc_info) == 928, "DMAFS_IOC_INFO keeps its size");
+_Static_assert(sizeof(struct dmafs_ioc_prefetch) == 64, "DMAFS_IOC_PREFETCH keeps its size");
 
 #endif

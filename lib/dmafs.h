@@ -288,6 +288,36 @@ int dmafs_place_files(struct dmafs_buf *b, const char *const *paths,
 		      const uint64_t *buffer_offsets, size_t n, unsigned threads,
 		      struct dmafs_result *res, struct dmafs_result *total);
 
+/*
+ * Read bytes [@offset, @offset + @length) of the open file @fd (on a dmafs mount, opened
+ * for reading; @length may be DMAFS_TO_EOF) into the mount's warm tier (mount option
+ * tier=; dmafs(8), Warm tier), so that later placements of them, by any process, copy
+ * from the daemon's memory instead of reading the members. No buffer is needed. The range
+ * widens to whole tier chunks (1 MiB, file-offset aligned) and stops at the end of the
+ * file; every chunk the tier does not hold is read, its checksums checked, and kept. A
+ * range larger than the tier cycles it (least recently used chunks go first, this call's
+ * own included): chunks near the end of the range stay (reads finish out of order, so not
+ * exactly the last ones). @res (may be NULL) gets the bytes read into
+ * the tier by this call, the path DMAFS_PATH_HOST (O_DIRECT reads into host memory, the
+ * daemon's) and the wall time; @held (may be NULL) the bytes of the widened range the
+ * tier held already. Both together fall short of the range only where the file changed
+ * while it was read, or the tier had no chunk to spare (all in use by copies). There is
+ * no fallback off dmafs. Returns 0, or:
+ *   -EBADF       fd not open, or not open for reading
+ *   -EISDIR      fd is a directory
+ *   -EINVAL      fd not a regular file
+ *   -ENOTTY      fd is not on a dmafs mount, or its daemon is older than this call
+ *   -EOPNOTSUPP  the mount has no warm tier (mount it with -o tier=SIZE)
+ *   -EIO         a member read failed or data failed its checksum (the daemon logs the
+ *                member and offset); the chunks read before stay in the tier
+ *   -EAGAIN      place_queue (256) requests of this user wait in the daemon: try again
+ *   -ENOMEM      out of memory in the daemon
+ *   -ENOTCONN    the daemon is gone
+ * @see dmafs_place
+ */
+int dmafs_prefetch(int fd, uint64_t offset, uint64_t length, struct dmafs_result *res,
+		   uint64_t *held);
+
 /* Layout of a file on dmafs (from the user.dmafs.layout xattr). */
 struct dmafs_layout_extent {
 	uint64_t file_offset, length, member_offset;

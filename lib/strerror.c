@@ -79,6 +79,10 @@ const char *dmafs_strerror(int err)
 		return "is a directory (placements take regular files)";
 	case ESTALE:
 		return "a model file changed since dmafs_model_open (open the model again)";
+	case EOPNOTSUPP:
+		return "operation not supported (a prefetch needs a dmafs mount with the warm tier: mount option tier=SIZE)";
+	case ENOTTY:
+		return "not a file on a dmafs mount, or its dmafs daemon is older than this call";
 	case ENOMEM:
 		return "out of memory";
 	default:

@@ -1,9 +1,15 @@
 // SPDX-License-Identifier: MIT
 /*
- * Description: helper of tier.sh: place one extent of a file on dmafs into shared host
- * memory and write the placed bytes to stdout, or print the warm tier's counters.
+ * Description: helper of tier.sh and tier_prefetch.sh: place one extent of a file on dmafs
+ * into shared host memory and write the placed bytes to stdout, print the warm tier's
+ * counters, or prefetch a range of a file into the tier.
  * Usage: tier_place FILE OFFSET LENGTH [BUFFER_OFFSET]
  *        tier_place --stats PATH   (size held hits misses served filled evicted, one line)
+ *        tier_place --prefetch FILE OFFSET LENGTH   (dmafs_prefetch: "read held", one line)
+ *        tier_place --prefetch-ioctl r|w|rw FILE OFFSET LENGTH
+ *                  (DMAFS_IOC_PREFETCH itself on FILE opened read-only, write-only or
+ *                  read-write: "read held skipped", or the errno's name on stderr)
+ * LENGTH "eof" is DMAFS_TO_EOF.
  * With $TIER_PLACE_GO set, the placement waits (buffer registered, file open) until that
  * path exists, having created $TIER_PLACE_READY: concurrent placements then start together.
  * Exit 0, or 1 with the reason on stderr.
@@ -37,6 +43,59 @@ static int stats(const char *path)
 	return 0;
 }
 
+static uint64_t length_arg(const char *s)
+{
+	return strcmp(s, "eof") ? strtoull(s, NULL, 0) : DMAFS_TO_EOF;
+}
+
+/* dmafs_prefetch() on FILE opened read-only */
+static int prefetch(const char *path, uint64_t off, uint64_t len)
+{
+	struct dmafs_result res;
+	uint64_t held;
+	int fd = open(path, O_RDONLY), ret;
+
+	if (fd < 0) {
+		fprintf(stderr, "tier_place: %s: %s\n", path, strerror(errno));
+		return 1;
+	}
+	ret = dmafs_prefetch(fd, off, len, &res, &held);
+	close(fd);
+	if (ret) {
+		fprintf(stderr, "tier_place: prefetching %s: %s (%s)\n", path, dmafs_strerror(ret),
+			strerrorname_np(-ret));
+		return 1;
+	}
+	if (res.path != DMAFS_PATH_HOST) {
+		fprintf(stderr, "tier_place: prefetch of %s reports path %s, not host\n", path,
+			dmafs_path_name(res.path));
+		return 1;
+	}
+	printf("%llu %llu\n", (unsigned long long)res.bytes, (unsigned long long)held);
+	return 0;
+}
+
+/* DMAFS_IOC_PREFETCH on FILE opened @mode, past the library's own checks */
+static int prefetch_ioctl(const char *mode, const char *path, uint64_t off, uint64_t len)
+{
+	struct dmafs_ioc_prefetch rq = { .offset = off, .length = len };
+	int flags = !strcmp(mode, "w") ? O_WRONLY : !strcmp(mode, "rw") ? O_RDWR : O_RDONLY;
+	int fd = open(path, flags);
+
+	if (fd < 0) {
+		fprintf(stderr, "tier_place: %s: %s\n", path, strerror(errno));
+		return 1;
+	}
+	if (ioctl(fd, DMAFS_IOC_PREFETCH, &rq)) {
+		fprintf(stderr, "tier_place: DMAFS_IOC_PREFETCH on %s: %s\n", path, strerrorname_np(errno));
+		return 1;
+	}
+	close(fd);
+	printf("%llu %llu %llu\n", (unsigned long long)rq.bytes_read,
+	       (unsigned long long)rq.bytes_held, (unsigned long long)rq.bytes_skipped);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct dmafs_session *s;
@@ -48,8 +107,13 @@ int main(int argc, char **argv)
 
 	if (argc == 3 && !strcmp(argv[1], "--stats"))
 		return stats(argv[2]);
+	if (argc == 5 && !strcmp(argv[1], "--prefetch"))
+		return prefetch(argv[2], strtoull(argv[3], NULL, 0), length_arg(argv[4]));
+	if (argc == 6 && !strcmp(argv[1], "--prefetch-ioctl"))
+		return prefetch_ioctl(argv[2], argv[3], strtoull(argv[4], NULL, 0), length_arg(argv[5]));
 	if (argc != 4 && argc != 5) {
-		fprintf(stderr, "usage: tier_place FILE OFFSET LENGTH [BUFFER_OFFSET] | --stats PATH\n");
+		fprintf(stderr, "usage: tier_place FILE OFFSET LENGTH [BUFFER_OFFSET] | --stats PATH |\n"
+				"       --prefetch FILE OFFSET LENGTH | --prefetch-ioctl r|w|rw FILE OFFSET LENGTH\n");
 		return 1;
 	}
 	off = strtoull(argv[2], NULL, 0);

@@ -7,6 +7,8 @@
  * daemon read straight into the buffer). Files on different mounts get one session and
  * one registration per mount, over slices of the same allocation. Safetensors models
  * (--model, or PATHs that are *.safetensors files) go through load-model.c instead.
+ * --prefetch places nothing: it reads the files (or a model's files) into the warm tier
+ * of their mount (dmafs_prefetch), for placements to come.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -38,6 +40,7 @@ struct file {
 	uint64_t off;	/* in the whole allocation */
 	int group;
 	struct dmafs_result res;
+	uint64_t held;	/* --prefetch: bytes the tier held already */
 	int err;	/* -errno of a failed placement */
 	int verified;	/* 1 ok, -1 mismatch, 0 not checked */
 	uint64_t bad_at; /* first differing byte, when verified == -1 */
@@ -72,6 +75,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: dmafs-load [--target host|cuda:N|hip:N] [--verify] [--json] [--threads N] [-q] PATH...\n"
 		"       dmafs-load --model [--target T | --gpus N,N,...] [--list] [--verify] ... MODEL...\n"
+		"       dmafs-load --prefetch [--model] [--json] [-q] PATH...\n"
 		"\n"
 		"Place files (directories: every regular file below them) into one buffer of\n"
 		"host or GPU memory through libdmafs, and report the rate and the path used.\n"
@@ -81,6 +85,8 @@ static void usage(FILE *f)
 		"                   (implied when every PATH is a *.safetensors file)\n"
 		"  -g, --gpus LIST  models: shard i goes to GPU LIST[i %% n], one buffer per GPU\n"
 		"  -l, --list       models: print every tensor and where it was placed\n"
+		"  -p, --prefetch   place nothing: read the files into their mount's warm tier\n"
+		"                   (mount option tier=), so that later placements copy from it\n"
 		"  -V, --verify     compare every placed byte (models: every tensor) with a POSIX read\n"
 		"  -j, --json       print one JSON document instead of text\n"
 		"  -T, --threads N  files placed at once (default: one per file, up to 8)\n"
@@ -736,6 +742,117 @@ static int load_files(struct job *j, char **paths, int n)
 	return j->errors ? LOAD_EXIT_ERR : LOAD_EXIT_OK;
 }
 
+/* ---- prefetch ---- */
+
+/* --model with --prefetch: the files of each model (headers checked, as a load would). */
+static int collect_models(struct job *j, char **paths, int n)
+{
+	for (int i = 0; i < n; i++) {
+		struct dmafs_model *m;
+		char err[512];
+		int ret = dmafs_model_open(paths[i], &m, err, sizeof(err));
+
+		if (ret) {
+			tool_err("%s", err[0] ? err : dmafs_strerror(ret));
+			return -1;
+		}
+		for (unsigned k = 0; k < dmafs_model_files(m) && !ret; k++) {
+			const char *f = dmafs_model_file(m, k);
+			struct stat st;
+
+			if (stat(f, &st)) {
+				tool_err("%s: %s", f, strerror(errno));
+				ret = -1;
+			} else {
+				ret = add_file(j, f, &st);
+			}
+		}
+		dmafs_model_close(m);
+		if (ret)
+			return -1;
+	}
+	return 0;
+}
+
+/* Prefetch @f whole; its result in f->res and f->held, or f->err. */
+static void prefetch_file(struct job *j, struct file *f)
+{
+	int fd = open(f->path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+
+	f->err = fd < 0 ? -errno : dmafs_prefetch(fd, 0, DMAFS_TO_EOF, &f->res, &f->held);
+	if (fd >= 0)
+		close(fd);
+	if (f->err == -EOPNOTSUPP)
+		tool_err("%s: its mount has no warm tier, so there is nothing to prefetch into: mount it with -o tier=SIZE (dmafs(8), Warm tier)",
+			 f->path);
+	else if (f->err == -ENOTTY)
+		tool_err("%s: not on a dmafs mount (or its daemon predates prefetch): nothing to prefetch into",
+			 f->path);
+	else if (f->err)
+		tool_err("%s: %s", f->path, dmafs_strerror(f->err));
+	j->errors += f->err != 0;
+}
+
+static void print_prefetch(const struct job *j, uint64_t read, uint64_t held, uint64_t elapsed)
+{
+	if (j->opt->json) {
+		printf("{\n  \"prefetch\": true,\n  \"files\": [");
+		for (size_t i = 0; i < j->nfiles; i++) {
+			const struct file *f = &j->files[i];
+
+			printf("%s\n    {\"file\": ", i ? "," : "");
+			json_str(f->path);
+			printf(", \"size\": %llu, \"read\": %llu, \"held\": %llu, \"seconds\": %.6f, \"error\": ",
+			       (unsigned long long)f->size, (unsigned long long)f->res.bytes,
+			       (unsigned long long)f->held, f->res.elapsed_ns / 1e9);
+			if (f->err)
+				json_str(dmafs_strerror(f->err));
+			else
+				printf("null");
+			printf("}");
+		}
+		printf("\n  ],\n  \"total\": {\"files\": %zu, \"read\": %llu, \"held\": %llu, \"seconds\": %.6f, \"gbps\": %.3f},\n  \"errors\": %d\n}\n",
+		       j->nfiles, (unsigned long long)read, (unsigned long long)held, elapsed / 1e9,
+		       load_gbps(read, elapsed), j->errors);
+		return;
+	}
+	for (size_t i = 0; i < j->nfiles && !j->opt->quiet; i++) {
+		const struct file *f = &j->files[i];
+
+		if (f->err)
+			printf("%s  FAILED: %s\n", f->path, dmafs_strerror(f->err));
+		else
+			printf("%s  read %llu bytes  held %llu bytes  %.3f s  %.2f GB/s\n", f->path,
+			       (unsigned long long)f->res.bytes, (unsigned long long)f->held,
+			       f->res.elapsed_ns / 1e9, load_gbps(f->res.bytes, f->res.elapsed_ns));
+	}
+	printf("total  %zu files  read %llu bytes  held %llu bytes  %.3f s  %.2f GB/s  into the warm tier\n",
+	       j->nfiles, (unsigned long long)read, (unsigned long long)held, elapsed / 1e9,
+	       load_gbps(read, elapsed));
+}
+
+/* --prefetch: every file (or every file of each model) into its mount's tier, one at a time. */
+static int prefetch_files(struct job *j, char **paths, int n)
+{
+	uint64_t t0, read = 0, held = 0;
+
+	if (j->opt->model ? collect_models(j, paths, n) : collect(j, paths, n))
+		return LOAD_EXIT_ERR;
+	if (j->nfiles == 0) {
+		tool_err("no regular files found under %s%s", paths[0], n > 1 ? " ..." : "");
+		return LOAD_EXIT_ERR;
+	}
+	t0 = dm_mono_ns();
+	for (size_t i = 0; i < j->nfiles; i++) {
+		prefetch_file(j, &j->files[i]);
+		read += j->files[i].res.bytes;
+		held += j->files[i].held;
+	}
+	print_prefetch(j, read, held, dm_mono_ns() - t0);
+	fflush(stdout);
+	return j->errors ? LOAD_EXIT_ERR : LOAD_EXIT_OK;
+}
+
 /* PATHs that are all safetensors files are models: show their tensors. */
 static int all_safetensors(char **paths, int n)
 {
@@ -754,6 +871,17 @@ static int all_safetensors(char **paths, int n)
 /* Options that go together, and what they imply. 0, or -1 with the reason printed. */
 static int check_opts(struct load_opt *o)
 {
+	if (o->prefetch) {
+		const char *opt = o->target_set ? "--target" : o->ngpus ? "--gpus" : o->list ? "--list" :
+				  o->verify ? "--verify" : o->threads ? "--threads" : NULL;
+
+		if (opt) {
+			tool_err("%s does not go with --prefetch, which places nothing: it reads the files into their mount's warm tier",
+				 opt);
+			return -1;
+		}
+		return 0;
+	}
 	if (o->ngpus) {
 		if (!o->model) {
 			tool_err("--gpus places safetensors models shard by shard: add --model");
@@ -780,6 +908,7 @@ int main(int argc, char **argv)
 		{ "model", no_argument, NULL, 'm' },
 		{ "gpus", required_argument, NULL, 'g' },
 		{ "list", no_argument, NULL, 'l' },
+		{ "prefetch", no_argument, NULL, 'p' },
 		{ "verify", no_argument, NULL, 'V' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "threads", required_argument, NULL, 'T' },
@@ -792,7 +921,7 @@ int main(int argc, char **argv)
 	int c;
 
 	tool_init("dmafs-load");
-	while ((c = getopt_long(argc, argv, "t:mg:lVjT:qh", lopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "t:mg:lpVjT:qh", lopts, NULL)) != -1) {
 		switch (c) {
 		case 't':
 			if (parse_target(&opt, optarg)) {
@@ -813,6 +942,9 @@ int main(int argc, char **argv)
 			break;
 		case 'l':
 			opt.list = 1;
+			break;
+		case 'p':
+			opt.prefetch = 1;
 			break;
 		case 'V':
 			opt.verify = 1;
@@ -846,10 +978,12 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return LOAD_EXIT_ERR;
 	}
-	if (!opt.model)
+	if (!opt.model && !opt.prefetch)
 		opt.model = all_safetensors(argv + optind, argc - optind);
 	if (check_opts(&opt))
 		return LOAD_EXIT_ERR;
+	if (opt.prefetch)
+		return prefetch_files(&j, argv + optind, argc - optind);
 	if (opt.model)
 		return load_models(&opt, argv + optind, argc - optind);
 	load_target_name(opt.target, opt.device, j.tname, sizeof(j.tname));

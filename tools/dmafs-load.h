@@ -21,6 +21,7 @@ struct load_opt {
 	int target_set;		/* --target given */
 	int verify, json, quiet, list;
 	int model;		/* --model, or every PATH a *.safetensors file */
+	int prefetch;		/* --prefetch: into the mounts' warm tiers, no buffer */
 	unsigned threads;
 	int gpus[LOAD_MAX_GPUS]; /* --gpus */
 	int ngpus;

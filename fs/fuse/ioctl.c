@@ -4,8 +4,8 @@
  * inode flags of chattr(1), and the daemon's half of a remount. Each command has one
  * decoder that returns 0 or -errno; ioc_reply() is the one place a reply is sent.
  *
- * REGISTER and PLACE can take long (populating a large buffer, reading gigabytes) and are
- * run on the placement threads (placeq.h); the FUSE worker that received them is free at
+ * REGISTER, PLACE and PREFETCH can take long (populating a large buffer, reading
+ * gigabytes) and are run on the placement threads (placeq.h); the FUSE worker that received them is free at
  * once for other requests, and their reply is sent from the placement thread.
  */
 #include "fuse/ops.h"
@@ -43,6 +43,7 @@ struct ioc {
 		struct dmafs_ioc_register reg;
 		struct dmafs_ioc_unregister unreg;
 		struct dmafs_ioc_place place;
+		struct dmafs_ioc_prefetch prefetch;
 		struct dmafs_ioc_mode mode;
 		struct fsxattr fa;
 		uint32_t iflags;
@@ -79,6 +80,11 @@ static void job_run(struct placeq_job *qj)
 	if (x->cmd == DMAFS_IOC_REGISTER) {
 		x->out_len = sizeof(x->u.reg);
 		ret = place_register(s->place, &x->c, &x->u.reg);
+	} else if (x->cmd == DMAFS_IOC_PREFETCH) {
+		x->out_len = sizeof(x->u.prefetch);
+		ret = place_prefetch(s->place, x->ino, &x->u.prefetch);
+		if (!ret)
+			fs_accessed(fs, x->ino); /* it reads the file */
 	} else {
 		x->out_len = sizeof(x->u.place);
 		ret = place_run(s->place, &x->c, x->ino, &x->u.place);
@@ -89,14 +95,15 @@ static void job_run(struct placeq_job *qj)
 	free(x);
 }
 
-/* REGISTER and PLACE: to the placement threads, which reply. */
+/* REGISTER, PLACE and PREFETCH: to the placement threads, which reply. */
 static int ioc_queue(struct ioc *x)
 {
 	struct ioc *j;
 	int ret;
 
 	/* only a file the caller opened for reading */
-	if (x->cmd == DMAFS_IOC_PLACE && ((x->flags & FUSE_IOCTL_DIR) || !OPS_FH_READABLE(x->fh)))
+	if (x->cmd != DMAFS_IOC_REGISTER &&
+	    ((x->flags & FUSE_IOCTL_DIR) || !OPS_FH_READABLE(x->fh)))
 		return -EBADF;
 	j = malloc(sizeof(*j));
 	if (!j)
@@ -208,6 +215,8 @@ static const struct ioc_cmd {
 	{ DMAFS_IOC_REGISTER, sizeof(struct dmafs_ioc_register), sizeof(struct dmafs_ioc_register), 1, 1, ioc_queue },
 	{ DMAFS_IOC_UNREGISTER, sizeof(struct dmafs_ioc_unregister), 0, 1, 1, ioc_unregister },
 	{ DMAFS_IOC_PLACE, sizeof(struct dmafs_ioc_place), sizeof(struct dmafs_ioc_place), 1, 1, ioc_queue },
+	/* no caller: a prefetch uses no registration, only the descriptor's read access */
+	{ DMAFS_IOC_PREFETCH, sizeof(struct dmafs_ioc_prefetch), sizeof(struct dmafs_ioc_prefetch), 1, 0, ioc_queue },
 	{ DMAFS_IOC_MODE, sizeof(struct dmafs_ioc_mode), sizeof(struct dmafs_ioc_mode), 1, 0, ioc_mode },
 	{ FS_IOC_GETFLAGS, 0, sizeof(uint32_t), 0, 0, ioc_getflags },
 	{ FS_IOC_SETFLAGS, sizeof(uint32_t), 0, 0, 0, ioc_setflags },

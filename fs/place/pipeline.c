@@ -117,6 +117,8 @@ struct pipe {
 	pthread_cond_t vcond;
 	struct rec *verified;	/* back from the hash pool; protected by vlock */
 	struct pstats *ps;	/* NULL unless debug logging is on */
+	struct pipe_fill *fo;	/* a prefetch: no target, whole chunks read into the warm
+				 * tier only, counted here; NULL for a placement */
 };
 
 /* ---- the hash pool: checks pieces' checksums while the reads go on ---- */
@@ -233,6 +235,29 @@ static int cut(struct pipe *p, const struct dmafs_ioc_place *rq)
 			dst += we - off;
 			off = we;
 		}
+	}
+	return ret;
+}
+
+/*
+ * A prefetch's pieces: the chunks of [from, to) (@from chunk aligned, @to a chunk boundary
+ * or the end of the file), each a whole chunk, less those the tier holds already.
+ */
+static int cut_chunks(struct pipe *p, uint64_t from, uint64_t to)
+{
+	size_t cap = 0;
+	int ret = 0;
+
+	for (uint64_t off = from; off < to && !ret; off += PIECE) {
+		uint64_t len = MIN(PIECE, to - off);
+
+		if (tier_has(p->tier, p->ino, off / PIECE, (uint32_t)len)) {
+			p->fo->held += len;
+			continue;
+		}
+		ret = add_piece(p, &cap, off, len, 0, 0);
+		if (!ret)
+			p->pc[p->npc - 1].whole = 1;
 	}
 	return ret;
 }
@@ -414,6 +439,65 @@ static void tier_lookup(struct pipe *p, const struct piece *pc, struct tier_chun
 }
 
 /*
+ * A prefetch's next record: the next chunk not in the tier, read into a chunk reserved
+ * for it, with its checksums. A chunk someone else filled meanwhile counts as held. When
+ * every chunk of the tier is in use, wait for this prefetch's own fills to publish (which
+ * frees chunks it can evict next); with none of them outstanding, the chunk is skipped:
+ * its chunks are all held by other placements' copies. Returns as build().
+ */
+static int build_fill(struct pipe *p, struct rec **out)
+{
+	const struct piece *pc = NULL;
+	struct tier_chunk *tc = NULL;
+	struct rec *r;
+	char *tmem = NULL;
+	uint64_t at = 0;
+	int ret;
+
+	if (!p->nfree_recs)
+		return 0;
+	for (; p->next < p->npc; p->next++) {
+		pc = &p->pc[p->next];
+		if (tier_has(p->tier, p->ino, pc->off / PIECE, (uint32_t)pc->len)) {
+			p->fo->held += pc->len;
+			continue;
+		}
+		tc = tier_reserve(p->tier, &tmem);
+		if (tc)
+			break;
+		if (p->inflight || p->hashing)
+			return 0;
+		p->fo->skipped += pc->len;
+	}
+	if (!tc)
+		return 0; /* nothing left */
+	r = p->free_recs[--p->nfree_recs];
+	r->p = p;
+	r->pc = pc;
+	r->npc = 0;
+	r->len = 0;
+	r->pitch = 0;
+	r->slot = -1;
+	r->tc = tc;
+	r->fill = 1;
+	r->verify = 1;
+	r->buf = tmem;
+	r->err = 0;
+	r->nops = 0;
+	ret = add_to_slot(p, r, pc, 0, DMAFS_BLOCK, &at);
+	r->nd = r->nops;
+	if (!ret)
+		ret = add_csum_reads(p, r);
+	if (ret) {
+		rec_release(p, r);
+		return ret;
+	}
+	p->next++;
+	*out = r;
+	return 1;
+}
+
+/*
  * Build the record of the next pieces: a slot when they need one (pieces that pack
  * share it), their member reads (holes zeroed now). With the warm tier, a piece it holds
  * is placed from there with no read (a GPU target still takes a slot, for its copy's
@@ -430,6 +514,8 @@ static int build(struct pipe *p, struct rec **out)
 	uint64_t at = 0;
 	int slot = -1, fill = 0, direct, ret;
 
+	if (p->fo)
+		return build_fill(p, out);
 	if (!p->nfree_recs)
 		return 0;
 	if (p->t->gpu) {
@@ -544,9 +630,20 @@ static void rec_read(struct pipe *p, struct rec *r)
 
 static void deliver(struct pipe *p, struct rec *r)
 {
+	const struct piece *pc = &r->pc[0];
+
+	if (p->fo) { /* a prefetch: kept, or someone else's copy is there, or the file changed */
+		if (tier_publish(p->tier, r->tc, p->ino, pc->off / PIECE, (uint32_t)pc->len, p->tgen))
+			p->fo->read += pc->len;
+		else if (tier_has(p->tier, p->ino, pc->off / PIECE, (uint32_t)pc->len))
+			p->fo->held += pc->len;
+		else
+			p->fo->skipped += pc->len;
+		rec_release(p, r);
+		return;
+	}
 	if (r->fill) /* read and verified: the tier may keep it */
-		tier_publish(p->tier, r->tc, p->ino, r->pc[0].off / PIECE, (uint32_t)r->pc[0].len,
-			     p->tgen);
+		tier_publish(p->tier, r->tc, p->ino, pc->off / PIECE, (uint32_t)pc->len, p->tgen);
 	if (r->slot < 0 && !r->tc) { /* direct: the bytes are where they belong */
 		rec_release(p, r);
 		return;
@@ -950,6 +1047,39 @@ static uint64_t read_granule(const struct fs *fs, int verify)
 	return g;
 }
 
+/* Set up what @p's pieces need, drive them through, tear down. Returns p->err. */
+static int run(struct pipe *p)
+{
+	const struct pipe_target *t = p->t;
+
+	p->ring = uring_pipe_ring();
+	if (!p->ring) {
+		free(p->pc);
+		return -ENOMEM;
+	}
+	p->qd = MIN(URING_PIPE_DEPTH, MAX(QD_MIN, QD_PER_MEMBER * p->fs->n));
+	if (recs_alloc(p)) {
+		free(p->pc);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&p->vlock, NULL);
+	pthread_cond_init(&p->vcond, NULL);
+	if (t->gpu) {
+		stage_enter(p->st);
+		p->entered = 1;
+		p->stream = p->st->stream[__atomic_fetch_add(&p->st->next_stream, 1, __ATOMIC_RELAXED) %
+					  STAGE_STREAMS];
+	}
+	if (util_log_enabled(LOG_LVL_DEBUG)) {
+		p->ps = calloc(1, sizeof(*p->ps));
+		if (p->ps)
+			p->ps->t0 = p->ps->last = dm_mono_ns();
+	}
+	drive(p);
+	teardown(p);
+	return p->err;
+}
+
 int pipeline_run(struct fs *fs, struct inode *ino, const struct pipe_target *t,
 		 const struct dmafs_ioc_place *rq, int verify)
 {
@@ -965,31 +1095,25 @@ int pipeline_run(struct fs *fs, struct inode *ino, const struct pipe_target *t,
 		free(p.pc);
 		return ret;
 	}
-	p.ring = uring_pipe_ring();
-	if (!p.ring) {
-		free(p.pc);
-		return -ENOMEM;
-	}
-	p.qd = MIN(URING_PIPE_DEPTH, MAX(QD_MIN, QD_PER_MEMBER * fs->n));
-	ret = recs_alloc(&p);
-	if (ret) {
+	return run(&p);
+}
+
+int pipeline_prefetch(struct fs *fs, struct inode *ino, uint64_t from, uint64_t to,
+		      struct pipe_fill *out)
+{
+	static const struct pipe_target none; /* no target: deliver only publishes */
+	struct pipe p = { .fs = fs, .ino = ino, .t = &none, .verify = 1,
+			  .gran = read_granule(fs, 1), .tier = fs->tier, .fsize = ino->a.size,
+			  .fo = out };
+	int ret;
+
+	if (!p.tier)
+		return -EOPNOTSUPP;
+	p.tgen = tier_gen(ino); /* before any read goes out, as for placements */
+	ret = cut_chunks(&p, from, MIN(to, p.fsize));
+	if (ret || !p.npc) {
 		free(p.pc);
 		return ret;
 	}
-	pthread_mutex_init(&p.vlock, NULL);
-	pthread_cond_init(&p.vcond, NULL);
-	if (t->gpu) {
-		stage_enter(p.st);
-		p.entered = 1;
-		p.stream = p.st->stream[__atomic_fetch_add(&p.st->next_stream, 1, __ATOMIC_RELAXED) %
-					STAGE_STREAMS];
-	}
-	if (util_log_enabled(LOG_LVL_DEBUG)) {
-		p.ps = calloc(1, sizeof(*p.ps));
-		if (p.ps)
-			p.ps->t0 = p.ps->last = dm_mono_ns();
-	}
-	drive(&p);
-	teardown(&p);
-	return p.err;
+	return run(&p);
 }

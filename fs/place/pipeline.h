@@ -17,7 +17,10 @@
  * delivered from there with no member read, and a whole chunk it does not hold is read
  * into a chunk reserved for it, checked (whatever verify says) and published before it
  * is delivered. A GPU target copies from the tier's memory, which stage.c pins: that
- * side has not yet run on a GPU.
+ * side has not yet run on a GPU. A prefetch (pipeline_prefetch) runs the same pipeline
+ * with no target: its pieces are whole chunks the tier lacks, read and checked into
+ * reserved chunks, and delivering one only publishes it; it takes as many chunks at once
+ * as the tier lets it, so its memory is the tier's own.
  *
  * A staged piece's device copy is queued once the piece has been ready for the copy delay
  * (-o copy_delay_us, PIPELINE_COPY_DELAY_US by default), or at once when no reads are left
@@ -52,5 +55,24 @@ struct pipe_target {
  */
 int pipeline_run(struct fs *fs, struct inode *ino, const struct pipe_target *t,
 		 const struct dmafs_ioc_place *p, int verify);
+
+/* What a prefetch did, in bytes of the file (pipeline_prefetch adds to each). */
+struct pipe_fill {
+	uint64_t read;	  /* read from the members and published into the tier */
+	uint64_t held;	  /* in the tier already (or filled by another placement meanwhile) */
+	uint64_t skipped; /* not kept: no chunk free and none of ours to wait for, or the
+			   * file changed while they were read */
+};
+
+/*
+ * Read the chunks of @ino's bytes [from, to) that the warm tier lacks into it: @from a
+ * multiple of TIER_CHUNK, @to one or the end of the file (clipped there). Every chunk is
+ * read whole, its checksums checked, and published; a prefetch larger than the tier
+ * evicts its own first chunks (LRU). Caller holds ino->iolock shared. Returns 0 (@out
+ * added to), -EOPNOTSUPP (the mount has no tier), -EIO (member read error or checksum
+ * mismatch, logged; that chunk is not kept), -ENOMEM.
+ */
+int pipeline_prefetch(struct fs *fs, struct inode *ino, uint64_t from, uint64_t to,
+		      struct pipe_fill *out);
 
 #endif

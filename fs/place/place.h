@@ -64,6 +64,15 @@ int place_unregister(struct place *pl, const struct place_caller *c, uint64_t id
  */
 int place_run(struct place *pl, const struct place_caller *c, uint64_t ino,
 	      struct dmafs_ioc_place *p);
+/*
+ * Read file @ino's bytes [rq->offset, +rq->length), widened to whole chunks and clipped at
+ * the end of the file, into the mount's warm tier (pipeline_prefetch), a window of chunks
+ * at a time under the file's iolock. The caller opened the file for reading. Returns 0
+ * (rq's out fields set) or -errno: -EINVAL flags set, or not a regular file, -ENOENT
+ * unknown inode, -EOPNOTSUPP the mount has no tier, -EIO member read error or checksum
+ * mismatch (what was read before it stays in the tier), -ENOMEM.
+ */
+int place_prefetch(struct place *pl, uint64_t ino, struct dmafs_ioc_prefetch *rq);
 /* Check the request header and entries against a buffer of @bufsize and a file of
  * @fsize; sets each entry's effective length. Pure: the fuzz target. */
 int place_validate(struct dmafs_ioc_place *p, uint64_t bufsize, uint64_t fsize);

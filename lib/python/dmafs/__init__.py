@@ -11,6 +11,8 @@
     # in each rank of a torch.distributed job: the drives read the model once in total
     sd = dmafs.load_distributed("/mnt/models/qwen2.5-7b")     # cuda:$LOCAL_RANK under NCCL
 
+    dmafs.prefetch("/mnt/models/qwen2.5-7b")   # into the mount's warm tier (-o tier=SIZE)
+
 load_file() returns what safetensors.torch.load_file() returns (same keys, dtypes, shapes
 and values); the daemon reads the files from the member drives with O_DIRECT and puts
 them straight into the destination: shared host memory for device "cpu", the GPU
@@ -40,9 +42,11 @@ libdmafs is found through $DMAFS_LIBRARY, the dynamic linker, or the build tree
 (lib/.libs/libdmafs.so.0 next to this package's lib/python); see dmafs._lib.
 """
 
+import collections as _collections
 import errno as _errno
 import os as _os
 import threading as _threading
+import time as _time
 
 from . import _lib
 from ._torch import LoadStats, SlowPathWarning, last_stats, load_path as _load_path
@@ -52,8 +56,8 @@ from ._dist import load_distributed
 
 __all__ = ["load_file", "load", "safe_open", "last_stats", "LoadStats", "SlowPathWarning",
            "library_path", "library_version", "enable", "disable", "on_dmafs",
-           "load_distributed"]
-__version__ = "0.4.0"
+           "load_distributed", "prefetch", "Prefetched"]
+__version__ = "0.5.0"
 
 library_path = _lib.library_path
 
@@ -114,6 +118,45 @@ def load(path, device="cpu", *, threads=0, shard=None):
         return load_shard(path, device, rank=rank, world_size=world_size, plan=plan,
                           share=False, threads=threads, stacklevel=3)
     return _load_path(path, device, threads, stacklevel=2)
+
+
+class Prefetched(_collections.namedtuple("Prefetched", "read held files seconds")):
+    """What dmafs.prefetch() did: bytes read into the warm tier now, bytes of the files it
+    held already, the files, and the wall time in seconds."""
+    __slots__ = ()
+
+
+def prefetch(path):
+    """Read a model's files into the warm tier of their dmafs mount (mount option tier=),
+    so that a later load of them, by this process or any other, copies from the daemon's
+    memory instead of reading the drives. Nothing is placed and no memory of this process
+    is used; the tier's size bounds what stays (of a model larger than the tier, chunks
+    near the end of its last files stay).
+
+    path: a file, or what load() accepts (a directory of .safetensors files, an index.json,
+    a Hugging Face cache snapshot); a plain file is prefetched whole whatever it holds.
+    Returns Prefetched(read, held, files, seconds). Raises OSError: EOPNOTSUPP when the
+    mount has no warm tier, ENOTTY when a file is not on dmafs (or its daemon predates
+    prefetch), EINVAL for a malformed model, and as load() for unreadable files;
+    ImportError when libdmafs predates dmafs_prefetch.
+    """
+    _lib.require("prefetch")
+    t0 = _time.monotonic()
+    if _os.path.isfile(path) and not _os.fspath(path).endswith(".json"):
+        files = [_os.fspath(path)]
+    else:
+        with _lib.Model(path) as m:
+            files = list(m.files)
+    read = held = 0
+    for f in files:
+        fd = _os.open(f, _os.O_RDONLY | _os.O_CLOEXEC)
+        try:
+            r, h = _lib.prefetch_fd(fd, filename=f)
+        finally:
+            _os.close(fd)
+        read += r
+        held += h
+    return Prefetched(read, held, files, _time.monotonic() - t0)
 
 
 class _Slice:

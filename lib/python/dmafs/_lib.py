@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: MIT
 """_lib.py - ctypes bindings of libdmafs (lib/dmafs.h) and thin owners of its handles.
 
-Only what the torch loader needs is bound: sessions, buffers, whole-file placement and
-the safetensors model calls. Every C call returns 0 or -errno; check() turns a failure
+Only what the torch loader needs is bound: sessions, buffers, whole-file placement, the
+safetensors model calls, and prefetch into the warm tier. Every C call returns 0 or -errno; check() turns a failure
 into OSError(errno, dmafs_strerror text, filename) once, here.
 
 The library is found, in this order:
@@ -106,7 +106,8 @@ _PP = ctypes.POINTER(ctypes.c_void_p)
 _I, _U, _U64, _SZ = ctypes.c_int, ctypes.c_uint, ctypes.c_uint64, ctypes.c_size_t
 
 # name: (restype, argtypes). Missing calls are bound as None: the model calls come with
-# the safetensors support of libdmafs, and an older library still serves the rest.
+# the safetensors support of libdmafs, dmafs_prefetch with 0.5, and an older library still
+# serves the rest.
 _SIGNATURES = {
     "dmafs_version": (_I, []),
     "dmafs_strerror": (ctypes.c_char_p, [_I]),
@@ -135,6 +136,12 @@ _SIGNATURES = {
     "dmafs_model_place_range": (_I, [_P, _P, _U64, _U64, _U64, _U, ctypes.POINTER(Result)]),
     "dmafs_dtype_name": (ctypes.c_char_p, [_I]),
     "dmafs_dtype_size": (_U, [_I]),
+    "dmafs_prefetch": (_I, [_I, _U64, _U64, ctypes.POINTER(Result), ctypes.POINTER(_U64)]),
+}
+
+# What a library without the call predates, for require()'s message.
+_ADDED_WITH = {
+    "prefetch": "prefetch into the warm tier (dmafs 0.5)",
 }
 
 
@@ -157,10 +164,19 @@ def require(name):
     """The bound call dmafs_<name>, or ImportError saying this libdmafs lacks it."""
     fn = getattr(C, name)
     if fn is None:
+        what = _ADDED_WITH.get(name, "safetensors model support")
         raise ImportError(f"dmafs: {library_path} has no dmafs_{name}(): this libdmafs predates "
-                          "safetensors model support; install a newer dmafs or point "
-                          "DMAFS_LIBRARY at one")
+                          f"{what}; install a newer dmafs or point DMAFS_LIBRARY at one")
     return fn
+
+
+def prefetch_fd(fd, offset=0, length=None, filename=None):
+    """dmafs_prefetch on an open descriptor: (bytes read into the tier, bytes it held)."""
+    fn = require("prefetch")
+    res, held = Result(), ctypes.c_uint64()
+    length = 0xFFFFFFFFFFFFFFFF if length is None else length  # DMAFS_TO_EOF
+    check(fn(fd, offset, length, ctypes.byref(res), ctypes.byref(held)), filename)
+    return res.bytes, held.value
 
 
 def strerror(ret):

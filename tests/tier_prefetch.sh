@@ -1,0 +1,203 @@
+#!/bin/bash
+# Description: DMAFS_IOC_PREFETCH and dmafs_prefetch: a range widens to whole 1 MiB chunks
+# and enters the warm tier (bytes read and held reported, user.dmafs.tier, counters); a
+# placement after it is served entirely from the tier (no misses, the members' read
+# sectors barely move) and byte-exact; a prefetch again reads nothing; a write lets go of
+# its chunk and the next prefetch reads only that one; a prefetch larger than the tier
+# cycles it, never holds more than its size and keeps its last chunk; a damaged block fails it with EIO and
+# stays out; a descriptor open write-only (or a directory) is refused with EBADF, a mount
+# without tier= with EOPNOTSUPP; dmafs-load --prefetch (text, --json, --model) and its
+# message without a tier.
+[ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
+. "$(dirname "$0")/t_lib.sh"
+t_require_root_fuse
+t_require_python
+TP=$top_builddir/tests/tier_place
+LOAD=$top_builddir/tools/dmafs-load
+[ -x "$TP" ] || t_skip "tests/tier_place not built"
+MiB=1048576
+t_workdir
+W=$T_WORK
+M=$W/mnt
+t_loops 3 160M
+t_mkfs -s 256K "${T_LOOPDEVS[@]}"
+
+# stats - "size held hits misses served filled evicted" of the mount's tier into S_*
+stats() {
+	read -r S_SIZE S_HELD S_HITS S_MISSES S_SERVED S_FILLED S_EVICTED <<<"$("$TP" --stats "$M")" ||
+		t_fail "tier_place --stats $M"
+}
+# sectors - sectors read from the members so far (the loop devices' stat)
+sectors() {
+	local d n=0 s
+	for d in "${T_LOOPDEVS[@]}"; do
+		read -r _ _ s _ <"/sys/block/${d#/dev/}/stat"
+		n=$((n + s))
+	done
+	echo "$n"
+}
+# place FILE REF OFF LEN - place FILE[OFF, OFF+LEN) into host memory, compare with REF
+place() {
+	local f=$1 ref=$2 off=$3 len=$4
+	"$TP" "$f" "$off" "$len" >"$W/out" || t_fail "placing $f [$off, +$len)"
+	tail -c +$((off + 1)) "$ref" | head -c "$len" | cmp -s - "$W/out" ||
+		t_fail "$f [$off, +$len) placed differs from the reference"
+}
+# prefetch FILE OFF LEN READ HELD - dmafs_prefetch reports READ bytes read and HELD held
+prefetch() {
+	local out
+	out=$("$TP" --prefetch "$1" "$2" "$3" 2>&1) || t_fail "prefetch of $1 [$2, +$3): $out"
+	[ "$out" = "$4 $5" ] || t_fail "prefetch of $1 [$2, +$3) reported read/held '$out', expected '$4 $5'"
+}
+# xt FILE - the value of user.dmafs.tier (ENODATA: "none")
+xt() {
+	t_py -c '
+import errno, os, sys
+try:
+    print(os.getxattr(sys.argv[1], "user.dmafs.tier").decode())
+except OSError as e:
+    print("none" if e.errno == errno.ENODATA else "error " + str(e))' "$1"
+}
+expect() { [ "$2" = "$3" ] || t_fail "$1 is $2, expected $3"; }
+
+t_log "tier=16M: [1.5 MiB, +1 MiB) of a 6 MiB + 123 byte file widens to chunks 1 and 2"
+t_mount "$T_MEMBERS" "$M" tier=16M
+SZ=$((6 * MiB + 123))
+head -c $SZ /dev/urandom >"$W/ref" || t_fail "urandom"
+cp "$W/ref" "$M/f" || t_fail "copy in"
+prefetch "$M/f" $((3 * MiB / 2)) $MiB $((2 * MiB)) 0
+stats
+expect "bytes held" "$S_HELD" $((2 * MiB))
+expect "bytes filled" "$S_FILLED" $((2 * MiB))
+expect "hits + misses (a prefetch counts in neither)" $((S_HITS + S_MISSES)) 0
+expect "user.dmafs.tier" "$(xt "$M/f")" $((2 * MiB))
+
+t_log "the whole file: the other 5 chunks read, 2 MiB held; then nothing more to read"
+prefetch "$M/f" 0 eof $((SZ - 2 * MiB)) $((2 * MiB))
+expect "user.dmafs.tier" "$(xt "$M/f")" $SZ
+prefetch "$M/f" 0 eof 0 $SZ
+prefetch "$M/f" $((SZ + 5)) eof 0 0
+"$TP" --prefetch-ioctl rw "$M/f" 0 eof >"$W/ioc" || t_fail "DMAFS_IOC_PREFETCH on a read-write descriptor"
+expect "read held skipped of the ioctl" "$(cat "$W/ioc")" "0 $SZ 0"
+
+t_log "a placement after the prefetch comes from the tier: exact, 7 hits, no miss, members barely read"
+r0=$(sectors)
+place "$M/f" "$W/ref" 0 $SZ
+r1=$(sectors)
+stats
+expect "hits" "$S_HITS" 7
+expect "misses" "$S_MISSES" 0
+expect "bytes served" "$S_SERVED" $SZ
+(((r1 - r0) * 512 < 64 * 1024)) || t_fail "the placement read $(((r1 - r0) * 512)) bytes from the members"
+
+t_log "a write into chunk 3 lets it go: the next prefetch reads that chunk only, the placement is exact"
+printf 'NEW BYTES' | dd of="$W/ref" bs=1 seek=$((3 * MiB + 7)) conv=notrunc status=none
+printf 'NEW BYTES' | dd of="$M/f" bs=1 seek=$((3 * MiB + 7)) conv=notrunc status=none || t_fail "write"
+prefetch "$M/f" 0 eof $MiB $((SZ - MiB))
+stats
+h=$S_HITS
+place "$M/f" "$W/ref" 0 $SZ
+stats
+expect "hits" "$S_HITS" $((h + 7))
+expect "misses" "$S_MISSES" 0
+
+t_log "a descriptor open write-only, and a directory, are refused with EBADF"
+"$TP" --prefetch-ioctl w "$M/f" 0 eof 2>"$W/err" && t_fail "DMAFS_IOC_PREFETCH on a write-only descriptor succeeded"
+grep -q "EBADF" "$W/err" || t_fail "write-only: $(cat "$W/err"), expected EBADF"
+mkdir "$M/d" || t_fail "mkdir"
+"$TP" --prefetch-ioctl r "$M/d" 0 eof 2>"$W/err" && t_fail "DMAFS_IOC_PREFETCH on a directory succeeded"
+grep -q "EBADF" "$W/err" || t_fail "directory: $(cat "$W/err"), expected EBADF"
+
+t_log "dmafs-load --prefetch: a directory of 3 files, text and --json"
+mkdir -p "$W/src/m" && for i in 1 2 3; do head -c $((i * MiB + 1000 * i)) /dev/urandom >"$W/src/m/part$i"; done
+cp -a "$W/src/m" "$M/" || t_fail "copy m"
+"$LOAD" --prefetch "$M/m" >"$W/load.out" 2>&1 || t_fail "dmafs-load --prefetch $M/m: $(cat "$W/load.out")"
+grep -q "^total  3 files  read $((6 * MiB + 6000)) bytes  held 0 bytes .* into the warm tier$" "$W/load.out" ||
+	t_fail "dmafs-load --prefetch: $(cat "$W/load.out")"
+grep -q "^$M/m/part2  read $((2 * MiB + 2000)) bytes  held 0 bytes " "$W/load.out" ||
+	t_fail "dmafs-load --prefetch, part2: $(cat "$W/load.out")"
+expect "user.dmafs.tier of part3" "$(xt "$M/m/part3")" $((3 * MiB + 3000))
+"$LOAD" --prefetch --json "$M/m" >"$W/load.json" || t_fail "dmafs-load --prefetch --json"
+t_py - "$W/load.json" $((6 * MiB + 6000)) <<'EOF' || t_fail "dmafs-load --prefetch --json: $(cat "$W/load.json")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["prefetch"] is True and d["errors"] == 0, d
+assert d["total"]["read"] == 0 and d["total"]["held"] == int(sys.argv[2]), d["total"]
+assert [f["held"] for f in d["files"]] == [f["size"] for f in d["files"]], d["files"]
+EOF
+"$LOAD" --prefetch --target host "$M/m" 2>"$W/err" && t_fail "dmafs-load --prefetch --target accepted"
+grep -q "does not go with --prefetch" "$W/err" || t_fail "--prefetch --target: $(cat "$W/err")"
+if [ -x "$top_srcdir/tools/dmafs-synth-model" ]; then
+	t_log "dmafs-load --prefetch --model: a 3-shard model's files (index and headers read)"
+	"$top_srcdir/tools/dmafs-synth-model" -q --model qwen3-0.6b --scale 16 --shards 3 "$W/src/q" ||
+		t_fail "dmafs-synth-model"
+	cp -a "$W/src/q" "$M/" || t_fail "copy q"
+	total=$(cat "$W"/src/q/*.safetensors | wc -c)
+	"$LOAD" --prefetch --model -q "$M/q" >"$W/load.out" 2>&1 || t_fail "dmafs-load --prefetch --model: $(cat "$W/load.out")"
+	grep -q "^total  3 files  read $total bytes  held 0 bytes " "$W/load.out" ||
+		t_fail "dmafs-load --prefetch --model: $(cat "$W/load.out") (model files: $total bytes)"
+fi
+t_umount "$M"
+
+t_log "tier=4M and a 12 MiB file: the prefetch cycles the tier, holds at most 4 MiB, keeps the last chunk"
+t_mount "$T_MEMBERS" "$M" tier=4M
+head -c $((12 * MiB)) /dev/urandom >"$W/refb"
+cp "$W/refb" "$M/b" || t_fail "copy b"
+"$TP" --prefetch "$M/b" 0 eof >"$W/pf" 2>&1 &
+pid=$!
+while kill -0 $pid 2>/dev/null; do
+	stats
+	((S_HELD <= S_SIZE)) || t_fail "the tier holds $S_HELD bytes, more than its size $S_SIZE"
+done
+wait $pid || t_fail "prefetch of b: $(cat "$W/pf")"
+expect "read held" "$(cat "$W/pf")" "$((12 * MiB)) 0"
+stats
+expect "bytes held" "$S_HELD" $((4 * MiB))
+((S_EVICTED >= 8)) || t_fail "$S_EVICTED chunks evicted, expected at least 8"
+expect "user.dmafs.tier of b" "$(xt "$M/b")" $((4 * MiB))
+# reads finish out of order, so which 4 chunks stay varies; the last one taken is never
+# given up, as no fill comes after it
+place "$M/b" "$W/refb" $((11 * MiB)) $MiB
+stats
+expect "hits of the last chunk" "$S_HITS" 1
+expect "misses of the last chunk" "$S_MISSES" 0
+t_umount "$M"
+
+t_log "a damaged block: the prefetch fails with EIO and its chunk stays out of the tier"
+t_mount "$T_MEMBERS" "$M" tier=16M
+read -r FOFF MEM MOFF <<<"$(t_py -c 'import os, sys; print(os.getxattr(sys.argv[1], "user.dmafs.layout").decode())' "$M/b" |
+	awk '$1 ~ /^[0-9]+$/ && $1 >= 4194304 { print $1, $3, $4; exit }')"
+[ -n "$MOFF" ] || t_fail "no extent of b past 4 MiB"
+t_umount "$M"
+t_py - "$W/loop$MEM.img" $((MOFF + 4096)) <<'EOF' || t_fail "flip"
+import sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(int(sys.argv[2]))
+    b = f.read(1)
+    f.seek(int(sys.argv[2]))
+    f.write(bytes([b[0] ^ 0x5A]))
+EOF
+t_mount "$T_MEMBERS" "$M" tier=16M
+BADC=$((FOFF / MiB))
+"$TP" --prefetch "$M/b" 0 eof >/dev/null 2>"$W/err" && t_fail "prefetch of b with a damaged block in chunk $BADC succeeded"
+grep -q "(EIO)" "$W/err" || t_fail "damaged block: $(cat "$W/err"), expected EIO"
+"$TP" --prefetch "$M/b" $((BADC * MiB)) 1 >/dev/null 2>&1 && t_fail "prefetch of the damaged chunk $BADC succeeded"
+"$TP" "$M/b" $((BADC * MiB)) $MiB >/dev/null 2>&1 && t_fail "the damaged chunk $BADC placed (it entered the tier)"
+t_umount "$M"
+
+t_log "without tier=: EOPNOTSUPP, and dmafs-load --prefetch says the mount has no warm tier"
+t_mount "$T_MEMBERS" "$M"
+"$TP" --prefetch "$M/f" 0 eof >/dev/null 2>"$W/err" && t_fail "prefetch without a tier succeeded"
+grep -q "(EOPNOTSUPP)" "$W/err" || t_fail "prefetch without a tier: $(cat "$W/err"), expected EOPNOTSUPP"
+grep -q "tier=SIZE" "$W/err" || t_fail "dmafs_strerror(-EOPNOTSUPP) does not name tier=: $(cat "$W/err")"
+"$LOAD" --prefetch "$M/f" >"$W/out" 2>"$W/err"
+rc=$?
+expect "dmafs-load --prefetch's exit status without a tier" $rc 1
+grep -q "its mount has no warm tier.*-o tier=SIZE" "$W/err" ||
+	t_fail "dmafs-load --prefetch without a tier said: $(cat "$W/err")"
+t_umount "$M"
+
+t_log "off dmafs: ENOTTY"
+"$TP" --prefetch "$W/ref" 0 eof >/dev/null 2>"$W/err" && t_fail "prefetch of a file on /dev/shm succeeded"
+grep -q "(ENOTTY)" "$W/err" || t_fail "off dmafs: $(cat "$W/err"), expected ENOTTY"
+t_log "PASS"
