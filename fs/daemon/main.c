@@ -102,14 +102,21 @@ static int mount_members(struct daemon *d)
 		.wronly_direct = !o->wronly_cache && !o->writeback && daemon_kernel_at_least(6, 6),
 	};
 	fs->set = o->fs;
-	if (o->tier_bytes && (ret = tier_init(&fs->tier, o->tier_bytes))) {
+	if (o->tier_bytes && (ret = tier_init(&fs->tier, o->tier_bytes, o->tier_min_free_bytes))) {
 		fprintf(stderr, "dmafs: cannot set up the warm tier of %llu MiB: %s\n",
 			(unsigned long long)(o->tier_bytes >> 20), strerror(-ret));
 		return -1;
 	}
-	if (fs->tier)
-		log_debug("warm tier: %llu MiB in chunks of %u KiB", (unsigned long long)(o->tier_bytes >> 20),
-			  TIER_CHUNK >> 10);
+	if (fs->tier) {
+		uint64_t ram = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+
+		log_debug("warm tier: %llu MiB in chunks of %u KiB, segments of %llu MiB; it leaves %llu MiB available",
+			  (unsigned long long)(o->tier_bytes >> 20), TIER_CHUNK >> 10,
+			  (unsigned long long)(TIER_SEG >> 20), (unsigned long long)(o->tier_min_free_bytes >> 20));
+		if (o->tier_min_free_bytes >= ram)
+			daemon_note(d, "tier_min_free=%s is not below the RAM (%llu MiB): the warm tier holds nothing",
+				    o->tier_min_free, (unsigned long long)(ram >> 20));
+	}
 	d->member_list = daemon_members_abs(d->ms, d->nms, 1);
 	return d->member_list ? 0 : -1;
 }

@@ -24,8 +24,6 @@ int place_init(struct place **out, struct fs *fs, const struct place_limits *lim
 	       uint64_t staging, unsigned copy_delay_us, int prewarm, int p2p_force)
 {
 	struct place *pl = calloc(1, sizeof(*pl));
-	void *tier = NULL;
-	size_t tier_len = 0;
 	int ret;
 
 	*out = pl;
@@ -41,9 +39,7 @@ int place_init(struct place **out, struct fs *fs, const struct place_limits *lim
 	ret = usermem_init();
 	if (ret)
 		return ret;
-	if (fs->tier)
-		tier = tier_mem(fs->tier, &tier_len);
-	ret = stage_init(&pl->stages, staging, prewarm, tier, tier_len);
+	ret = stage_init(&pl->stages, staging, prewarm, fs->tier);
 	if (ret)
 		return ret;
 	return reg_reaper_start(pl);
