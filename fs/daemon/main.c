@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "daemon/remount.h"
+#include "engine/tier-press.h"
 #include "io/scan.h"
 #include "place/p2p.h"
 #include "place/pipeline.h"
@@ -175,6 +176,10 @@ static int start_services(struct daemon *d)
 	struct fs *fs = &d->srv.fs;
 	int ret;
 
+	if ((ret = tier_press_start(&d->press, fs->tier))) {
+		log_err("cannot start the warm tier's memory watcher: %s", strerror(-ret));
+		return -1;
+	}
 	if (place_init(&d->srv.place, fs, &d->lim, (uint64_t)o->staging_mb << 20, o->copy_delay_us,
 		       !o->gpu_setup || !strcmp(o->gpu_setup, "mount"),
 		       !o->p2p || !strcmp(o->p2p, "auto") ? 0 : !strcmp(o->p2p, "force") ? 1 : -1)) {
@@ -286,6 +291,8 @@ int main(int argc, char *argv[])
 	if (!session_args(d, &args))
 		ret = serve(d, &args);
 	place_shutdown(d->srv.place);
+	tier_press_stop(d->press);
+	d->press = NULL;
 	if (fs_unmount(&d->srv.fs))
 		ret = 1;
 	tier_destroy(d->srv.fs.tier); /* no request is served any more */
