@@ -3,7 +3,8 @@
  * Description: helper of tier.sh: place one extent of a file on dmafs into shared host
  * memory and write the placed bytes to stdout, or print the warm tier's counters.
  * Usage: tier_place FILE OFFSET LENGTH [BUFFER_OFFSET]
- *        tier_place --stats PATH   (size held hits misses served filled evicted, one line)
+ *        tier_place --stats PATH   (size held hits misses served filled evicted cap
+ *                                   resident shrunk min_free, one line)
  * With $TIER_PLACE_GO set, the placement waits (buffer registered, file open) until that
  * path exists, having created $TIER_PLACE_READY: concurrent placements then start together.
  * Exit 0, or 1 with the reason on stderr.
@@ -30,10 +31,12 @@ static int stats(const char *path)
 		return 1;
 	}
 	close(fd);
-	printf("%llu %llu %llu %llu %llu %llu %llu\n", (unsigned long long)i.tier_size,
+	printf("%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu\n", (unsigned long long)i.tier_size,
 	       (unsigned long long)i.tier_held, (unsigned long long)i.tier_hits,
 	       (unsigned long long)i.tier_misses, (unsigned long long)i.tier_served,
-	       (unsigned long long)i.tier_filled, (unsigned long long)i.tier_evicted);
+	       (unsigned long long)i.tier_filled, (unsigned long long)i.tier_evicted,
+	       (unsigned long long)i.tier_cap, (unsigned long long)i.tier_resident,
+	       (unsigned long long)i.tier_shrunk, (unsigned long long)i.tier_min_free);
 	return 0;
 }
 
