@@ -54,8 +54,14 @@ struct dmafs_ioc_info {
 	uint64_t tier_misses;	/* pieces looked up there and read from the members */
 	uint64_t tier_served;	/* bytes placed from it */
 	uint64_t tier_filled;	/* bytes that entered it */
-	uint64_t tier_evicted;	/* chunks given up to make room */
-	char reserved[72];
+	uint64_t tier_evicted;	/* chunks given up to make room or memory */
+	/* The tier and the machine's memory (tier_min_free=): 0 from a daemon older than this. */
+	uint64_t tier_cap;	/* bytes it may hold now: tier_size, or tier_held while memory
+				   is short (it takes no new chunks) */
+	uint64_t tier_resident;	/* bytes of its segments with memory: what it may take now */
+	uint64_t tier_shrunk;	/* bytes it gave back because memory was short */
+	uint64_t tier_min_free;	/* the available memory it leaves the machine */
+	char reserved[40];
 };
 
 #define DMAFS_HANDLE_SIZE 64

@@ -22,9 +22,11 @@ M=$W/mnt
 t_loops 3 160M
 t_mkfs -s 256K "${T_LOOPDEVS[@]}"
 
-# stats - "size held hits misses served filled evicted" of the mount's tier into S_*
+# stats - "size held hits misses served filled evicted cap resident shrunk min_free" of the
+# mount's tier into S_*
 stats() {
-	read -r S_SIZE S_HELD S_HITS S_MISSES S_SERVED S_FILLED S_EVICTED <<<"$("$TP" --stats "$M")" ||
+	read -r S_SIZE S_HELD S_HITS S_MISSES S_SERVED S_FILLED S_EVICTED S_CAP S_RESIDENT S_SHRUNK \
+		S_MIN_FREE <<<"$("$TP" --stats "$M")" ||
 		t_fail "tier_place --stats $M"
 }
 # sectors - sectors read from the members so far (the loop devices' stat)

@@ -4,7 +4,8 @@
  * into shared host memory and write the placed bytes to stdout, print the warm tier's
  * counters, or prefetch a range of a file into the tier.
  * Usage: tier_place FILE OFFSET LENGTH [BUFFER_OFFSET]
- *        tier_place --stats PATH   (size held hits misses served filled evicted, one line)
+ *        tier_place --stats PATH   (size held hits misses served filled evicted cap
+ *                                   resident shrunk min_free, one line)
  *        tier_place --prefetch FILE OFFSET LENGTH   (dmafs_prefetch: "read held", one line)
  *        tier_place --prefetch-ioctl r|w|rw FILE OFFSET LENGTH
  *                  (DMAFS_IOC_PREFETCH itself on FILE opened read-only, write-only or
@@ -36,10 +37,12 @@ static int stats(const char *path)
 		return 1;
 	}
 	close(fd);
-	printf("%llu %llu %llu %llu %llu %llu %llu\n", (unsigned long long)i.tier_size,
+	printf("%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu\n", (unsigned long long)i.tier_size,
 	       (unsigned long long)i.tier_held, (unsigned long long)i.tier_hits,
 	       (unsigned long long)i.tier_misses, (unsigned long long)i.tier_served,
-	       (unsigned long long)i.tier_filled, (unsigned long long)i.tier_evicted);
+	       (unsigned long long)i.tier_filled, (unsigned long long)i.tier_evicted,
+	       (unsigned long long)i.tier_cap, (unsigned long long)i.tier_resident,
+	       (unsigned long long)i.tier_shrunk, (unsigned long long)i.tier_min_free);
 	return 0;
 }
 

@@ -15,6 +15,8 @@
 
 #define DAEMON_NOTES_MAX 8
 
+struct tier_press;
+
 struct daemon {
 	struct srv srv;		/* the filesystem and the settings requests use */
 	struct options o;	/* the command line, checked */
@@ -23,6 +25,7 @@ struct daemon {
 	int nms;
 	char *member_list;	/* their absolute paths, commas escaped */
 	struct fuse_session *se;
+	struct tier_press *press; /* the warm tier's memory watcher, or NULL */
 	int notify_fd;		/* the waiting parent, until the mount answers (-1: none) */
 	/*
 	 * What the daemon notes about a mount that works but is not all it could be (written

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "daemon/remount.h"
+#include "engine/tier-press.h"
 #include "io/scan.h"
 #include "place/p2p.h"
 #include "place/pipeline.h"
@@ -102,14 +103,21 @@ static int mount_members(struct daemon *d)
 		.wronly_direct = !o->wronly_cache && !o->writeback && daemon_kernel_at_least(6, 6),
 	};
 	fs->set = o->fs;
-	if (o->tier_bytes && (ret = tier_init(&fs->tier, o->tier_bytes))) {
+	if (o->tier_bytes && (ret = tier_init(&fs->tier, o->tier_bytes, o->tier_min_free_bytes))) {
 		fprintf(stderr, "dmafs: cannot set up the warm tier of %llu MiB: %s\n",
 			(unsigned long long)(o->tier_bytes >> 20), strerror(-ret));
 		return -1;
 	}
-	if (fs->tier)
-		log_debug("warm tier: %llu MiB in chunks of %u KiB", (unsigned long long)(o->tier_bytes >> 20),
-			  TIER_CHUNK >> 10);
+	if (fs->tier) {
+		uint64_t ram = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+
+		log_debug("warm tier: %llu MiB in chunks of %u KiB, segments of %llu MiB; it leaves %llu MiB available",
+			  (unsigned long long)(o->tier_bytes >> 20), TIER_CHUNK >> 10,
+			  (unsigned long long)(TIER_SEG >> 20), (unsigned long long)(o->tier_min_free_bytes >> 20));
+		if (o->tier_min_free_bytes >= ram)
+			daemon_note(d, "tier_min_free=%s is not below the RAM (%llu MiB): the warm tier holds nothing",
+				    o->tier_min_free, (unsigned long long)(ram >> 20));
+	}
 	d->member_list = daemon_members_abs(d->ms, d->nms, 1);
 	return d->member_list ? 0 : -1;
 }
@@ -168,6 +176,10 @@ static int start_services(struct daemon *d)
 	struct fs *fs = &d->srv.fs;
 	int ret;
 
+	if ((ret = tier_press_start(&d->press, fs->tier))) {
+		log_err("cannot start the warm tier's memory watcher: %s", strerror(-ret));
+		return -1;
+	}
 	if (place_init(&d->srv.place, fs, &d->lim, (uint64_t)o->staging_mb << 20, o->copy_delay_us,
 		       !o->gpu_setup || !strcmp(o->gpu_setup, "mount"),
 		       !o->p2p || !strcmp(o->p2p, "auto") ? 0 : !strcmp(o->p2p, "force") ? 1 : -1)) {
@@ -279,6 +291,8 @@ int main(int argc, char *argv[])
 	if (!session_args(d, &args))
 		ret = serve(d, &args);
 	place_shutdown(d->srv.place);
+	tier_press_stop(d->press);
+	d->press = NULL;
 	if (fs_unmount(&d->srv.fs))
 		ret = 1;
 	tier_destroy(d->srv.fs.tier); /* no request is served any more */

@@ -38,6 +38,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("reg_bytes=%s", reg_bytes),
 	OPT("reg_bytes_user=%s", reg_bytes_user),
 	OPT("tier=%s", tier),
+	OPT("tier_min_free=%s", tier_min_free),
 	OPT("p2p=%s", p2p),
 	OPT("gpu_setup=%s", gpu_setup),
 	OPT("user=%s", user),
@@ -211,6 +212,9 @@ void options_usage(FILE *f)
 		"  -o tier=SIZE|N%%    keep up to SIZE bytes (or N%% of the RAM) of placed files\n"
 		"                      in the daemon's memory: placing them again copies from\n"
 		"                      there instead of reading the members (default 0: off)\n"
+		"  -o tier_min_free=SIZE|N%%  while the machine has less memory available, the\n"
+		"                      tier gives memory back and takes no more (default 5%%\n"
+		"                      of the RAM, at least 1G or 10%% of the RAM; 0: never)\n"
 		"  -o writebehind_mb=N memory for writes accepted before they reach the members\n"
 		"                      (default 256; 0: every write waits for its members)\n"
 		"  -o verbose          log the daemon's own debugging messages (placement\n"
@@ -320,30 +324,27 @@ int options_parse(struct options *o, struct fuse_args *args)
 /*
  * tier=SIZE (512M, 8G) or N% of the RAM: the warm tier's bytes in o->tier_bytes, whole
  * chunks. 0 is off; otherwise at least one chunk and at most 90% of the RAM, so that a
- * typo cannot have the daemon take the machine's memory. Returns 0 or -1 (said).
+ * typo cannot have the daemon take the machine's memory.
+ * tier_min_free=SIZE or N% (0 to 100) in o->tier_min_free_bytes; by default 5% of the
+ * RAM, but at least 1 GiB or 10% of the RAM, whichever is less: enough for the kernel and
+ * the jobs that load models beside the tier. Any size is taken: one above the RAM keeps
+ * the tier empty (main.c notes it). Returns 0 or -1 (said).
  */
 static int check_tier(struct options *o)
 {
 	uint64_t ram = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
 	const char *s = o->tier;
-	size_t n = s ? strlen(s) : 0;
 	uint64_t v = 0;
-	int bad = 0;
 
+	o->tier_min_free_bytes = MAX(ram / 20, MIN(ram / 10, 1ull << 30));
+	if (o->tier_min_free && util_parse_size_pct(o->tier_min_free, ram, &o->tier_min_free_bytes)) {
+		fprintf(stderr, "dmafs: tier_min_free=%s: want a size (such as 0, 512M, 4G) or a percentage of the RAM from 0%% to 100%% (such as 5%%)\n",
+			o->tier_min_free);
+		return -1;
+	}
 	if (!s)
 		return 0;
-	if (n > 1 && s[n - 1] == '%') {
-		char *end;
-		unsigned long pct;
-
-		errno = 0;
-		pct = strtoul(s, &end, 10);
-		bad = errno || *s < '0' || *s > '9' || end != s + n - 1 || pct > 90;
-		v = ram / 100 * pct;
-	} else {
-		bad = util_parse_size(s, &v) != 0;
-	}
-	if (bad || (v && v < TIER_CHUNK) || v > ram / 10 * 9) {
+	if (util_parse_size_pct(s, ram, &v) || (v && v < TIER_CHUNK) || v > ram / 10 * 9) {
 		fprintf(stderr, "dmafs: tier=%s: want 0 (off), or a size (such as 512M, 8G) or a percentage of the RAM (such as 25%%) of at least 1M and at most 90%% of the RAM (%llu MiB)\n",
 			s, (unsigned long long)(ram >> 20));
 		return -1;

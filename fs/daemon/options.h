@@ -18,6 +18,8 @@ struct options {
 	char *reg_bytes, *reg_bytes_user;
 	char *tier;	     /* tier=SIZE or N% of the RAM, as given */
 	uint64_t tier_bytes; /* the warm tier's size from it (options_check; 0: none) */
+	char *tier_min_free; /* tier_min_free=SIZE or N% of the RAM, as given */
+	uint64_t tier_min_free_bytes; /* from it, or the default (options_check) */
 	int writeback, wronly_cache, verbose, no_handles, sync_dio;
 	char *p2p, *gpu_setup;
 	int ro, foreground, debug, help, version;

@@ -207,7 +207,10 @@ int fs_readdir(struct fs *fs, uint64_t ino, uint64_t off, uint64_t *limit,
 /*
  * xattrs: user.*, trusted.* and security.*, and with ACLs on system.posix_acl_access and
  * system.posix_acl_default; other names get -EOPNOTSUPP. user.dmafs.layout and
- * user.dmafs.tier (bytes of the file in the warm tier) are virtual and read-only. The kernel itself allows trusted.* only to CAP_SYS_ADMIN and checks
+ * user.dmafs.tier (bytes of the file in the warm tier) are virtual and read-only;
+ * user.dmafs.tier_min_free of the root (with a warm tier) is virtual: it reads as the
+ * tier's min_free in bytes, and uid 0 may set it (a size or N%, as the mount option;
+ * -EINVAL otherwise; -EPERM for anyone else or elsewhere). The kernel itself allows trusted.* only to CAP_SYS_ADMIN and checks
  * security.* writes; listxattr hides trusted.* names from a caller @c without
  * CAP_SYS_ADMIN (@c NULL: shown). Setting the access ACL sets the mode to agree (and
  * drops setgid unless @c is in the file's group or has CAP_FSETID); an ACL the mode

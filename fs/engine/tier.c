@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 
 #include "util/hash.h"
 #include "util/util.h"
@@ -13,7 +15,7 @@ enum { C_FREE, C_RESERVED, C_LIVE, C_DEAD };
 
 struct tier_chunk {
 	struct hnode h;			/* key: key(ino, idx); in the table while LIVE */
-	struct tier_chunk *prev, *next;	/* LRU list (LIVE), free list (FREE, next only) */
+	struct tier_chunk *prev, *next;	/* LRU list (LIVE), its segment's free list (FREE, next only) */
 	struct tier_chunk *fprev, *fnext; /* the owner's chunks (LIVE) */
 	struct inode *owner;		/* LIVE: whose data; cleared when it leaves */
 	uint64_t ino, idx;
@@ -22,17 +24,50 @@ struct tier_chunk {
 	int state;
 };
 
-/* Lock order: the tier's lock is taken last; nothing is taken while holding it. */
+/*
+ * TIER_SEG_CHUNKS chunks of memory, pinned and released as one. Its chunks are in use
+ * when they are not FREE (nfree < nchunks); a segment in use is never released.
+ */
+struct tier_seg {
+	struct tier_chunk *free; /* its FREE chunks, lowest first at the start; lock */
+	unsigned nchunks;	 /* chunks in it (the last segment may have fewer) */
+	unsigned nfree;		 /* lock */
+	int touched;		 /* a chunk was taken since the last release; lock (read
+				    atomically under pin_lock) */
+	int idle;		 /* had no chunk in use at the last tier_release_idle; lock */
+	int releasing;		 /* being released: no chunk is taken; set and cleared under
+				    both locks */
+	unsigned scan;		 /* the tier_shrink() that last judged it; lock */
+	unsigned pinned, failed; /* bit i: pinner i pinned it / failed to; written under
+				    pin_lock, read atomically */
+};
+
+struct pinner {
+	tier_pin_fn pin;
+	tier_unpin_fn unpin;
+	void *arg;
+};
+
+/*
+ * Lock order: pin_lock, then lock. Nothing is taken while holding lock; pin_lock is held
+ * over the pinners' calls and madvise, never over a lookup.
+ */
 struct tier {
 	pthread_mutex_t lock;
+	pthread_mutex_t pin_lock;	/* pinning, unpinning, releasing segments */
 	char *mem;			/* nchunks * TIER_CHUNK bytes */
-	size_t nchunks;
+	size_t nchunks, nsegs;
 	struct tier_chunk *c;		/* the chunks' descriptors */
+	struct tier_seg *seg;		/* the segments */
 	struct htab tab;		/* LIVE chunks; lock */
-	struct tier_chunk *free;	/* FREE chunks; lock */
 	struct tier_chunk lru;		/* LIVE: lru.next most, lru.prev least recently used; lock */
 	size_t nlive;			/* lock */
-	uint64_t hits, misses, served, filled, evicted; /* atomic */
+	unsigned scan;			/* tier_shrink() calls; lock */
+	struct pinner pin[TIER_PINNERS]; /* pin_lock */
+	unsigned pinners;		/* bit i: pin[i] is set; written under pin_lock, atomic */
+	int short_mem;			/* tier_set_short; atomic */
+	uint64_t min_free;		/* atomic */
+	uint64_t hits, misses, served, filled, evicted, shrunk; /* atomic */
 };
 
 _Static_assert(TIER_CHUNK % 4096 == 0, "chunks take O_DIRECT reads");
@@ -44,7 +79,19 @@ static char *chunk_mem(const struct tier *t, const struct tier_chunk *c)
 	return t->mem + (size_t)(c - t->c) * TIER_CHUNK;
 }
 
-int tier_init(struct tier **out, uint64_t bytes)
+static struct tier_seg *seg_of(const struct tier *t, const struct tier_chunk *c)
+{
+	return &t->seg[(size_t)(c - t->c) / TIER_SEG_CHUNKS];
+}
+
+static char *seg_mem(const struct tier *t, const struct tier_seg *s)
+{
+	return t->mem + (size_t)(s - t->seg) * TIER_SEG;
+}
+
+static size_t seg_len(const struct tier_seg *s) { return (size_t)s->nchunks * TIER_CHUNK; }
+
+int tier_init(struct tier **out, uint64_t bytes, uint64_t min_free)
 {
 	struct tier *t;
 	size_t nb = 1;
@@ -56,23 +103,33 @@ int tier_init(struct tier **out, uint64_t bytes)
 	if (!t)
 		return -ENOMEM;
 	t->nchunks = (size_t)(bytes / TIER_CHUNK);
+	t->nsegs = (t->nchunks + TIER_SEG_CHUNKS - 1) / TIER_SEG_CHUNKS;
 	t->c = calloc(t->nchunks, sizeof(*t->c));
+	t->seg = calloc(t->nsegs, sizeof(*t->seg));
 	/* untouched until filled: taking a large tier costs no memory at mount */
 	t->mem = util_huge_alloc(t->nchunks * (size_t)TIER_CHUNK);
 	while (nb < t->nchunks) /* the table never grows: at most nchunks are LIVE */
 		nb *= 2;
-	if (!t->c || !t->mem || htab_init(&t->tab, nb)) {
+	if (!t->c || !t->seg || !t->mem || htab_init(&t->tab, nb)) {
 		free(t->c);
+		free(t->seg);
 		free(t->mem);
 		free(t);
 		return -ENOMEM;
 	}
 	pthread_mutex_init(&t->lock, NULL);
+	pthread_mutex_init(&t->pin_lock, NULL);
 	t->lru.next = t->lru.prev = &t->lru;
+	t->min_free = min_free;
 	for (size_t i = t->nchunks; i-- > 0;) {
-		t->c[i].next = t->free;
-		t->free = &t->c[i];
+		struct tier_seg *s = seg_of(t, &t->c[i]);
+
+		t->c[i].next = s->free;
+		s->free = &t->c[i];
+		s->nchunks++;
 	}
+	for (size_t i = 0; i < t->nsegs; i++)
+		t->seg[i].nfree = t->seg[i].nchunks;
 	*out = t;
 	return 0;
 }
@@ -83,15 +140,127 @@ void tier_destroy(struct tier *t)
 		return;
 	htab_destroy(&t->tab);
 	pthread_mutex_destroy(&t->lock);
+	pthread_mutex_destroy(&t->pin_lock);
 	free(t->mem);
+	free(t->seg);
 	free(t->c);
 	free(t);
 }
 
-void *tier_mem(const struct tier *t, size_t *len)
+/* ---- segments: pinning and release ---- */
+
+/* Pin @s by every pinner that has not pinned it, or failed to, yet. pin_lock held. */
+static void pin_all(struct tier *t, struct tier_seg *s)
 {
-	*len = t->nchunks * (size_t)TIER_CHUNK;
-	return t->mem;
+	for (int i = 0; i < TIER_PINNERS; i++) {
+		unsigned bit = 1u << i;
+
+		if (!(t->pinners & bit) || ((s->pinned | s->failed) & bit))
+			continue;
+		if (t->pin[i].pin(t->pin[i].arg, seg_mem(t, s), seg_len(s)))
+			__atomic_or_fetch(&s->failed, bit, __ATOMIC_RELEASE);
+		else
+			__atomic_or_fetch(&s->pinned, bit, __ATOMIC_RELEASE);
+	}
+}
+
+/*
+ * Pin @s, of which the caller has taken a chunk (so it cannot be released meanwhile), by
+ * every pinner not done with it: the fill then reads into pinned memory, and the copies
+ * out of the chunk run at the link's speed from the first. t->lock not held.
+ */
+static void seg_pin(struct tier *t, struct tier_seg *s)
+{
+	unsigned want = __atomic_load_n(&t->pinners, __ATOMIC_ACQUIRE);
+	unsigned done = __atomic_load_n(&s->pinned, __ATOMIC_ACQUIRE) |
+			__atomic_load_n(&s->failed, __ATOMIC_ACQUIRE);
+
+	if ((done & want) == want)
+		return; /* the common case: one load each, no lock */
+	pthread_mutex_lock(&t->pin_lock);
+	pin_all(t, s);
+	pthread_mutex_unlock(&t->pin_lock);
+}
+
+/* Unpin @s for every pinner that pinned it. pin_lock held; @s not in use. */
+static void unpin_all(struct tier *t, struct tier_seg *s)
+{
+	for (int i = 0; i < TIER_PINNERS; i++)
+		if (s->pinned & (1u << i))
+			t->pin[i].unpin(t->pin[i].arg, seg_mem(t, s), seg_len(s));
+	__atomic_store_n(&s->pinned, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&s->failed, 0, __ATOMIC_RELEASE);
+}
+
+/*
+ * Mark @s for release when it has memory and no chunk in use; returns its bytes, or 0.
+ * Both locks held: from here until release_marked() ends no chunk is taken from it.
+ */
+static uint64_t mark(struct tier_seg *s)
+{
+	if (!s->touched || s->releasing || s->nfree != s->nchunks)
+		return 0;
+	s->releasing = 1;
+	return seg_len(s);
+}
+
+/*
+ * Give the memory of the marked segments back: unpinned first (a pinned page stays with
+ * the driver whatever the mapping does), then MADV_DONTNEED, which frees the pages of
+ * this private anonymous range and leaves it mapped, reading as zeros until a fill
+ * writes it again. pin_lock held, t->lock not.
+ */
+static void release_marked(struct tier *t)
+{
+	for (size_t i = 0; i < t->nsegs; i++) {
+		struct tier_seg *s = &t->seg[i];
+
+		if (!s->releasing)
+			continue;
+		unpin_all(t, s);
+		if (madvise(seg_mem(t, s), seg_len(s), MADV_DONTNEED))
+			log_warn("warm tier: cannot give back %zu MiB at segment %zu: %s", seg_len(s) >> 20,
+				 i, strerror(errno));
+		pthread_mutex_lock(&t->lock);
+		s->releasing = 0;
+		__atomic_store_n(&s->touched, 0, __ATOMIC_RELAXED);
+		s->idle = 0;
+		pthread_mutex_unlock(&t->lock);
+	}
+}
+
+int tier_add_pinner(struct tier *t, tier_pin_fn pin, tier_unpin_fn unpin, void *arg)
+{
+	int i;
+
+	if (!t)
+		return 0;
+	pthread_mutex_lock(&t->pin_lock);
+	for (i = 0; i < TIER_PINNERS && (t->pinners & (1u << i)); i++)
+		;
+	if (i == TIER_PINNERS) {
+		pthread_mutex_unlock(&t->pin_lock);
+		return -ENOSPC;
+	}
+	t->pin[i] = (struct pinner){ .pin = pin, .unpin = unpin, .arg = arg };
+	/* set before the walk: a fill that takes a chunk meanwhile waits for pin_lock */
+	__atomic_or_fetch(&t->pinners, 1u << i, __ATOMIC_RELEASE);
+	for (size_t k = 0; k < t->nsegs; k++)
+		if (__atomic_load_n(&t->seg[k].touched, __ATOMIC_RELAXED))
+			pin_all(t, &t->seg[k]); /* not released meanwhile: that takes pin_lock */
+	pthread_mutex_unlock(&t->pin_lock);
+	return 0;
+}
+
+void tier_drop_pinners(struct tier *t)
+{
+	if (!t)
+		return;
+	pthread_mutex_lock(&t->pin_lock);
+	for (size_t k = 0; k < t->nsegs; k++)
+		unpin_all(t, &t->seg[k]);
+	__atomic_store_n(&t->pinners, 0, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&t->pin_lock);
 }
 
 /* ---- lists; all under t->lock ---- */
@@ -113,10 +282,35 @@ static void lru_push(struct tier *t, struct tier_chunk *c)
 
 static void free_chunk(struct tier *t, struct tier_chunk *c)
 {
+	struct tier_seg *s = seg_of(t, c);
+
 	c->state = C_FREE;
 	c->owner = NULL;
-	c->next = t->free;
-	t->free = c;
+	c->next = s->free;
+	s->free = c;
+	s->nfree++;
+}
+
+/*
+ * The segment a fill takes its chunk from: the lowest one with memory already and a free
+ * chunk, else the lowest untouched one with a free chunk (NULL: none). The walk is over
+ * segments, not chunks: a 64 GiB tier has 1024 of them. Under lock.
+ */
+static struct tier_seg *pick(struct tier *t)
+{
+	struct tier_seg *fresh = NULL;
+
+	for (size_t i = 0; i < t->nsegs; i++) {
+		struct tier_seg *s = &t->seg[i];
+
+		if (!s->nfree || s->releasing)
+			continue;
+		if (s->touched)
+			return s;
+		if (!fresh)
+			fresh = s;
+	}
+	return fresh;
 }
 
 /*
@@ -196,12 +390,13 @@ int tier_has(struct tier *t, const struct inode *ino, uint64_t idx, uint32_t end
 struct tier_chunk *tier_reserve(struct tier *t, char **data)
 {
 	struct tier_chunk *c;
+	struct tier_seg *s;
 
+	if (__atomic_load_n(&t->short_mem, __ATOMIC_RELAXED))
+		return NULL; /* memory is short: the placement reads the members, as on a miss */
 	pthread_mutex_lock(&t->lock);
-	c = t->free;
-	if (c) {
-		t->free = c->next;
-	} else {
+	s = pick(t);
+	if (!s) {
 		/* the least recently used chunk that no copy is reading */
 		for (c = t->lru.prev; c != &t->lru && c->refs; c = c->prev)
 			;
@@ -209,14 +404,20 @@ struct tier_chunk *tier_reserve(struct tier *t, char **data)
 			pthread_mutex_unlock(&t->lock);
 			return NULL;
 		}
-		unpublish(t, c); /* unreferenced: straight to the free list */
-		t->free = c->next;
+		unpublish(t, c); /* unreferenced: to the head of its segment's free list */
 		__atomic_fetch_add(&t->evicted, 1, __ATOMIC_RELAXED);
+		s = seg_of(t, c);
 	}
+	c = s->free;
+	s->free = c->next;
+	s->nfree--;
+	__atomic_store_n(&s->touched, 1, __ATOMIC_RELAXED);
+	s->idle = 0;
 	c->next = c->prev = NULL;
 	c->state = C_RESERVED;
 	c->refs = 1;
 	pthread_mutex_unlock(&t->lock);
+	seg_pin(t, s);
 	*data = chunk_mem(t, c);
 	return c;
 }
@@ -346,11 +547,108 @@ void tier_stats(struct tier *t, struct tier_stats *st)
 		return;
 	pthread_mutex_lock(&t->lock);
 	st->held = (uint64_t)t->nlive * TIER_CHUNK;
+	for (size_t i = 0; i < t->nsegs; i++)
+		if (t->seg[i].touched)
+			st->resident += seg_len(&t->seg[i]);
 	pthread_mutex_unlock(&t->lock);
 	st->size = (uint64_t)t->nchunks * TIER_CHUNK;
+	st->cap = __atomic_load_n(&t->short_mem, __ATOMIC_RELAXED) ? st->held : st->size;
+	st->shrunk = __atomic_load_n(&t->shrunk, __ATOMIC_RELAXED);
+	st->min_free = __atomic_load_n(&t->min_free, __ATOMIC_RELAXED);
 	st->hits = __atomic_load_n(&t->hits, __ATOMIC_RELAXED);
 	st->misses = __atomic_load_n(&t->misses, __ATOMIC_RELAXED);
 	st->served = __atomic_load_n(&t->served, __ATOMIC_RELAXED);
 	st->filled = __atomic_load_n(&t->filled, __ATOMIC_RELAXED);
 	st->evicted = __atomic_load_n(&t->evicted, __ATOMIC_RELAXED);
+}
+
+/* ---- memory pressure ---- */
+
+void tier_set_short(struct tier *t, int on)
+{
+	__atomic_store_n(&t->short_mem, on, __ATOMIC_RELAXED);
+}
+
+/* Whether every chunk of @s is FREE, or LIVE with no reference (no copy reads it). Under lock. */
+static int evictable(const struct tier *t, const struct tier_seg *s)
+{
+	const struct tier_chunk *c = t->c + (size_t)(s - t->seg) * TIER_SEG_CHUNKS;
+
+	for (unsigned i = 0; i < s->nchunks; i++)
+		if (c[i].state != C_FREE && (c[i].state != C_LIVE || c[i].refs))
+			return 0;
+	return 1;
+}
+
+/*
+ * Memory goes back a segment at a time, so chunks are given up a segment at a time: the
+ * segment of the least recently used chunk, when nothing of it is in use, loses all its
+ * chunks, and no chunk is given up that would not return memory.
+ */
+uint64_t tier_shrink(struct tier *t, uint64_t bytes)
+{
+	uint64_t got = 0, evicted = 0;
+
+	pthread_mutex_lock(&t->pin_lock);
+	pthread_mutex_lock(&t->lock);
+	t->scan++;
+	/* segments with nothing in use cost no eviction */
+	for (size_t i = 0; i < t->nsegs && got < bytes; i++)
+		got += mark(&t->seg[i]);
+	for (struct tier_chunk *c = t->lru.prev, *prev; c != &t->lru && got < bytes; c = prev) {
+		struct tier_seg *s = seg_of(t, c);
+		struct tier_chunk *sc = t->c + (size_t)(s - t->seg) * TIER_SEG_CHUNKS;
+
+		prev = c->prev;
+		if (s->scan == t->scan)
+			continue; /* judged already */
+		s->scan = t->scan;
+		if (!evictable(t, s))
+			continue; /* a copy reads one of its chunks, or a fill writes one */
+		while (prev != &t->lru && seg_of(t, prev) == s)
+			prev = prev->prev; /* every chunk of @s leaves the list */
+		for (unsigned i = 0; i < s->nchunks; i++)
+			if (sc[i].state == C_LIVE) {
+				unpublish(t, &sc[i]);
+				evicted++;
+			}
+		got += mark(s);
+	}
+	pthread_mutex_unlock(&t->lock);
+	release_marked(t);
+	pthread_mutex_unlock(&t->pin_lock);
+	__atomic_fetch_add(&t->evicted, evicted, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&t->shrunk, got, __ATOMIC_RELAXED);
+	return got;
+}
+
+uint64_t tier_release_idle(struct tier *t)
+{
+	uint64_t got = 0;
+
+	pthread_mutex_lock(&t->pin_lock);
+	pthread_mutex_lock(&t->lock);
+	for (size_t i = 0; i < t->nsegs; i++) {
+		struct tier_seg *s = &t->seg[i];
+		int empty = s->touched && !s->releasing && s->nfree == s->nchunks;
+
+		if (empty && s->idle)
+			got += mark(s);
+		s->idle = empty;
+	}
+	pthread_mutex_unlock(&t->lock);
+	if (got)
+		release_marked(t);
+	pthread_mutex_unlock(&t->pin_lock);
+	return got;
+}
+
+void tier_set_min_free(struct tier *t, uint64_t bytes)
+{
+	__atomic_store_n(&t->min_free, bytes, __ATOMIC_RELAXED);
+}
+
+uint64_t tier_min_free(struct tier *t)
+{
+	return __atomic_load_n(&t->min_free, __ATOMIC_RELAXED);
 }

@@ -16,6 +16,19 @@
  * evicted while still referenced: freed by the last tier_put). A referenced chunk is
  * never evicted, so a copy out of it may run without the lock.
  *
+ * Memory: the chunks are grouped in segments of TIER_SEG_CHUNKS. A fill takes a free chunk
+ * of the lowest segment that has memory already (touched), else of the lowest untouched
+ * one, so that what the tier holds stays in few segments. A segment with no chunk in use
+ * (none RESERVED, LIVE or DEAD) can be released: its pages go back to the system with
+ * madvise(MADV_DONTNEED) and read as zeros until a fill writes them again. The place
+ * layer, which talks to the GPU runtimes, registers pinners (tier_add_pinner): a segment
+ * is pinned by each when a chunk of it is first taken, and unpinned before its memory is
+ * released. Pinning a segment waits for no lookup: the tier's lock is not held over it.
+ *
+ * Memory pressure (tier-press.c): while the machine's available memory is under the
+ * tier's min_free, the tier takes no new chunks (tier_set_short) and gives back least
+ * recently used ones a segment at a time (tier_shrink).
+ *
  * The race rule: every invalidation bumps ino->tier_gen (after the change it stands for
  * is visible to readers), then removes the chunks. A fill reads tier_gen before its member
  * reads go out and publishes only when it is unchanged, under the tier's lock, so bytes
@@ -31,6 +44,9 @@
 #include "store/meta.h"
 
 #define TIER_CHUNK (1u << 20) /* file-offset aligned; the placement pipeline's piece size */
+#define TIER_SEG_CHUNKS 64    /* chunks per segment: the unit of pinning and of release */
+#define TIER_SEG ((uint64_t)TIER_SEG_CHUNKS * TIER_CHUNK)
+#define TIER_PINNERS 4	      /* at most this many pinners (one per GPU runtime) */
 
 /* The tier of one mount (tier.c); NULL where the mount has none. */
 struct tier;
@@ -43,19 +59,41 @@ struct tier_stats {
 	uint64_t misses;  /* pieces looked up and read from the members */
 	uint64_t served;  /* bytes placed from the tier */
 	uint64_t filled;  /* bytes that entered the tier */
-	uint64_t evicted; /* chunks given up to make room */
+	uint64_t evicted; /* chunks given up to make room or memory */
+	uint64_t cap;	  /* bytes it may hold now: size, or held while memory is short */
+	uint64_t resident; /* bytes of its touched segments: the memory it may take now */
+	uint64_t shrunk;  /* bytes given back to the system because memory was short */
+	uint64_t min_free; /* the available memory it leaves the machine (tier_set_min_free) */
 };
 
 /*
- * A tier of @bytes rounded down to whole chunks (at least one) in *@out. The memory is
+ * A pinner: pin (register for device copies) or unpin @len bytes at @mem, a segment that
+ * is not in use elsewhere by the same pinner. pin returns 0 or -errno; a segment it failed
+ * on stays usable (pageable) and is not tried again until it has been released.
+ */
+typedef int (*tier_pin_fn)(void *arg, void *mem, size_t len);
+typedef void (*tier_unpin_fn)(void *arg, void *mem, size_t len);
+
+/*
+ * A tier of @bytes rounded down to whole chunks (at least one) in *@out, that leaves
+ * @min_free bytes of the machine's memory available (tier_set_min_free). The memory is
  * reserved, not touched: pages are taken as chunks are first filled, and never more than
  * the rounded size. Returns 0, -EINVAL (less than one chunk) or -ENOMEM.
  */
-int tier_init(struct tier **out, uint64_t bytes);
-/* Free the tier (NULL: nothing); no placement may run and no chunk be referenced. */
+int tier_init(struct tier **out, uint64_t bytes, uint64_t min_free);
+/* Free the tier (NULL: nothing); no placement may run, no chunk be referenced, and every
+ * pinner be gone (tier_drop_pinners). */
 void tier_destroy(struct tier *t);
-/* The tier's memory, for pinning it for device copies (place/stage.c); *@len its size. */
-void *tier_mem(const struct tier *t, size_t *len);
+
+/*
+ * Add a pinner (see tier_pin_fn): every segment with memory now is pinned by it before
+ * this returns, every other one when a chunk of it is first taken. Call from a thread
+ * that may wait (pinning takes milliseconds per segment). Returns 0, or -ENOSPC when
+ * TIER_PINNERS are there already. @t NULL: nothing, 0.
+ */
+int tier_add_pinner(struct tier *t, tier_pin_fn pin, tier_unpin_fn unpin, void *arg);
+/* Unpin every segment and forget the pinners (before their runtimes go). @t NULL: nothing. */
+void tier_drop_pinners(struct tier *t);
 
 /*
  * The LIVE chunk @idx of @ino when it holds the file bytes up to @end (bytes from the
@@ -67,8 +105,10 @@ struct tier_chunk *tier_get(struct tier *t, const struct inode *ino, uint64_t id
 /* Whether tier_get would find it now (no reference taken, no LRU change). */
 int tier_has(struct tier *t, const struct inode *ino, uint64_t idx, uint32_t end);
 /*
- * A chunk for a fill: a FREE one, or the least recently used LIVE one nobody references
- * (evicted). RESERVED and referenced, its memory in *@data; NULL when every chunk is in use.
+ * A chunk for a fill: a FREE one (see the segment order above), or the least recently
+ * used LIVE one nobody references (evicted). RESERVED and referenced, its memory in
+ * *@data, pinned by every pinner that could; NULL when every chunk is in use or memory is
+ * short (tier_set_short). May wait for a segment's pinning.
  */
 struct tier_chunk *tier_reserve(struct tier *t, char **data);
 /* The generation a fill of @ino reads before its member reads (tier_publish checks it). */
@@ -99,5 +139,27 @@ void tier_forget(struct tier *t, struct inode *ino);
 uint64_t tier_file_bytes(struct tier *t, const struct inode *ino);
 /* The tier's size and counters (all 0 for @t NULL). */
 void tier_stats(struct tier *t, struct tier_stats *st);
+
+/*
+ * Memory pressure (called by tier-press.c). While @on, tier_reserve() takes nothing: the
+ * placements read the members, as on a miss; lookups still serve what the tier holds.
+ */
+void tier_set_short(struct tier *t, int on);
+/*
+ * Give back at least @bytes of memory (UINT64_MAX: all it can): release the segments
+ * with no chunk in use, then evict least recently used chunks nobody references and
+ * release each segment that empties, until enough is released or nothing more can be.
+ * Unpins before releasing. Returns the bytes released, counted in tier_stats' shrunk.
+ */
+uint64_t tier_shrink(struct tier *t, uint64_t bytes);
+/*
+ * Release the segments that had no chunk in use at the previous call and still have none
+ * (memory the tier does not use, kept one period in case a fill comes back). Returns the
+ * bytes released (not counted as shrunk).
+ */
+uint64_t tier_release_idle(struct tier *t);
+/* The available memory the tier leaves the machine (tier_min_free= and its xattr). */
+void tier_set_min_free(struct tier *t, uint64_t bytes);
+uint64_t tier_min_free(struct tier *t);
 
 #endif

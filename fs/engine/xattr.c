@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/xattr.h>
+#include <unistd.h>
 #include "engine/acl.h"
 #include "engine/internal.h"
 
@@ -105,6 +106,56 @@ static int tier_xattr(struct fs *fs, uint64_t ino, void *buf, size_t size)
 	return len;
 }
 
+/* @len bytes of @v into @buf of @size (0: the length only), as getxattr answers. */
+static int give(const char *v, size_t len, void *buf, size_t size)
+{
+	if (size == 0)
+		return (int)len;
+	if (size < len)
+		return -ERANGE;
+	memcpy(buf, v, len);
+	return (int)len;
+}
+
+/*
+ * user.dmafs.tier_min_free of the root: the available memory the warm tier leaves the
+ * machine (tier-press.h), in bytes; -ENODATA elsewhere or without a tier.
+ */
+static int min_free_get(struct fs *fs, uint64_t ino, void *buf, size_t size)
+{
+	char v[24];
+
+	if (ino != FMT_ROOT_INO || !fs->tier)
+		return -ENODATA;
+	return give(v, (size_t)snprintf(v, sizeof(v), "%llu",
+					(unsigned long long)tier_min_free(fs->tier)), buf, size);
+}
+
+/*
+ * Set it: only uid 0, only on the root of a mount with a tier (-EPERM), a size or N% of
+ * the RAM as tier_min_free= takes (-EINVAL). It lasts until unmount; the watcher acts on
+ * it within its period. An administrator's lever, and how the tests make memory short.
+ */
+static int min_free_set(struct fs *fs, const struct fs_ctx *c, uint64_t ino, const void *val,
+			size_t size)
+{
+	uint64_t ram = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE), v;
+	char s[32];
+
+	if (ino != FMT_ROOT_INO || !fs->tier || !c || c->uid != 0)
+		return -EPERM;
+	if (size == 0 || size >= sizeof(s))
+		return -EINVAL;
+	memcpy(s, val, size);
+	s[size] = '\0';
+	if (util_parse_size_pct(s, ram, &v))
+		return -EINVAL;
+	tier_set_min_free(fs->tier, v);
+	log_info("warm tier: tier_min_free is now %llu MiB (set through %s)",
+		 (unsigned long long)(v >> 20), TIER_MIN_FREE_XATTR);
+	return 0;
+}
+
 /* Is @name a virtual xattr: the layout or one of its pages (*first set), or the tier's? */
 static int virtual_name(const char *name, size_t *first)
 {
@@ -112,7 +163,7 @@ static int virtual_name(const char *name, size_t *first)
 	char *end;
 
 	*first = 0;
-	if (!strcmp(name, TIER_XATTR))
+	if (!strcmp(name, TIER_XATTR) || !strcmp(name, TIER_MIN_FREE_XATTR))
 		return 1;
 	if (strncmp(name, LAYOUT_XATTR, len))
 		return 0;
@@ -134,6 +185,8 @@ int fs_getxattr(struct fs *fs, uint64_t ino, const char *name, void *buf, size_t
 
 	if (!strcmp(name, TIER_XATTR))
 		return tier_xattr(fs, ino, buf, size);
+	if (!strcmp(name, TIER_MIN_FREE_XATTR))
+		return min_free_get(fs, ino, buf, size);
 	if (virtual_name(name, &first)) {
 		char *t = fs_layout(fs, ino, first, &ret);
 		size_t len;
@@ -214,6 +267,8 @@ int fs_setxattr(struct fs *fs, const struct fs_ctx *c, uint64_t ino, const char 
 	int ns = xattr_ns(fs, name), ret;
 	size_t first;
 
+	if (!strcmp(name, TIER_MIN_FREE_XATTR))
+		return min_free_set(fs, c, ino, val, size);
 	if (virtual_name(name, &first))
 		return -EPERM;
 	if (ns == XNS_NONE)

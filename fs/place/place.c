@@ -24,8 +24,6 @@ int place_init(struct place **out, struct fs *fs, const struct place_limits *lim
 	       uint64_t staging, unsigned copy_delay_us, int prewarm, int p2p_force)
 {
 	struct place *pl = calloc(1, sizeof(*pl));
-	void *tier = NULL;
-	size_t tier_len = 0;
 	int ret;
 
 	*out = pl;
@@ -41,9 +39,7 @@ int place_init(struct place **out, struct fs *fs, const struct place_limits *lim
 	ret = usermem_init();
 	if (ret)
 		return ret;
-	if (fs->tier)
-		tier = tier_mem(fs->tier, &tier_len);
-	ret = stage_init(&pl->stages, staging, prewarm, tier, tier_len);
+	ret = stage_init(&pl->stages, staging, prewarm, fs->tier);
 	if (ret)
 		return ret;
 	return reg_reaper_start(pl);
@@ -107,6 +103,10 @@ int place_info(struct place *pl, uint64_t ino, struct dmafs_ioc_info *out)
 		out->tier_served = ts.served;
 		out->tier_filled = ts.filled;
 		out->tier_evicted = ts.evicted;
+		out->tier_cap = ts.cap;
+		out->tier_resident = ts.resident;
+		out->tier_shrunk = ts.shrunk;
+		out->tier_min_free = ts.min_free;
 	}
 	out->t[0].target = DMAFS_TARGET_HOST;
 	out->t[0].path = DMAFS_PATH_HOST;

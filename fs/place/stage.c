@@ -10,10 +10,21 @@
 #include <time.h>
 
 #include "dmafs-proto.h"
+#include "engine/tier.h"
 #include "gpu.h"
 #include "util/util.h"
 
 #define MAX_DEVS 64
+
+/*
+ * A GPU runtime pinning the warm tier's segments (a tier pinner, engine/tier.h): the
+ * registration is portable to all of the runtime's devices, so one device does it.
+ */
+struct tier_pin {
+	struct gpu *g;
+	int dev, target;
+	int warned; /* a failure was logged; atomic */
+};
 
 /* Every pool of one mount. */
 struct stages {
@@ -21,13 +32,10 @@ struct stages {
 	uint64_t pool_bytes;
 	pthread_t setup_thread;
 	int setup_running;
-	/* the warm tier's memory, pinned once per GPU runtime (registration is portable to
-	 * all of its devices): by which runtime, through which device; under tier_lock */
-	char *tier;
-	size_t tier_len;
+	struct tier *tier;		/* the warm tier, or NULL */
 	pthread_mutex_t tier_lock;
-	struct gpu *tier_gpu[3];
-	int tier_dev[3];
+	struct tier_pin tier_pin[3];	/* per runtime, once added; under tier_lock */
+	int tier_pinned[3];		/* whether tier_pin[k] is a pinner; under tier_lock */
 };
 
 static int kind(int target)
@@ -113,33 +121,65 @@ static int setup(struct stage *s, uint64_t pool_bytes)
 }
 
 /*
- * Pin the warm tier for runtime @g through device @dev, unless done: host-to-device copies
- * out of pageable memory go through the driver's own bounce at a fraction of the link's
- * speed. Pinning populates and locks the whole tier at once. A failure is logged and
- * leaves the tier pageable (slower copies, the same bytes); a later pool tries again.
+ * The tier's pinner calls: register one segment of the warm tier with the runtime, so
+ * that host-to-device copies out of it run at the link's speed (out of pageable memory
+ * they go through the driver's own bounce at a fraction of it), and unregister it before
+ * the tier gives its pages back. A failure is logged once per runtime; the segment stays
+ * usable, pageable (slower copies, the same bytes).
  * This path has not yet run on a GPU: the tests run where there is none.
+ */
+static int tier_pin_seg(void *arg, void *mem, size_t len)
+{
+	struct tier_pin *p = arg;
+	uint64_t t0 = dm_mono_ns();
+	int ret = gpu_host_register(p->g, p->dev, mem, len);
+
+	if (!ret) {
+		log_debug("placement: %zu MiB of the warm tier pinned for %s in %.1f ms", len >> 20,
+			  target_name(p->target), (dm_mono_ns() - t0) / 1e6);
+		return 0;
+	}
+	if (!__atomic_exchange_n(&p->warned, 1, __ATOMIC_RELAXED))
+		log_warn("placement: cannot pin %zu MiB of the warm tier for %s: %s; copies out of its unpinned parts to %s devices are slower (said once)",
+			 len >> 20, target_name(p->target), strerror(ret < 0 ? -ret : ret),
+			 target_name(p->target));
+	return ret < 0 ? ret : -EIO;
+}
+
+static void tier_unpin_seg(void *arg, void *mem, size_t len)
+{
+	struct tier_pin *p = arg;
+
+	(void)len;
+	gpu_host_unregister(p->g, p->dev, mem);
+}
+
+/*
+ * Make runtime @g (through device @dev) a pinner of the warm tier, unless done: the
+ * segments that hold memory now are pinned at once, the others as fills first take a
+ * chunk of them (engine/tier.h), so an empty tier pins nothing.
  */
 static void pin_tier(struct stages *S, int target, struct gpu *g, int dev)
 {
 	int k = kind(target), ret;
-	uint64_t t0;
+	struct tier_stats ts;
 
 	pthread_mutex_lock(&S->tier_lock);
-	if (!S->tier || S->tier_gpu[k]) {
+	if (!S->tier || S->tier_pinned[k]) {
 		pthread_mutex_unlock(&S->tier_lock);
 		return;
 	}
-	t0 = dm_mono_ns();
-	ret = gpu_host_register(g, dev, S->tier, S->tier_len);
+	S->tier_pin[k] = (struct tier_pin){ .g = g, .dev = dev, .target = target };
+	ret = tier_add_pinner(S->tier, tier_pin_seg, tier_unpin_seg, &S->tier_pin[k]);
 	if (ret) {
-		log_warn("placement: cannot pin the warm tier (%zu MiB) for %s: %s; copies out of it to %s devices are slower",
-			 S->tier_len >> 20, target_name(target), strerror(ret < 0 ? -ret : ret),
-			 target_name(target));
+		log_warn("placement: the warm tier cannot be pinned for %s: %s", target_name(target),
+			 strerror(-ret));
 	} else {
-		S->tier_gpu[k] = g;
-		S->tier_dev[k] = dev;
-		log_info("placement: warm tier (%zu MiB) pinned for %s in %.1f ms", S->tier_len >> 20,
-			 target_name(target), (dm_mono_ns() - t0) / 1e6);
+		S->tier_pinned[k] = 1;
+		tier_stats(S->tier, &ts);
+		log_info("placement: the warm tier is pinned for %s as it fills, %llu MiB at a time (%llu MiB with data now)",
+			 target_name(target), (unsigned long long)(TIER_SEG >> 20),
+			 (unsigned long long)(ts.resident >> 20));
 	}
 	pthread_mutex_unlock(&S->tier_lock);
 }
@@ -231,7 +271,7 @@ static void *setup_main(void *arg)
 	return NULL;
 }
 
-int stage_init(struct stages **out, uint64_t bytes, int prewarm, void *tier, size_t tier_len)
+int stage_init(struct stages **out, uint64_t bytes, int prewarm, struct tier *tier)
 {
 	struct stages *S = calloc(1, sizeof(*S));
 
@@ -239,7 +279,6 @@ int stage_init(struct stages **out, uint64_t bytes, int prewarm, void *tier, siz
 	if (!S)
 		return -ENOMEM;
 	S->tier = tier;
-	S->tier_len = tier_len;
 	pthread_mutex_init(&S->tier_lock, NULL);
 	S->pool_bytes = 64ull << 20;
 	for (int k = 0; k < 3; k++)
@@ -273,11 +312,9 @@ void stage_shutdown(struct stages *S)
 				teardown(s);
 			s->state = STAGE_NONE;
 		}
+	tier_drop_pinners(S->tier); /* while the runtimes are there */
 	for (int k = 0; k < 3; k++)
-		if (S->tier_gpu[k]) {
-			gpu_host_unregister(S->tier_gpu[k], S->tier_dev[k], S->tier);
-			S->tier_gpu[k] = NULL;
-		}
+		S->tier_pinned[k] = 0;
 }
 
 void stage_enter(struct stage *s)

@@ -27,6 +27,7 @@
 #define STAGE_MIN_SHARE 4 /* slots a placement may hold however many share the pool */
 
 struct gpu;
+struct tier;
 
 /* The pools of one mount, one per target device (stage.c). */
 struct stages;
@@ -53,12 +54,13 @@ enum { STAGE_NONE, STAGE_SETUP, STAGE_READY };
 
 /*
  * Remember the pool size (@bytes per device, rounded up to whole slots, at least 4) and,
- * with @prewarm, start the thread that sets up every GPU's pool now. @tier, @tier_len: the
- * warm tier's memory (NULL: none), pinned for each GPU runtime when its first pool is set
- * up, so that device copies out of the tier run at the link's speed. Returns 0 or -errno.
+ * with @prewarm, start the thread that sets up every GPU's pool now. @tier: the warm tier
+ * (NULL: none); when a GPU runtime's first pool is set up, the runtime becomes a pinner
+ * of the tier (tier_add_pinner): its segments are pinned as they take memory, so that
+ * device copies out of the tier run at the link's speed. Returns 0 or -errno.
  */
-int stage_init(struct stages **out, uint64_t bytes, int prewarm, void *tier, size_t tier_len);
-/* Wait for the setup thread and free every pool (no placement may run). */
+int stage_init(struct stages **out, uint64_t bytes, int prewarm, struct tier *tier);
+/* Wait for the setup thread, free every pool and unpin the tier (no placement may run). */
 void stage_shutdown(struct stages *S);
 /* Pool bytes per device. */
 uint64_t stage_bytes(const struct stages *S);

@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <syslog.h>
@@ -152,6 +153,24 @@ int util_parse_size(const char *s, uint64_t *out)
 	if (shift && v > (UINT64_MAX >> shift))
 		return -EINVAL;
 	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+int util_parse_size_pct(const char *s, uint64_t whole, uint64_t *out)
+{
+	size_t n = s ? strlen(s) : 0;
+	unsigned long pct;
+	char *end;
+
+	if (n < 2 || s[n - 1] != '%')
+		return util_parse_size(s, out);
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	pct = strtoul(s, &end, 10);
+	if (errno || end != s + n - 1 || pct > 100)
+		return -EINVAL;
+	*out = whole / 100 * pct;
 	return 0;
 }
 

@@ -47,6 +47,11 @@ void *util_huge_alloc(size_t size);
 
 /* Parse "123", "4K", "1M", "2G", "1T" (powers of 1024). Returns 0 or -EINVAL. */
 int util_parse_size(const char *s, uint64_t *out);
+/*
+ * A size as util_parse_size() reads it, or "N%": N percent (0 to 100) of @whole. Returns 0
+ * or -EINVAL.
+ */
+int util_parse_size_pct(const char *s, uint64_t whole, uint64_t *out);
 /* Format bytes as "1.5 GiB" into buf. */
 const char *util_fmt_size(uint64_t v, char *buf, size_t len);
 /* Format a 16-byte UUID as 8-4-4-4-12 hex into buf (>= 37 bytes). */

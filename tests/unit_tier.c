@@ -1,0 +1,236 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Description: warm tier segments: fills take chunks of the lowest segment with memory
+ * first; pinners pin a segment when its first chunk is taken (and those with memory when
+ * they are added), once, a failure left alone, and unpin it before it is released; memory
+ * pressure refuses fills and gives back the segment of the least recently used chunk,
+ * never one with a referenced chunk; a released segment reads as zeros and the process's resident
+ * memory drops (MADV_DONTNEED); idle segments go after one whole period.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/tier.h"
+#include "t_unit.h"
+
+#define MiB (1ull << 20)
+
+/* A pinner that records what it was asked; @fail: return this from pin. */
+struct fake {
+	int fail;
+	int pins, unpins;
+	char *last_pin, *last_unpin;
+	size_t last_len;
+};
+
+static int fake_pin(void *arg, void *mem, size_t len)
+{
+	struct fake *f = arg;
+
+	f->pins++;
+	f->last_pin = mem;
+	f->last_len = len;
+	return f->fail;
+}
+
+static void fake_unpin(void *arg, void *mem, size_t len)
+{
+	struct fake *f = arg;
+
+	f->unpins++;
+	f->last_unpin = mem;
+	(void)len;
+}
+
+/* VmRSS of this process, bytes. */
+static uint64_t rss(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	unsigned long long kb = 0;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %llu kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb << 10;
+}
+
+static struct tier *t;
+static char *base; /* the first chunk's memory: the tier's start */
+static struct inode ino = { .ino = 42 };
+
+/* Reserve a chunk, write @byte over it, publish it as chunk @idx of ino; its memory. */
+static char *fill(uint64_t idx, int byte)
+{
+	struct tier_chunk *c;
+	char *mem = NULL;
+
+	c = tier_reserve(t, &mem);
+	T_CHECK(c != NULL, "no chunk for %llu", (unsigned long long)idx);
+	if (!c)
+		return NULL;
+	memset(mem, byte, TIER_CHUNK);
+	T_EQ(tier_publish(t, c, &ino, idx, TIER_CHUNK, tier_gen(&ino)), 1);
+	tier_put(t, c);
+	return mem;
+}
+
+static long seg_no(const char *mem) { return (long)((mem - base) / (long)TIER_SEG); }
+
+int main(void)
+{
+	struct fake a = { 0 }, b = { 0 }, bad = { .fail = -ENOMEM };
+	struct tier_stats st;
+	struct tier_chunk *c, *ref;
+	char *mem, *m;
+	uint64_t r0, r1, r2, got;
+
+	/* 2.5 segments; min_free is only kept here */
+	T_EQ(tier_init(&t, 160 * MiB, 7 * MiB), 0);
+	tier_stats(t, &st);
+	T_EQ(st.size, 160 * MiB);
+	T_EQ(st.resident, 0);
+	T_EQ(st.cap, 160 * MiB);
+	T_EQ(st.min_free, 7 * MiB);
+
+	/* an empty tier pins nothing when a pinner comes */
+	T_EQ(tier_add_pinner(t, fake_pin, fake_unpin, &a), 0);
+	T_EQ(a.pins, 0);
+
+	/* the first chunk: the lowest, and its segment is pinned, whole, once */
+	c = tier_reserve(t, &base);
+	T_CHECK(c != NULL, "first reserve");
+	T_EQ(a.pins, 1);
+	T_CHECK(a.last_pin == base && a.last_len == TIER_SEG, "pinned %p+%zu, want %p+%llu",
+		(void *)a.last_pin, a.last_len, (void *)base, (unsigned long long)TIER_SEG);
+	tier_put(t, c); /* RESERVED: freed */
+	r0 = rss();
+
+	/* 100 chunks: segment 0 fills first, then segment 1; one pin each */
+	for (uint64_t i = 0; i < 100; i++) {
+		m = fill(i, 0x40 + (int)(i % 64));
+		T_EQ(seg_no(m), i < 64 ? 0 : 1);
+	}
+	T_EQ(a.pins, 2);
+	tier_stats(t, &st);
+	T_EQ(st.held, 100 * MiB);
+	T_EQ(st.resident, 2 * TIER_SEG);
+	r1 = rss();
+	T_CHECK(r1 >= r0 + 90 * MiB, "RSS grew %llu MiB over 100 MiB filled",
+		(unsigned long long)((r1 - r0) >> 20));
+
+	/* a chunk of segment 0 let go: the next fill takes it, not segment 1's or 2's */
+	tier_invalidate(t, &ino, 5 * MiB, 6 * MiB);
+	m = fill(5, 0x45);
+	T_EQ(seg_no(m), 0);
+
+	/* a second pinner pins the two segments with memory now; one that fails is asked once */
+	T_EQ(tier_add_pinner(t, fake_pin, fake_unpin, &b), 0);
+	T_EQ(b.pins, 2);
+	T_EQ(tier_add_pinner(t, fake_pin, fake_unpin, &bad), 0);
+	T_EQ(bad.pins, 2);
+	tier_invalidate(t, &ino, 70 * MiB, 71 * MiB);
+	m = fill(70, 0x46); /* segment 1 again: no pinner asked again */
+	T_EQ(seg_no(m), 1);
+	T_EQ(a.pins + b.pins + bad.pins, 6);
+
+	/* memory short: no fills, lookups still served */
+	tier_set_short(t, 1);
+	T_CHECK(tier_reserve(t, &mem) == NULL, "a fill while memory is short");
+	tier_stats(t, &st);
+	T_EQ(st.cap, st.held);
+
+	/* a referenced chunk of segment 1 stays; segment 0 (least recently used) goes first */
+	ref = tier_get(t, &ino, 80, TIER_CHUNK, &mem);
+	T_CHECK(ref != NULL, "chunk 80");
+	got = tier_shrink(t, 1);
+	T_EQ(got, TIER_SEG);
+	T_EQ(a.unpins, 1);
+	T_EQ(b.unpins, 1);
+	T_EQ(bad.unpins, 0); /* it never pinned it */
+	T_CHECK(a.last_unpin == base, "unpinned %p, want segment 0 at %p", (void *)a.last_unpin,
+		(void *)base);
+	T_CHECK(base[0] == 0 && base[TIER_SEG - 1] == 0, "segment 0 still holds its bytes");
+	tier_stats(t, &st);
+	T_EQ(st.held, 36 * MiB);
+	T_EQ(st.shrunk, TIER_SEG);
+	T_EQ(st.resident, TIER_SEG);
+	r2 = rss();
+	T_CHECK(r2 + 56 * MiB <= r1, "RSS %llu MiB after giving back 64 MiB, %llu MiB before",
+		(unsigned long long)(r2 >> 20), (unsigned long long)(r1 >> 20));
+
+	/* all it can: nothing of segment 1 goes while a chunk of it is referenced */
+	got = tier_shrink(t, UINT64_MAX);
+	T_EQ(got, 0);
+	tier_stats(t, &st);
+	T_EQ(st.held, 36 * MiB);
+	T_EQ(st.resident, TIER_SEG);
+	T_EQ(mem[0], 0x40 + 80 % 64);
+	T_EQ(mem[TIER_CHUNK - 1], 0x40 + 80 % 64);
+	/* a fill now takes segment 1, which has memory, not the lower segment 0, which has none */
+	tier_set_short(t, 0);
+	m = fill(150, 0x52);
+	T_EQ(seg_no(m), 1);
+	tier_invalidate(t, &ino, 150 * MiB, 151 * MiB);
+	tier_set_short(t, 1);
+	tier_put(t, ref);
+	got = tier_shrink(t, UINT64_MAX);
+	T_EQ(got, TIER_SEG);
+	tier_stats(t, &st);
+	T_EQ(st.held, 0);
+	T_EQ(st.resident, 0);
+	T_EQ(st.shrunk, 2 * TIER_SEG);
+	T_EQ(a.unpins, 2);
+	T_EQ(b.unpins, 2);
+
+	/* memory back: a fill takes segment 0 again, pinned anew by the two that can */
+	tier_set_short(t, 0);
+	m = fill(0, 0x50);
+	T_EQ(seg_no(m), 0);
+	T_EQ(a.pins, 3);
+	T_EQ(b.pins, 3);
+	T_EQ(bad.pins, 3); /* released: tried again */
+
+	/* an idle segment goes after one whole period, not at once; a fill resets it */
+	tier_forget(t, &ino);
+	T_EQ(tier_release_idle(t), 0);
+	m = fill(1, 0x51);
+	tier_forget(t, &ino);
+	T_EQ(tier_release_idle(t), 0);
+	T_EQ(tier_release_idle(t), TIER_SEG);
+	T_EQ(a.unpins, 3);
+	tier_stats(t, &st);
+	T_EQ(st.shrunk, 2 * TIER_SEG); /* not counted as shrunk */
+	T_EQ(st.resident, 0);
+
+	/* the last segment has 32 chunks: pinned and released at that size */
+	for (uint64_t i = 0; i < 160; i++)
+		fill(i, 1);
+	T_EQ(a.last_len, 32 * MiB);
+	tier_stats(t, &st);
+	T_EQ(st.resident, 160 * MiB);
+	/* a full tier evicts the least recently used chunk for a fill */
+	tier_stats(t, &st);
+	got = st.evicted;
+	m = fill(200, 2);
+	T_CHECK(m != NULL, "a fill into a full tier");
+	T_EQ(tier_has(t, &ino, 0, 1), 0);
+	T_EQ(tier_has(t, &ino, 1, 1), 1);
+	tier_stats(t, &st);
+	T_EQ(st.evicted, got + 1);
+
+	/* the pinners go: every pinned segment is unpinned */
+	a.unpins = b.unpins = 0;
+	tier_drop_pinners(t);
+	T_EQ(a.unpins, 3);
+	T_EQ(b.unpins, 3);
+	T_EQ(bad.unpins, 0);
+	tier_forget(t, &ino);
+	tier_destroy(t);
+	return t_done("unit_tier");
+}
