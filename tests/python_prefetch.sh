@@ -32,7 +32,7 @@ def say(msg):
     print(f"[python_prefetch] {msg}", flush=True)
 
 def stats():
-    size, held, hits, misses, served, filled, evicted = map(int, subprocess.check_output([tp, "--stats", mnt]).split())
+    size, held, hits, misses, served, filled, evicted = map(int, subprocess.check_output([tp, "--stats", mnt]).split()[:7])
     return dict(held=held, hits=hits, misses=misses, filled=filled)
 
 def expect(what, got, want):

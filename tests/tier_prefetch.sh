@@ -23,8 +23,9 @@ t_loops 3 160M
 t_mkfs -s 256K "${T_LOOPDEVS[@]}"
 
 # stats - "size held hits misses served filled evicted" of the mount's tier into S_*
+# (the other fields of tier_place --stats go to S_REST)
 stats() {
-	read -r S_SIZE S_HELD S_HITS S_MISSES S_SERVED S_FILLED S_EVICTED <<<"$("$TP" --stats "$M")" ||
+	read -r S_SIZE S_HELD S_HITS S_MISSES S_SERVED S_FILLED S_EVICTED S_REST <<<"$("$TP" --stats "$M")" ||
 		t_fail "tier_place --stats $M"
 }
 # sectors - sectors read from the members so far (the loop devices' stat)
