@@ -6,8 +6,9 @@
 # ring (concurrency, ranges 4x-16x the ring, stripe-unit edges, killed clients); and the
 # same again with 4 threads placing at once as the very first placements. The ring cases
 # run with the default copy delay, then with copies at once (copy_delay_us=0) and with a
-# delay far longer than a read (20 ms: every slot waits for it). Last, -o p2p=force: the
-# cuFile path where libcufile loads.
+# delay far longer than a read (20 ms: every slot waits for it). Then the basic and ring
+# cases with the warm tier on (tier=256M: later placements served from its pinned memory).
+# Last, -o p2p=force: the cuFile path where libcufile loads.
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/t_lib.sh"
 t_require_root_fuse
@@ -47,6 +48,15 @@ run pipe "$PIPE_OPTS" $RING_MB
 run pipe "$PIPE_OPTS,copy_delay_us=0" $RING_MB
 run cold "$PIPE_OPTS"
 run cold "$PIPE_OPTS,copy_delay_us=20000"
+# The warm tier: the same placements with tier= (the first of the file fills it; the later
+# ones are served from it, copied to the GPU out of its segments, pinned as they fill)
+run basic "tier=256M${DMAFS_TEST_MOUNT_OPTS:+,$DMAFS_TEST_MOUNT_OPTS}"
+read -r _ t_held t_hits _ <<<"$("$top_builddir/tests/tier_place" --stats "$M")" ||
+	t_fail "tier_place --stats $M"
+t_log "  tier=256M: $t_held bytes held, $t_hits hits"
+[ "${t_hits:-0}" -gt 0 ] || t_fail "tier=256M: no GPU placement was served from the tier ($t_held bytes held)"
+grep -E "warm tier.*(cannot|failed)" "$T_DAEMON_ERR" && t_fail "tier=256M: the tier could not be pinned (above)"
+run pipe "$PIPE_OPTS,tier=256M" $RING_MB
 # The cuFile path: p2p=force drives it wherever libcufile loads, nvidia-fs or not (then in
 # compatibility mode, a host bounce inside cuFile), so that its registration, member
 # handles and reads run here and are checked byte for byte like the others.
