@@ -11,6 +11,7 @@
 #define DMAFS_PROTO_H
 
 #include <linux/ioctl.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define DMAFS_PROTO_VERSION 1
@@ -113,6 +114,23 @@ struct dmafs_ioc_place {
 };
 
 /*
+ * DMAFS_IOC_PLACE2: DMAFS_IOC_PLACE, served the same way, whose reply also tells where the
+ * bytes came from. A daemon older than it answers ENOTTY; then use DMAFS_IOC_PLACE.
+ */
+struct dmafs_ioc_place2 {
+	uint64_t id;	     /* in */
+	uint32_t count;	     /* in: entries used */
+	uint32_t flags;	     /* in: 0 */
+	uint64_t bytes;	     /* out: total placed */
+	uint32_t path;	     /* out: DMAFS_PATH_* */
+	uint32_t reserved;
+	uint64_t elapsed_ns; /* out: time inside the daemon */
+	uint64_t tier_bytes; /* out: of bytes, those placed from the warm tier (no member
+			      * read); the rest came from the members */
+	struct dmafs_place_entry e[DMAFS_PLACE_MAX];
+};
+
+/*
  * DMAFS_IOC_PREFETCH: read file bytes [offset, offset + length) into the mount's warm tier
  * (mount option tier=), no buffer needed. The range widens to whole tier chunks (1 MiB,
  * file-offset aligned) and stops at the end of the file; every chunk the tier does not hold
@@ -138,6 +156,7 @@ struct dmafs_ioc_prefetch {
 #define DMAFS_IOC_UNREGISTER _IOW(DMAFS_IOC_MAGIC, 3, struct dmafs_ioc_unregister)
 #define DMAFS_IOC_PLACE _IOWR(DMAFS_IOC_MAGIC, 4, struct dmafs_ioc_place)
 #define DMAFS_IOC_PREFETCH _IOWR(DMAFS_IOC_MAGIC, 5, struct dmafs_ioc_prefetch)
+#define DMAFS_IOC_PLACE2 _IOWR(DMAFS_IOC_MAGIC, 6, struct dmafs_ioc_place2)
 
 /*
  * DMAFS_IOC_MODE: the daemon's half of `mount -o remount` (dmafs --remount sends it after
@@ -164,6 +183,11 @@ struct dmafs_ioc_mode {
 #define DMAFS_IOC_MODE _IOWR(DMAFS_IOC_MAGIC, 16, struct dmafs_ioc_mode)
 
 _Static_assert(sizeof(struct dmafs_ioc_place) < 16384, "restricted FUSE ioctl limit");
+/* _IOC's size field has 14 bits: at most 16383 bytes */
+_Static_assert(sizeof(struct dmafs_ioc_place2) <= 16383, "DMAFS_IOC_PLACE2's size fits its number");
+_Static_assert(sizeof(struct dmafs_ioc_place2) == 12336, "DMAFS_IOC_PLACE2 keeps its size");
+_Static_assert(offsetof(struct dmafs_ioc_place2, e) == offsetof(struct dmafs_ioc_place, e) + 8,
+	       "PLACE2 is PLACE with tier_bytes before the entries");
 _Static_assert(sizeof(struct dmafs_ioc_info) < 16384, "restricted FUSE ioctl limit");
 /* DMAFS_IOC_INFO's number holds the struct's size: fields come out of reserved only */
 _Static_assert(sizeof(struct dmafs_ioc_info) == 928, "DMAFS_IOC_INFO keeps its size");

@@ -4,7 +4,7 @@
  * inode flags of chattr(1), and the daemon's half of a remount. Each command has one
  * decoder that returns 0 or -errno; ioc_reply() is the one place a reply is sent.
  *
- * REGISTER, PLACE and PREFETCH can take long (populating a large buffer, reading
+ * REGISTER, PLACE (and PLACE2) and PREFETCH can take long (populating a large buffer, reading
  * gigabytes) and are run on the placement threads (placeq.h); the FUSE worker that received them is free at
  * once for other requests, and their reply is sent from the placement thread.
  */
@@ -43,6 +43,7 @@ struct ioc {
 		struct dmafs_ioc_register reg;
 		struct dmafs_ioc_unregister unreg;
 		struct dmafs_ioc_place place;
+		struct dmafs_ioc_place2 place2;
 		struct dmafs_ioc_prefetch prefetch;
 		struct dmafs_ioc_mode mode;
 		struct fsxattr fa;
@@ -70,6 +71,30 @@ static int ioc_unregister(struct ioc *x)
 	return place_unregister(ops_srv(x->req)->place, &x->c, x->u.unreg.id);
 }
 
+/*
+ * PLACE and PLACE2, by the same code: PLACE2 is PLACE with tier_bytes before the entries,
+ * so its entries move down over tier_bytes for place_run() and back up for the reply.
+ */
+static int ioc_place(struct srv *s, struct ioc *x)
+{
+	const size_t from = offsetof(struct dmafs_ioc_place2, e), to = offsetof(struct dmafs_ioc_place, e);
+	uint64_t tier = 0;
+	int ret;
+
+	if (x->cmd == DMAFS_IOC_PLACE) {
+		x->out_len = sizeof(x->u.place);
+		return place_run(s->place, &x->c, x->ino, &x->u.place, &tier);
+	}
+	memmove((char *)&x->u + to, (char *)&x->u + from, sizeof(x->u.place2.e));
+	ret = place_run(s->place, &x->c, x->ino, &x->u.place, &tier);
+	if (ret)
+		return ret;
+	memmove((char *)&x->u + from, (char *)&x->u + to, sizeof(x->u.place2.e));
+	x->u.place2.tier_bytes = tier;
+	x->out_len = sizeof(x->u.place2);
+	return 0;
+}
+
 static void job_run(struct placeq_job *qj)
 {
 	struct ioc *x = container_of(qj, struct ioc, q);
@@ -86,8 +111,7 @@ static void job_run(struct placeq_job *qj)
 		if (!ret)
 			fs_accessed(fs, x->ino); /* it reads the file */
 	} else {
-		x->out_len = sizeof(x->u.place);
-		ret = place_run(s->place, &x->c, x->ino, &x->u.place);
+		ret = ioc_place(s, x);
 		if (!ret)
 			fs_accessed(fs, x->ino); /* a placement reads the file */
 	}
@@ -215,6 +239,7 @@ static const struct ioc_cmd {
 	{ DMAFS_IOC_REGISTER, sizeof(struct dmafs_ioc_register), sizeof(struct dmafs_ioc_register), 1, 1, ioc_queue },
 	{ DMAFS_IOC_UNREGISTER, sizeof(struct dmafs_ioc_unregister), 0, 1, 1, ioc_unregister },
 	{ DMAFS_IOC_PLACE, sizeof(struct dmafs_ioc_place), sizeof(struct dmafs_ioc_place), 1, 1, ioc_queue },
+	{ DMAFS_IOC_PLACE2, sizeof(struct dmafs_ioc_place2), sizeof(struct dmafs_ioc_place2), 1, 1, ioc_queue },
 	/* no caller: a prefetch uses no registration, only the descriptor's read access */
 	{ DMAFS_IOC_PREFETCH, sizeof(struct dmafs_ioc_prefetch), sizeof(struct dmafs_ioc_prefetch), 1, 0, ioc_queue },
 	{ DMAFS_IOC_MODE, sizeof(struct dmafs_ioc_mode), sizeof(struct dmafs_ioc_mode), 1, 0, ioc_mode },

@@ -119,6 +119,7 @@ struct pipe {
 	struct pstats *ps;	/* NULL unless debug logging is on */
 	struct pipe_fill *fo;	/* a prefetch: no target, whole chunks read into the warm
 				 * tier only, counted here; NULL for a placement */
+	uint64_t tier_bytes;	/* a placement: bytes of its pieces placed from the tier */
 };
 
 /* ---- the hash pool: checks pieces' checksums while the reads go on ---- */
@@ -568,8 +569,11 @@ static int build(struct pipe *p, struct rec **out)
 		return ret;
 	}
 	if (p->tier)
-		for (unsigned k = 0; k < r->npc; k++)
+		for (unsigned k = 0; k < r->npc; k++) {
 			tier_count(p->tier, tc && !fill, pc[k].len);
+			if (tc && !fill)
+				p->tier_bytes += pc[k].len;
+		}
 	p->next += r->npc;
 	*out = r;
 	return 1;
@@ -1081,7 +1085,7 @@ static int run(struct pipe *p)
 }
 
 int pipeline_run(struct fs *fs, struct inode *ino, const struct pipe_target *t,
-		 const struct dmafs_ioc_place *rq, int verify)
+		 const struct dmafs_ioc_place *rq, int verify, uint64_t *tier_bytes)
 {
 	struct pipe p = { .fs = fs, .ino = ino, .t = t, .verify = verify, .st = t->stage,
 			  .gran = read_granule(fs, verify), .tier = fs->tier, .fsize = ino->a.size };
@@ -1095,7 +1099,10 @@ int pipeline_run(struct fs *fs, struct inode *ino, const struct pipe_target *t,
 		free(p.pc);
 		return ret;
 	}
-	return run(&p);
+	ret = run(&p);
+	if (!ret)
+		*tier_bytes += p.tier_bytes;
+	return ret;
 }
 
 int pipeline_prefetch(struct fs *fs, struct inode *ino, uint64_t from, uint64_t to,

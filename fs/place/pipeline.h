@@ -51,10 +51,11 @@ struct pipe_target {
  * @t. Caller holds ino->iolock shared. Returns 0 once every byte has landed (device
  * copies finished), or -EIO (member read error or checksum mismatch, logged), -ENODEV
  * (GPU call failed or staging unavailable), -ENOMEM. On failure nothing is left in
- * flight and every slot taken has been given back.
+ * flight and every slot taken has been given back. On success, *@tier_bytes is added the
+ * bytes placed from the warm tier (pieces it held: no member read).
  */
 int pipeline_run(struct fs *fs, struct inode *ino, const struct pipe_target *t,
-		 const struct dmafs_ioc_place *p, int verify);
+		 const struct dmafs_ioc_place *p, int verify, uint64_t *tier_bytes);
 
 /* What a prefetch did, in bytes of the file (pipeline_prefetch adds to each). */
 struct pipe_fill {

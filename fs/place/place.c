@@ -181,10 +181,10 @@ static int use_p2p(struct place *pl, struct reg *r)
 }
 
 int place_run(struct place *pl, const struct place_caller *c, uint64_t ino_nr,
-	      struct dmafs_ioc_place *p)
+	      struct dmafs_ioc_place *p, uint64_t *tier_bytes)
 {
 	struct fs *fs = pl->fs;
-	uint64_t t0 = dm_mono_ns(), total = 0;
+	uint64_t t0 = dm_mono_ns(), total = 0, tier = 0;
 	struct inode *ino;
 	struct reg *r;
 	int ret, path = DMAFS_PATH_NONE;
@@ -212,7 +212,7 @@ int place_run(struct place *pl, const struct place_caller *c, uint64_t ino_nr,
 		if (r->target == DMAFS_TARGET_HOST) {
 			ret = reg_host_intact(r, p);
 			if (!ret)
-				ret = pipeline_run(fs, ino, &t, p, fs->set.verify_place);
+				ret = pipeline_run(fs, ino, &t, p, fs->set.verify_place, &tier);
 			path = DMAFS_PATH_HOST;
 		} else if (use_p2p(pl, r)) {
 			ret = place_p2p(pl->p2p, fs, ino, r->gpu, r->dev, r->map, (uint64_t)(r->base - (char *)r->map), p);
@@ -220,7 +220,7 @@ int place_run(struct place *pl, const struct place_caller *c, uint64_t ino_nr,
 		} else {
 			ret = stage_get(pl->stages, r->target, r->gpu, r->dev, &t.stage);
 			if (!ret)
-				ret = pipeline_run(fs, ino, &t, p, fs->set.verify_place);
+				ret = pipeline_run(fs, ino, &t, p, fs->set.verify_place, &tier);
 			path = DMAFS_PATH_STAGED;
 		}
 	}
@@ -233,6 +233,7 @@ int place_run(struct place *pl, const struct place_caller *c, uint64_t ino_nr,
 	p->bytes = total;
 	p->path = path;
 	p->elapsed_ns = dm_mono_ns() - t0;
+	*tier_bytes = tier;
 	return 0;
 }
 

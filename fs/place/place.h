@@ -60,10 +60,11 @@ int place_unregister(struct place *pl, const struct place_caller *c, uint64_t id
  * registered. Returns 0 (p's out fields set) or -errno: -EINVAL malformed request,
  * -ENOENT unknown id, -EPERM another process's buffer, -ERANGE past the buffer's end,
  * -EIO member read error, -ENODEV GPU copy failure, -EFAULT the client took its host
- * buffer's memory away (no member is blamed).
+ * buffer's memory away (no member is blamed). *@tier_bytes: of p->bytes, those placed
+ * from the warm tier (DMAFS_IOC_PLACE2 sends it; the p2p path never uses the tier).
  */
 int place_run(struct place *pl, const struct place_caller *c, uint64_t ino,
-	      struct dmafs_ioc_place *p);
+	      struct dmafs_ioc_place *p, uint64_t *tier_bytes);
 /*
  * Read file @ino's bytes [rq->offset, +rq->length), widened to whole chunks and clipped at
  * the end of the file, into the mount's warm tier (pipeline_prefetch), a window of chunks
