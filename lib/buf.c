@@ -141,6 +141,11 @@ uint64_t dmafs_buf_placed(const struct dmafs_buf *b)
 	return b ? __atomic_load_n(&b->placed, __ATOMIC_RELAXED) : 0;
 }
 
+uint64_t dmafs_buf_tier_bytes(const struct dmafs_buf *b)
+{
+	return b ? __atomic_load_n(&b->tier_bytes, __ATOMIC_RELAXED) : 0;
+}
+
 int buf_enter(struct dmafs_buf *b)
 {
 	unsigned old = __atomic_fetch_add(&b->busy, 1, __ATOMIC_ACQUIRE);

@@ -220,6 +220,13 @@ int dmafs_buf_target(const struct dmafs_buf *b);
  * placements advance it every 1 GiB, dmafs_place() once per call. Never fails.
  */
 uint64_t dmafs_buf_placed(const struct dmafs_buf *b);
+/*
+ * Of the bytes placed into the buffer so far (all placements, all threads), those the
+ * daemon placed from the mount's warm tier (mount option tier=) with no drive read; the
+ * rest came from the drives. 0 without a tier, in posix-fallback mode, and from a
+ * daemon older than DMAFS_IOC_PLACE2. Never fails (0 for NULL).
+ */
+uint64_t dmafs_buf_tier_bytes(const struct dmafs_buf *b);
 
 /*
  * Unregister (and, for dmafs_buf_alloc_host buffers, free) a buffer. The handle is

@@ -48,6 +48,8 @@ struct dmafs_session {
 	char *fstype;		/* filesystem type, e.g. "fuse.dmafs", "ext4" (may be NULL) */
 	struct dmafs_ioc_info info; /* from the last INFO (on_dmafs only) */
 	char why_posix[240];	/* why this session is in posix-fallback mode */
+	int no_place2;		/* atomic: the daemon answered DMAFS_IOC_PLACE2 with ENOTTY
+				 * (older than it): PLACE only from then on */
 	pthread_mutex_t lock;
 	struct dmafs_buf *bufs; /* protected by lock: every live buffer of the session */
 };
@@ -66,6 +68,8 @@ struct dmafs_buf {
 	int path_hint;		       /* path reported for a successful placement of 0 bytes */
 	unsigned busy;		       /* atomic: placements in flight; BUF_DEAD once unregistering */
 	uint64_t placed;	       /* atomic: bytes placed so far, for progress displays */
+	uint64_t tier_bytes;	       /* atomic: of those, bytes the daemon placed from its
+					* warm tier */
 };
 #define BUF_DEAD 0x80000000u
 

@@ -160,20 +160,60 @@ static int place_posix(struct dmafs_buf *b, int fd, int flags, struct dmafs_exte
 
 /* ---- daemon ---- */
 
+/* One request, as PLACE2 or (where PLACE2 is not used) PLACE: the same header. */
+union place_req {
+	struct dmafs_ioc_place2 p2;
+	struct dmafs_ioc_place p;
+};
+
+static int ioctl_restart(int fd, unsigned long cmd, void *arg)
+{
+	int r;
+
+	/* A placement writes the same bytes again when repeated: safe to restart. */
+	do
+		r = ioctl(fd, cmd, arg);
+	while (r < 0 && errno == EINTR);
+	return r < 0 ? -errno : 0;
+}
+
+/*
+ * Send @q's request (filled as PLACE2): DMAFS_IOC_PLACE2, or DMAFS_IOC_PLACE for a daemon
+ * that answered PLACE2 with ENOTTY once (older than it; remembered in the session), its
+ * entries moved down over tier_bytes and back, tier_bytes 0.
+ */
+static int place_ioctl(struct dmafs_session *s, int fd, union place_req *q)
+{
+	const size_t from = offsetof(struct dmafs_ioc_place2, e), to = offsetof(struct dmafs_ioc_place, e);
+	int ret;
+
+	if (!__atomic_load_n(&s->no_place2, __ATOMIC_RELAXED)) {
+		ret = ioctl_restart(fd, DMAFS_IOC_PLACE2, &q->p2);
+		if (ret != -ENOTTY)
+			return ret;
+		__atomic_store_n(&s->no_place2, 1, __ATOMIC_RELAXED);
+	}
+	memmove((char *)q + to, (char *)q + from, sizeof(q->p2.e));
+	ret = ioctl_restart(fd, DMAFS_IOC_PLACE, &q->p);
+	memmove((char *)q + from, (char *)q + to, sizeof(q->p2.e));
+	q->p2.tier_bytes = 0;
+	return ret;
+}
+
 static int place_daemon(struct dmafs_buf *b, int fd, struct dmafs_extent *ext, size_t n,
 			uint64_t *bytes, int *path)
 {
 	/* calloc: the kernel copies the whole struct, unused entries included. */
-	struct dmafs_ioc_place *p = calloc(1, sizeof(*p));
+	union place_req *q = calloc(1, sizeof(*q));
+	struct dmafs_ioc_place2 *p = &q->p2;
 	int ret = 0;
 
-	if (!p)
+	if (!q)
 		return -ENOMEM;
 	for (size_t i = 0; i < n && !ret; i += DMAFS_PLACE_MAX) {
 		uint32_t cnt = n - i < DMAFS_PLACE_MAX ? (uint32_t)(n - i) : DMAFS_PLACE_MAX;
-		int r;
 
-		memset(p, 0, offsetof(struct dmafs_ioc_place, e));
+		memset(p, 0, offsetof(struct dmafs_ioc_place2, e));
 		p->id = b->id;
 		p->count = cnt;
 		for (uint32_t k = 0; k < cnt; k++) {
@@ -181,21 +221,18 @@ static int place_daemon(struct dmafs_buf *b, int fd, struct dmafs_extent *ext, s
 			p->e[k].length = ext[i + k].length;
 			p->e[k].buffer_offset = ext[i + k].buffer_offset;
 		}
-		/* A placement writes the same bytes again when repeated: safe to restart. */
-		do
-			r = ioctl(fd, DMAFS_IOC_PLACE, p);
-		while (r < 0 && errno == EINTR);
-		if (r < 0) {
-			ret = -errno;
+		ret = place_ioctl(b->s, fd, q);
+		if (ret)
 			break;
-		}
 		for (uint32_t k = 0; k < cnt; k++)
 			ext[i + k].length = p->e[k].length;
 		*bytes += p->bytes;
+		if (p->tier_bytes)
+			__atomic_fetch_add(&b->tier_bytes, p->tier_bytes, __ATOMIC_RELAXED);
 		if (p->bytes)
 			*path = slower(*path, (int)p->path);
 	}
-	free(p);
+	free(q);
 	return ret;
 }
 

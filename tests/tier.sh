@@ -46,6 +46,9 @@ place() {
 	tail -c +$((off + 1)) "$ref" | head -c "$len" | cmp -s - "$W/out" ||
 		t_fail "$f [$off, +$len) placed at $boff differs from the reference"
 }
+# tb - the bytes the last placement took from the tier (dmafs_buf_tier_bytes)
+export TIER_PLACE_TIER_BYTES=$W/tier_bytes
+tb() { cat "$TIER_PLACE_TIER_BYTES"; }
 # xt FILE - the value of user.dmafs.tier (ENODATA: "none")
 xt() {
 	t_py -c '
@@ -81,6 +84,7 @@ expect "tier size" "$S_SIZE" $((16 * MiB))
 expect "bytes held before any placement" "$S_HELD" 0
 expect "user.dmafs.tier before any placement" "$(xt "$M/f")" 0
 place "$M/f" "$W/ref" 0 $SZ
+expect "bytes placed from the tier (dmafs_buf_tier_bytes) by the first placement" "$(tb)" 0
 stats
 expect "bytes filled" "$S_FILLED" $SZ
 expect "bytes held" "$S_HELD" $((7 * MiB))
@@ -92,6 +96,7 @@ t_log "the second placement comes from the tier: exact, 7 hits, members barely r
 r0=$(sectors)
 place "$M/f" "$W/ref" 0 $SZ
 r1=$(sectors)
+expect "bytes placed from the tier by the second placement" "$(tb)" $SZ
 stats
 expect "hits" "$S_HITS" 7
 expect "bytes served" "$S_SERVED" $SZ
@@ -101,6 +106,7 @@ expect "misses" "$S_MISSES" 7
 t_log "from the tier into a buffer at an odd offset, and a range inside chunks"
 place "$M/f" "$W/ref" 0 $SZ 1
 place "$M/f" "$W/ref" $((3 * MiB / 2)) $((2 * MiB)) 4096
+expect "bytes placed from the tier by a range inside chunks" "$(tb)" $((2 * MiB))
 place "$M/f" "$W/ref" $((6 * MiB)) 123 7
 stats
 expect "hits after 1 + 7 + 3 + 1 pieces" "$S_HITS" 18
@@ -113,6 +119,7 @@ expect "user.dmafs.tier after the write" "$(xt "$M/f")" $((SZ - MiB))
 stats
 h=$S_HITS m=$S_MISSES
 place "$M/f" "$W/ref" 0 $SZ
+expect "bytes placed from the tier with chunk 2 read again" "$(tb)" $((SZ - MiB))
 stats
 expect "hits" "$S_HITS" $((h + 6))
 expect "misses" "$S_MISSES" $((m + 1))
@@ -302,6 +309,7 @@ r0=$(sectors)
 place "$M/b" "$W/refb" 0 $((12 * MiB))
 r1=$(sectors)
 (((r1 - r0) * 512 >= 12 * MiB)) || t_fail "a placement without the tier read only $(((r1 - r0) * 512)) bytes from the members"
+expect "bytes placed from the tier without the option" "$(tb)" 0
 stats
 expect "hits without the option" "$S_HITS" 0
 "$CHECK" "$M" | grep -q "warm tier  *off" || t_fail "dmafs-check does not say the tier is off"

@@ -13,6 +13,8 @@
  * LENGTH "eof" is DMAFS_TO_EOF.
  * With $TIER_PLACE_GO set, the placement waits (buffer registered, file open) until that
  * path exists, having created $TIER_PLACE_READY: concurrent placements then start together.
+ * With $TIER_PLACE_TIER_BYTES set, a placement writes dmafs_buf_tier_bytes() (the bytes
+ * placed from the warm tier) to that file, one line.
  * Exit 0, or 1 with the reason on stderr.
  */
 #include <errno.h>
@@ -152,6 +154,15 @@ int main(int argc, char **argv)
 		fprintf(stderr, "tier_place: %s placed by path %s, not host\n", argv[1],
 			dmafs_path_name(res.path));
 		return 1;
+	}
+	if (getenv("TIER_PLACE_TIER_BYTES")) {
+		FILE *tf = fopen(getenv("TIER_PLACE_TIER_BYTES"), "w");
+
+		if (!tf || fprintf(tf, "%llu\n", (unsigned long long)dmafs_buf_tier_bytes(b)) < 0 ||
+		    fclose(tf)) {
+			fprintf(stderr, "tier_place: writing $TIER_PLACE_TIER_BYTES: %s\n", strerror(errno));
+			return 1;
+		}
 	}
 	if (fwrite((char *)dmafs_buf_ptr(b) + boff, 1, e.length, stdout) != e.length) {
 		fprintf(stderr, "tier_place: writing the placed bytes: %s\n", strerror(errno));
