@@ -283,6 +283,6 @@ def place_distributed(model, device, group, plan, threads, stacklevel):
         out = {name: (t.chunk(world, split[name])[rank] if name in split else t).clone()
                for name, t in out.items()}
         del base
-    finish_stats(stats, res, fallback, t0)
+    finish_stats(stats, res, fallback, t0, tgt.tier_bytes)
     warn_slow(model, res, fallback, why_posix, stacklevel + 1)
     return out

@@ -106,8 +106,8 @@ _PP = ctypes.POINTER(ctypes.c_void_p)
 _I, _U, _U64, _SZ = ctypes.c_int, ctypes.c_uint, ctypes.c_uint64, ctypes.c_size_t
 
 # name: (restype, argtypes). Missing calls are bound as None: the model calls come with
-# the safetensors support of libdmafs, dmafs_prefetch with 0.5, and an older library still
-# serves the rest.
+# the safetensors support of libdmafs, dmafs_prefetch and dmafs_buf_tier_bytes with 0.5,
+# and an older library still serves the rest.
 _SIGNATURES = {
     "dmafs_version": (_I, []),
     "dmafs_strerror": (ctypes.c_char_p, [_I]),
@@ -120,6 +120,7 @@ _SIGNATURES = {
     "dmafs_buf_alloc_host": (_I, [_P, _SZ, _PP]),
     "dmafs_buf_ptr": (_P, [_P]),
     "dmafs_buf_size": (_SZ, [_P]),
+    "dmafs_buf_tier_bytes": (_U64, [_P]),
     "dmafs_buf_unregister": (_I, [_P]),
     "dmafs_place": (_I, [_P, _I, ctypes.POINTER(Extent), _SZ, ctypes.POINTER(Result)]),
     "dmafs_place_file": (_I, [_P, ctypes.c_char_p, _U64, ctypes.POINTER(Result)]),
@@ -255,6 +256,14 @@ class Buffer:
     @property
     def size(self):
         return C.buf_size(self.handle)
+
+    @property
+    def tier_bytes(self):
+        """Bytes placed into the buffer so far that came from the warm tier; None when
+        this libdmafs predates dmafs_buf_tier_bytes (it cannot tell)."""
+        if C.buf_tier_bytes is None or not self.handle:
+            return None
+        return C.buf_tier_bytes(self.handle)
 
     def unregister(self):
         """Unregister; for host buffers this unmaps the memory. Returns 0 or -errno."""

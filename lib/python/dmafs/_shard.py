@@ -341,7 +341,7 @@ def load_shard(path, device="cpu", *, rank=None, world_size=None, plan, group=No
                 raise
             finally:
                 tgt.close()
-            finish_stats(stats, res, tgt.fallback, t0)
+            finish_stats(stats, res, tgt.fallback, t0, tgt.tier_bytes)
             warn_slow(model, res, tgt.fallback, tgt.why_posix, stacklevel + 1)
         else:
             for t, dt, shape, _at, _ext, _whole in entries:

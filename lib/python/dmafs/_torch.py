@@ -80,10 +80,18 @@ class LoadStats:
     load_distributed(): bytes and place_seconds are this rank's part (from its first chunk's
     start to its last chunk's end, broadcasts of earlier chunks running meanwhile),
     exchange_seconds the broadcasting left after that until every part had arrived, rank
-    and world_size the process group's; None otherwise."""
+    and world_size the process group's; None otherwise.
+
+    tier_bytes: of bytes, those the daemon placed from the mount's warm tier (mount option
+    tier=) with no drive read; drive_bytes: the rest (bytes - tier_bytes), read from the
+    drives (or, on the posix path, through the page cache). Both None when libdmafs is
+    older than dmafs_buf_tier_bytes (0.5); tier_bytes is 0 without a tier, on the posix
+    path, and from a daemon older than 0.5. A piece comes from the tier only when the tier
+    holds its whole 1 MiB chunk, filled by an earlier placement or dmafs.prefetch()."""
 
     __slots__ = ("model", "files", "tensors", "bytes", "seconds", "place_seconds", "path",
-                 "target", "fallback", "rank", "world_size", "exchange_seconds")
+                 "target", "fallback", "rank", "world_size", "exchange_seconds", "tier_bytes",
+                 "drive_bytes")
 
     def __init__(self, **kw):
         for k in self.__slots__:
@@ -110,6 +118,8 @@ class LoadStats:
                 + (f", rank {self.rank} of {self.world_size}" if self.world_size else "")
                 + (f", exchange {self.exchange_seconds:.4f} s"
                    if self.exchange_seconds is not None else "")
+                + (f", {self.tier_bytes / 1e9:.2f} GB from the warm tier"
+                   if self.tier_bytes else "")
                 + ")")
 
 
@@ -287,7 +297,7 @@ class Target:
     def __init__(self, model, dev, target, index, size):
         torch = _torch()
         self.path, self.dev, self.size = model.path, dev, size
-        self.fallback = self.why_posix = self.buf = None
+        self.fallback = self.why_posix = self.buf = self.tier_bytes = None
         self.session = _lib.Session(model.files[0])
         try:
             caps = self.session.caps()
@@ -338,6 +348,10 @@ class Target:
         return res
 
     def close(self):
+        # The bytes placed from the warm tier, read while the buffer is there: a host
+        # buffer lives as long as base, ours until the unregistration below.
+        if self.buf is not None and self.buf.handle and getattr(self, "base", None) is not None:
+            self.tier_bytes = self.buf.tier_bytes
         if self.session is not None:
             if self.buf is not None:
                 self.buf.unregister()
@@ -354,7 +368,8 @@ def _host_tensor_view(buf, torch):
 def place_base(model, dev, target, index, threads, part=None, size=None):
     """Allocate the model's buffer on dev (or one of size bytes) and place it (or only
     part: see _place). Returns (base uint8 tensor, result, GPU fallback reason or None,
-    why the placement channel is not used or None)."""
+    why the placement channel is not used or None, bytes placed from the warm tier or
+    None)."""
     t = Target(model, dev, target, index, size or model.nbytes)
     try:
         res = t.place(model, part, threads)
@@ -363,21 +378,26 @@ def place_base(model, dev, target, index, threads, part=None, size=None):
         raise
     finally:
         t.close()
-    return t.base, res, t.fallback, t.why_posix
+    return t.base, res, t.fallback, t.why_posix, t.tier_bytes
 
 
 def new_stats(model, dev, target):
     stats = LoadStats(model=os.fspath(model.path), files=len(model.files),
                       tensors=len(model.tensors), bytes=0, seconds=0.0, place_seconds=0.0,
                       path=_lib.path_name(_lib.PATH_NONE), target=str(dev), fallback=None)
+    if _lib.C.buf_tier_bytes is not None:  # else unknown: None
+        stats.tier_bytes = stats.drive_bytes = 0
     if target == _lib.TARGET_HIP:
         stats.target = f"{dev} (HIP)"
     return stats
 
 
-def finish_stats(stats, res, fallback, t0):
-    """Fill stats from a placement's result; seconds since t0; it becomes last_stats()."""
+def finish_stats(stats, res, fallback, t0, tier_bytes=None):
+    """Fill stats from a placement's result and the bytes of it placed from the warm tier
+    (None: unknown); seconds since t0; it becomes last_stats()."""
     stats.bytes = res.bytes
+    stats.tier_bytes = tier_bytes
+    stats.drive_bytes = None if tier_bytes is None else res.bytes - tier_bytes
     stats.place_seconds = res.elapsed_ns / 1e9
     stats.path = _lib.path_name(res.path)
     stats.fallback = fallback
@@ -434,7 +454,7 @@ def place_model(model, device, threads, stacklevel):
     finally:
         tgt.close()
     res, fallback, why_posix = box["res"], tgt.fallback, tgt.why_posix
-    finish_stats(stats, res, fallback, t0)
+    finish_stats(stats, res, fallback, t0, tgt.tier_bytes)
     warn_slow(model, res, fallback, why_posix, stacklevel + 1)
     return tensors
 
@@ -485,9 +505,9 @@ def place_spread(model, device_of, threads, stacklevel):
         (dev, target, index), items = groups[key]
         try:
             runs, size, at = _runs(sorted((p[0] for p in items), key=lambda t: t.buffer_offset))
-            base, res, fallback, why_posix = place_base(model, dev, target, index, threads,
-                                                        part=runs, size=size)
-            results[key] = (_views(base, items, torch, at), res, fallback, why_posix)
+            base, res, fallback, why_posix, tier = place_base(model, dev, target, index,
+                                                              threads, part=runs, size=size)
+            results[key] = (_views(base, items, torch, at), res, fallback, why_posix, tier)
         except BaseException as e:  # raised in the caller's thread below
             errors.append(e)
 
@@ -502,16 +522,17 @@ def place_spread(model, device_of, threads, stacklevel):
     if errors:
         raise errors[0]
     out, total = {}, _lib.Result()
-    fallbacks = []
-    for key, (views, res, fallback, why_posix) in results.items():
+    fallbacks, tier = [], 0
+    for key, (views, res, fallback, why_posix, t) in results.items():
         out.update(views)
+        tier = None if tier is None or t is None else tier + t
         total.bytes += res.bytes
         total.elapsed_ns = max(total.elapsed_ns, res.elapsed_ns)
         total.path = max(total.path, res.path)
         if fallback:
             fallbacks.append(f"{key}: {fallback}")
         warn_slow(model, res, fallback, why_posix, stacklevel + 1)
-    finish_stats(stats, total, "; ".join(fallbacks) or None, t0)
+    finish_stats(stats, total, "; ".join(fallbacks) or None, t0, tier)
     return out
 
 
