@@ -111,7 +111,7 @@ with _lib.Model(path) as model:
     if not 1 < len(runs) < len(sub) or size >= model.nbytes:
         fail(f"{len(runs)} runs and {size} bytes for {len(sub)} of {len(infos)} tensors (layout "
              f"{model.nbytes} bytes)")
-    base, res, _, _ = dt.place_base(model, cpu, _lib.TARGET_HOST, None, 0, part=runs, size=size)
+    base, res, *_ = dt.place_base(model, cpu, _lib.TARGET_HOST, None, 0, part=runs, size=size)
     plan = [p for p in dt._plan(model, torch) if p[0].name in at]
     same(dt._views(base, plan, torch, at), {t.name: ref[t.name] for t in sub}, f"{path}: runs")
     got = dt.place_spread(model, {t.name: "cpu" for t in infos}, 0, 1)
