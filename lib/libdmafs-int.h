@@ -16,6 +16,7 @@
 #include "gpu.h"
 
 #include <pthread.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 _Static_assert(DMAFS_PATH_POSIX == 4 && DMAFS_PATH_HOST == 3 && DMAFS_PATH_P2P == 1,
@@ -111,6 +112,12 @@ int hostmem_alloc(size_t size, struct hostmem *m);
 int place_ranges(struct dmafs_buf *b, const char *const *paths, const uint64_t *file_offsets,
 		 const uint64_t *lengths, const uint64_t *buffer_offsets, size_t n,
 		 unsigned threads, struct dmafs_result *res, struct dmafs_result *total);
+/*
+ * The checks every call on a client's descriptor makes: @fd is open for reading (not
+ * write-only, not O_PATH) on a regular file. Returns its status flags (and @st), or
+ * -EBADF, -EISDIR, -EINVAL.
+ */
+int lib_read_fd(int fd, struct stat *st);
 
 /* mountinfo.c - the mount of a device number, from /proc/self/mountinfo. */
 struct mountinfo {

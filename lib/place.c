@@ -269,6 +269,19 @@ static int check_extents(const struct dmafs_buf *b, const struct dmafs_extent *e
 	return 0;
 }
 
+int lib_read_fd(int fd, struct stat *st)
+{
+	int flags = fcntl(fd, F_GETFL);
+
+	if (flags < 0 || fstat(fd, st))
+		return -EBADF;
+	if ((flags & O_ACCMODE) == O_WRONLY || (flags & O_PATH))
+		return -EBADF;
+	if (!S_ISREG(st->st_mode))
+		return S_ISDIR(st->st_mode) ? -EISDIR : -EINVAL;
+	return flags;
+}
+
 int dmafs_place(struct dmafs_buf *b, int fd, struct dmafs_extent *ext, size_t n,
 		struct dmafs_result *res)
 {
@@ -280,13 +293,9 @@ int dmafs_place(struct dmafs_buf *b, int fd, struct dmafs_extent *ext, size_t n,
 		memset(res, 0, sizeof(*res));
 	if (!b || (n && !ext))
 		return -EINVAL;
-	flags = fcntl(fd, F_GETFL);
-	if (flags < 0 || fstat(fd, &st))
-		return -EBADF;
-	if ((flags & O_ACCMODE) == O_WRONLY || (flags & O_PATH))
-		return -EBADF;
-	if (!S_ISREG(st.st_mode))
-		return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+	flags = lib_read_fd(fd, &st);
+	if (flags < 0)
+		return flags;
 	if (b->s->on_dmafs && st.st_dev != b->s->dev)
 		return -EXDEV;
 	if (!b->registered && n) {

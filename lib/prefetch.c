@@ -29,13 +29,9 @@ int dmafs_prefetch(int fd, uint64_t offset, uint64_t length, struct dmafs_result
 		memset(res, 0, sizeof(*res));
 	if (held)
 		*held = 0;
-	flags = fcntl(fd, F_GETFL);
-	if (flags < 0 || fstat(fd, &st))
-		return -EBADF;
-	if ((flags & O_ACCMODE) == O_WRONLY || (flags & O_PATH))
-		return -EBADF;
-	if (!S_ISREG(st.st_mode))
-		return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+	flags = lib_read_fd(fd, &st);
+	if (flags < 0)
+		return flags;
 	/* our ioctl number means nothing to other filesystems, FUSE ones included: do not
 	 * send it there (the session's test, session.c) */
 	if (fstatfs(fd, &sfs) || sfs.f_type != FUSE_SUPER_MAGIC)

@@ -15,51 +15,17 @@ t_require_python
 TP=$top_builddir/tests/tier_place
 CHECK=$top_builddir/tools/dmafs-check
 [ -x "$TP" ] || t_skip "tests/tier_place not built"
-MiB=1048576
 t_workdir
 W=$T_WORK
 M=$W/mnt
 t_loops 3 160M
 t_mkfs -s 256K "${T_LOOPDEVS[@]}"
+. "$top_srcdir/tests/t_tier.sh"
 
-# stats - "size held hits misses served filled evicted cap resident shrunk min_free" of the
-# mount's tier into S_*
-stats() {
-	read -r S_SIZE S_HELD S_HITS S_MISSES S_SERVED S_FILLED S_EVICTED S_CAP S_RESIDENT S_SHRUNK \
-		S_MIN_FREE <<<"$("$TP" --stats "$M")" ||
-		t_fail "tier_place --stats $M"
-}
-# sectors - sectors read from the members so far (the loop devices' stat)
-sectors() {
-	local d n=0 s
-	for d in "${T_LOOPDEVS[@]}"; do
-		read -r _ _ s _ <"/sys/block/${d#/dev/}/stat"
-		n=$((n + s))
-	done
-	echo "$n"
-}
-# place FILE REF OFF LEN [BUFOFF] - place FILE[OFF, OFF+LEN) into host memory and compare
-# with the same bytes of REF
-place() {
-	local f=$1 ref=$2 off=$3 len=$4 boff=${5:-0}
-	"$TP" "$f" "$off" "$len" "$boff" >"$W/out" || t_fail "placing $f [$off, +$len) at $boff"
-	tail -c +$((off + 1)) "$ref" | head -c "$len" | cmp -s - "$W/out" ||
-		t_fail "$f [$off, +$len) placed at $boff differs from the reference"
-}
 # tb - the bytes the last placement took from the tier (dmafs_buf_tier_bytes)
 export TIER_PLACE_TIER_BYTES=$W/tier_bytes
 tb() { cat "$TIER_PLACE_TIER_BYTES"; }
-# xt FILE - the value of user.dmafs.tier (ENODATA: "none")
-xt() {
-	t_py -c '
-import errno, os, sys
-try:
-    print(os.getxattr(sys.argv[1], "user.dmafs.tier").decode())
-except OSError as e:
-    print("none" if e.errno == errno.ENODATA else "error " + str(e))' "$1"
-}
 # expect NAME VALUE WANT - fail unless VALUE equals WANT
-expect() { [ "$2" = "$3" ] || t_fail "$1 is $2, expected $3"; }
 # held_at_most - the tier holds no more than its size
 held_at_most() {
 	stats
@@ -266,20 +232,7 @@ t_umount "$M"
 
 t_log "a damaged block never enters the tier: fills check checksums without verify_place"
 t_mount "$T_MEMBERS" "$M" tier=64M
-read -r FOFF MEM MOFF <<<"$(t_py -c 'import os, sys; print(os.getxattr(sys.argv[1], "user.dmafs.layout").decode())' "$M/c" |
-	awk '$1 ~ /^[0-9]+$/ && $1 >= 4194304 { print $1, $3, $4; exit }')"
-[ -n "$MOFF" ] || t_fail "no extent of c past 4 MiB"
-t_umount "$M"
-t_py - "$W/loop$MEM.img" $((MOFF + 4096)) <<'EOF' || t_fail "flip"
-import sys
-with open(sys.argv[1], "r+b") as f:
-    f.seek(int(sys.argv[2]))
-    b = f.read(1)
-    f.seek(int(sys.argv[2]))
-    f.write(bytes([b[0] ^ 0x5A]))
-EOF
-t_mount "$T_MEMBERS" "$M" tier=64M
-BADC=$((FOFF / MiB))
+damage "$M/c" tier=64M
 "$TP" "$M/c" 0 $((24 * MiB)) >/dev/null 2>&1 && t_fail "placing c with a damaged block (chunk $BADC) succeeded"
 # had the damaged chunk entered the tier, placing it again would succeed from there
 "$TP" "$M/c" $((BADC * MiB)) $MiB >/dev/null 2>&1 && t_fail "the damaged chunk $BADC placed"

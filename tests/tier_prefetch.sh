@@ -15,51 +15,19 @@ t_require_python
 TP=$top_builddir/tests/tier_place
 LOAD=$top_builddir/tools/dmafs-load
 [ -x "$TP" ] || t_skip "tests/tier_place not built"
-MiB=1048576
 t_workdir
 W=$T_WORK
 M=$W/mnt
 t_loops 3 160M
 t_mkfs -s 256K "${T_LOOPDEVS[@]}"
+. "$top_srcdir/tests/t_tier.sh"
 
-# stats - "size held hits misses served filled evicted" of the mount's tier into S_*
-# (the other fields of tier_place --stats go to S_REST)
-stats() {
-	read -r S_SIZE S_HELD S_HITS S_MISSES S_SERVED S_FILLED S_EVICTED S_REST <<<"$("$TP" --stats "$M")" ||
-		t_fail "tier_place --stats $M"
-}
-# sectors - sectors read from the members so far (the loop devices' stat)
-sectors() {
-	local d n=0 s
-	for d in "${T_LOOPDEVS[@]}"; do
-		read -r _ _ s _ <"/sys/block/${d#/dev/}/stat"
-		n=$((n + s))
-	done
-	echo "$n"
-}
-# place FILE REF OFF LEN - place FILE[OFF, OFF+LEN) into host memory, compare with REF
-place() {
-	local f=$1 ref=$2 off=$3 len=$4
-	"$TP" "$f" "$off" "$len" >"$W/out" || t_fail "placing $f [$off, +$len)"
-	tail -c +$((off + 1)) "$ref" | head -c "$len" | cmp -s - "$W/out" ||
-		t_fail "$f [$off, +$len) placed differs from the reference"
-}
 # prefetch FILE OFF LEN READ HELD - dmafs_prefetch reports READ bytes read and HELD held
 prefetch() {
 	local out
 	out=$("$TP" --prefetch "$1" "$2" "$3" 2>&1) || t_fail "prefetch of $1 [$2, +$3): $out"
 	[ "$out" = "$4 $5" ] || t_fail "prefetch of $1 [$2, +$3) reported read/held '$out', expected '$4 $5'"
 }
-# xt FILE - the value of user.dmafs.tier (ENODATA: "none")
-xt() {
-	t_py -c '
-import errno, os, sys
-try:
-    print(os.getxattr(sys.argv[1], "user.dmafs.tier").decode())
-except OSError as e:
-    print("none" if e.errno == errno.ENODATA else "error " + str(e))' "$1"
-}
-expect() { [ "$2" = "$3" ] || t_fail "$1 is $2, expected $3"; }
 
 t_log "tier=16M: [1.5 MiB, +1 MiB) of a 6 MiB + 123 byte file widens to chunks 1 and 2"
 t_mount "$T_MEMBERS" "$M" tier=16M
@@ -166,20 +134,7 @@ t_umount "$M"
 
 t_log "a damaged block: the prefetch fails with EIO and its chunk stays out of the tier"
 t_mount "$T_MEMBERS" "$M" tier=16M
-read -r FOFF MEM MOFF <<<"$(t_py -c 'import os, sys; print(os.getxattr(sys.argv[1], "user.dmafs.layout").decode())' "$M/b" |
-	awk '$1 ~ /^[0-9]+$/ && $1 >= 4194304 { print $1, $3, $4; exit }')"
-[ -n "$MOFF" ] || t_fail "no extent of b past 4 MiB"
-t_umount "$M"
-t_py - "$W/loop$MEM.img" $((MOFF + 4096)) <<'EOF' || t_fail "flip"
-import sys
-with open(sys.argv[1], "r+b") as f:
-    f.seek(int(sys.argv[2]))
-    b = f.read(1)
-    f.seek(int(sys.argv[2]))
-    f.write(bytes([b[0] ^ 0x5A]))
-EOF
-t_mount "$T_MEMBERS" "$M" tier=16M
-BADC=$((FOFF / MiB))
+damage "$M/b" tier=16M
 "$TP" --prefetch "$M/b" 0 eof >/dev/null 2>"$W/err" && t_fail "prefetch of b with a damaged block in chunk $BADC succeeded"
 grep -q "(EIO)" "$W/err" || t_fail "damaged block: $(cat "$W/err"), expected EIO"
 "$TP" --prefetch "$M/b" $((BADC * MiB)) 1 >/dev/null 2>&1 && t_fail "prefetch of the damaged chunk $BADC succeeded"

@@ -11,29 +11,15 @@ t_require_root_fuse
 t_require_python
 TP=$top_builddir/tests/tier_place
 [ -x "$TP" ] || t_skip "tests/tier_place not built"
-MiB=1048576
 t_workdir
 W=$T_WORK
 M=$W/mnt
 t_loops 3 160M
 t_mkfs -s 256K "${T_LOOPDEVS[@]}"
+. "$top_srcdir/tests/t_tier.sh"
 MEMTOTAL=$(($(awk '/^MemTotal:/ { print $2 }' /proc/meminfo) * 1024))
 ABOVE=$((MEMTOTAL + 1024 * MiB)) # a line the machine is always under
 
-# stats - the tier's counters (tier_place --stats) into S_*
-stats() {
-	read -r S_SIZE S_HELD S_HITS S_MISSES S_SERVED S_FILLED S_EVICTED S_CAP S_RESIDENT S_SHRUNK \
-		S_MIN_FREE <<<"$("$TP" --stats "$M")" || t_fail "tier_place --stats $M"
-}
-# place FILE REF OFF LEN [BUFOFF] - place FILE[OFF, OFF+LEN) into host memory, compare with REF
-place() {
-	local f=$1 ref=$2 off=$3 len=$4 boff=${5:-0}
-	"$TP" "$f" "$off" "$len" "$boff" >"$W/out" || t_fail "placing $f [$off, +$len) at $boff"
-	tail -c +$((off + 1)) "$ref" | head -c "$len" | cmp -s - "$W/out" ||
-		t_fail "$f [$off, +$len) placed at $boff differs from the reference"
-}
-expect() { [ "$2" = "$3" ] || t_fail "$1 is $2, expected $3"; }
-xt() { t_py -c 'import os, sys; print(os.getxattr(sys.argv[1], sys.argv[2]).decode())' "$1" "$2"; }
 # set_min_free VALUE - set user.dmafs.tier_min_free on the mount's root (as root)
 set_min_free() {
 	t_py -c 'import os, sys; os.setxattr(sys.argv[1], "user.dmafs.tier_min_free", sys.argv[2].encode())' \
