@@ -62,7 +62,9 @@ struct dmafs_ioc_info {
 	uint64_t tier_resident;	/* bytes of its segments with memory: what it may take now */
 	uint64_t tier_shrunk;	/* bytes it gave back because memory was short */
 	uint64_t tier_min_free;	/* the available memory it leaves the machine */
-	char reserved[40];
+	uint64_t tier_pinned;	/* bytes of its segments pinned for the GPU runtimes (0 from
+				   an older daemon, and without a GPU) */
+	char reserved[32];
 };
 
 #define DMAFS_HANDLE_SIZE 64

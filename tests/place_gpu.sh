@@ -7,7 +7,8 @@
 # same again with 4 threads placing at once as the very first placements. The ring cases
 # run with the default copy delay, then with copies at once (copy_delay_us=0) and with a
 # delay far longer than a read (20 ms: every slot waits for it). Then the basic and ring
-# cases with the warm tier on (tier=256M: later placements served from its pinned memory).
+# cases with the warm tier on (tier=256M: later placements served from its pinned memory),
+# pinned whole at mount (the default) and as it fills (tier_pin=fill).
 # Last, -o p2p=force: the cuFile path where libcufile loads.
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/t_lib.sh"
@@ -57,6 +58,19 @@ t_log "  tier=256M: $t_held bytes held, $t_hits hits"
 [ "${t_hits:-0}" -gt 0 ] || t_fail "tier=256M: no GPU placement was served from the tier ($t_held bytes held)"
 grep -E "warm tier.*(cannot|failed)" "$T_DAEMON_ERR" && t_fail "tier=256M: the tier could not be pinned (above)"
 run pipe "$PIPE_OPTS,tier=256M" $RING_MB
+# tier_pinned: size held hits misses served filled evicted cap resident shrunk min_free pinned
+tier_pinned() {
+	"$top_builddir/tests/tier_place" --stats "$M" | awk '{print $12}'
+}
+p=$(tier_pinned)
+t_log "  tier=256M (tier_pin=all): $p bytes pinned"
+[ "$p" = $((256 * 1048576)) ] || t_fail "tier=256M, tier_pin=all: $p bytes of the tier pinned, not all of it"
+# tier_pin=fill: segments pinned ahead of the fills as they come, never more than the tier
+run pipe "$PIPE_OPTS,tier=256M,tier_pin=fill" $RING_MB
+p=$(tier_pinned)
+t_log "  tier=256M (tier_pin=fill): $p bytes pinned"
+[ "${p:-0}" -gt 0 ] && [ "$p" -le $((256 * 1048576)) ] ||
+	t_fail "tier=256M, tier_pin=fill: $p bytes of the tier pinned"
 # The cuFile path: p2p=force drives it wherever libcufile loads, nvidia-fs or not (then in
 # compatibility mode, a host bounce inside cuFile), so that its registration, member
 # handles and reads run here and are checked byte for byte like the others.

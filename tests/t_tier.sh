@@ -5,10 +5,10 @@
 MiB=1048576
 
 # stats - the tier's counters (tier_place --stats) into S_SIZE S_HELD S_HITS S_MISSES
-# S_SERVED S_FILLED S_EVICTED S_CAP S_RESIDENT S_SHRUNK S_MIN_FREE
+# S_SERVED S_FILLED S_EVICTED S_CAP S_RESIDENT S_SHRUNK S_MIN_FREE S_PINNED
 stats() {
 	read -r S_SIZE S_HELD S_HITS S_MISSES S_SERVED S_FILLED S_EVICTED S_CAP S_RESIDENT S_SHRUNK \
-		S_MIN_FREE <<<"$("$TP" --stats "$M")" || t_fail "tier_place --stats $M"
+		S_MIN_FREE S_PINNED <<<"$("$TP" --stats "$M")" || t_fail "tier_place --stats $M"
 }
 # sectors - sectors read from the members so far (the loop devices' stat)
 sectors() {

@@ -39,6 +39,11 @@ for bad in tier=12x tier=512K tier=91% tier=%5 tier=-1M tier=100000T; do
 		t_fail "-o $bad accepted"
 	grep -q "tier=" "$W/err" || t_fail "-o $bad: no message naming tier=: $(cat "$W/err")"
 done
+for bad in tier_pin=eager tier_pin=; do
+	"$DMAFS" -o "tier=16M,$bad" "${T_LOOPDEVS[0]},${T_LOOPDEVS[1]},${T_LOOPDEVS[2]}" "$M" 2>"$W/err" &&
+		t_fail "-o $bad accepted"
+	grep -q "tier_pin=" "$W/err" || t_fail "-o $bad: no message naming tier_pin=: $(cat "$W/err")"
+done
 
 t_log "tier=16M: a 6 MiB + 123 byte file is filled by its first placement"
 t_mount "$T_MEMBERS" "$M" tier=16M
@@ -243,7 +248,7 @@ x=$(xt "$M/c")
 t_umount "$M"
 
 t_log "-o verify_place: the second placement comes from the tier"
-t_mount "$T_MEMBERS" "$M" tier=16M,verify_place
+t_mount "$T_MEMBERS" "$M" tier=16M,verify_place,tier_pin=fill
 place "$M/f" "$W/ref" 0 $((5 * MiB)) 3
 place "$M/f" "$W/ref" 0 $((5 * MiB))
 stats

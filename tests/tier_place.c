@@ -5,7 +5,7 @@
  * counters, or prefetch a range of a file into the tier.
  * Usage: tier_place FILE OFFSET LENGTH [BUFFER_OFFSET]
  *        tier_place --stats PATH   (size held hits misses served filled evicted cap
- *                                   resident shrunk min_free, one line)
+ *                                   resident shrunk min_free pinned, one line)
  *        tier_place --prefetch FILE OFFSET LENGTH   (dmafs_prefetch: "read held", one line)
  *        tier_place --prefetch-ioctl r|w|rw FILE OFFSET LENGTH
  *                  (DMAFS_IOC_PREFETCH itself on FILE opened read-only, write-only or
@@ -39,12 +39,13 @@ static int stats(const char *path)
 		return 1;
 	}
 	close(fd);
-	printf("%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu\n", (unsigned long long)i.tier_size,
+	printf("%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu\n", (unsigned long long)i.tier_size,
 	       (unsigned long long)i.tier_held, (unsigned long long)i.tier_hits,
 	       (unsigned long long)i.tier_misses, (unsigned long long)i.tier_served,
 	       (unsigned long long)i.tier_filled, (unsigned long long)i.tier_evicted,
 	       (unsigned long long)i.tier_cap, (unsigned long long)i.tier_resident,
-	       (unsigned long long)i.tier_shrunk, (unsigned long long)i.tier_min_free);
+	       (unsigned long long)i.tier_shrunk, (unsigned long long)i.tier_min_free,
+	       (unsigned long long)i.tier_pinned);
 	return 0;
 }
 

@@ -5,13 +5,15 @@
  * they are added), once, a failure left alone, and unpin it before it is released; memory
  * pressure refuses fills and gives back the segment of the least recently used chunk,
  * never one with a referenced chunk; a released segment reads as zeros and the process's resident
- * memory drops (MADV_DONTNEED); idle segments go after one whole period.
+ * memory drops (MADV_DONTNEED); idle segments go after one whole period. Preparer threads
+ * keep a window of segments pinned ahead of the fills, each pinned once.
  */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/tier.h"
 #include "t_unit.h"
@@ -30,7 +32,7 @@ static int fake_pin(void *arg, void *mem, size_t len)
 {
 	struct fake *f = arg;
 
-	f->pins++;
+	__atomic_add_fetch(&f->pins, 1, __ATOMIC_SEQ_CST); /* preparers pin in parallel */
 	f->last_pin = mem;
 	f->last_len = len;
 	return f->fail;
@@ -40,7 +42,7 @@ static void fake_unpin(void *arg, void *mem, size_t len)
 {
 	struct fake *f = arg;
 
-	f->unpins++;
+	__atomic_add_fetch(&f->unpins, 1, __ATOMIC_SEQ_CST);
 	f->last_unpin = mem;
 	(void)len;
 }
@@ -82,6 +84,86 @@ static char *fill(uint64_t idx, int byte)
 
 static long seg_no(const char *mem) { return (long)((mem - base) / (long)TIER_SEG); }
 
+/* Wait up to 10 s for @f to have pinned @n segments; then 50 ms more, for any beyond. */
+static int pins_settle(struct fake *f, int n)
+{
+	for (int i = 0; i < 1000 && __atomic_load_n(&f->pins, __ATOMIC_SEQ_CST) < n; i++)
+		usleep(10000);
+	usleep(50000);
+	return __atomic_load_n(&f->pins, __ATOMIC_SEQ_CST);
+}
+
+/*
+ * Preparers: an added pinner gets a window of segments pinned ahead (two per preparer),
+ * never beyond it nor the tier; fills that move on to a new segment move the window;
+ * every segment is pinned once, whoever pins it; empty prepared segments go back when
+ * idle, unpinned.
+ */
+static void preparers(void)
+{
+	struct fake p = { 0 };
+	struct tier_stats st;
+	uint64_t ahead;
+
+	T_EQ(tier_init(&t, 6 * TIER_SEG, 0, 2, 0), 0);
+	T_EQ(tier_preparers(t, &ahead), 2);
+	T_EQ(ahead, 4 * TIER_SEG);
+	usleep(50000);
+	T_EQ(p.pins, 0); /* nothing to pin with yet */
+	T_EQ(tier_add_pinner(t, fake_pin, fake_unpin, &p), 0);
+	T_EQ(pins_settle(&p, 4), 4);
+	tier_stats(t, &st);
+	T_EQ(st.resident, 4 * TIER_SEG);
+	T_EQ(st.held, 0);
+	base = NULL;
+	for (uint64_t i = 0; i < TIER_SEG_CHUNKS; i++) { /* segment 0, prepared: no pin */
+		char *m = fill(i, 3);
+
+		if (!base)
+			base = m;
+	}
+	T_EQ(seg_no(base), 0);
+	/* the first chunk of segment 1 was taken: the window moves on by one segment */
+	T_EQ(pins_settle(&p, 5), 5);
+	for (uint64_t i = TIER_SEG_CHUNKS; i < 6 * TIER_SEG_CHUNKS; i++)
+		fill(i, 4);
+	T_EQ(pins_settle(&p, 6), 6); /* six segments, each pinned once */
+	tier_stats(t, &st);
+	T_EQ(st.held, 6 * TIER_SEG);
+	/* emptied and idle: released and unpinned, and the preparers do not take them back
+	 * while nothing fills */
+	tier_forget(t, &ino);
+	T_EQ(tier_release_idle(t), 0);
+	T_EQ(tier_release_idle(t), 6 * TIER_SEG);
+	T_EQ(p.unpins, 6);
+	T_EQ(pins_settle(&p, 6), 6);
+	tier_stats(t, &st);
+	T_EQ(st.resident, 0);
+	tier_drop_pinners(t);
+	tier_destroy(t);
+	t = NULL;
+
+	/* pin_all: every segment at once, kept while idle, until pressure gives memory back */
+	memset(&p, 0, sizeof(p));
+	T_EQ(tier_init(&t, 6 * TIER_SEG, 0, 2, 1), 0);
+	T_EQ(tier_pins_all(t), 1);
+	T_EQ(tier_add_pinner(t, fake_pin, fake_unpin, &p), 0);
+	T_EQ(pins_settle(&p, 6), 6);
+	T_EQ(tier_release_idle(t), 0);
+	T_EQ(tier_release_idle(t), 0);
+	tier_stats(t, &st);
+	T_EQ(st.resident, 6 * TIER_SEG);
+	T_EQ(tier_shrink(t, 1), TIER_SEG);
+	T_EQ(tier_pins_all(t), 0);
+	T_EQ(p.unpins, 1);
+	T_EQ(tier_release_idle(t), 0);
+	T_EQ(tier_release_idle(t), 5 * TIER_SEG); /* empty and idle: back to the system now */
+	T_EQ(p.unpins, 6);
+	tier_drop_pinners(t);
+	tier_destroy(t);
+	t = NULL;
+}
+
 int main(void)
 {
 	struct fake a = { 0 }, b = { 0 }, bad = { .fail = -ENOMEM };
@@ -91,7 +173,7 @@ int main(void)
 	uint64_t r0, r1, r2, got;
 
 	/* 2.5 segments; min_free is only kept here */
-	T_EQ(tier_init(&t, 160 * MiB, 7 * MiB), 0);
+	T_EQ(tier_init(&t, 160 * MiB, 7 * MiB, 0, 0), 0);
 	tier_stats(t, &st);
 	T_EQ(st.size, 160 * MiB);
 	T_EQ(st.resident, 0);
@@ -102,14 +184,15 @@ int main(void)
 	T_EQ(tier_add_pinner(t, fake_pin, fake_unpin, &a), 0);
 	T_EQ(a.pins, 0);
 
-	/* the first chunk: the lowest, and its segment is pinned, whole, once */
+	/* the first chunk: the lowest, and its segment is pinned, whole, once (populated
+	 * first, where the kernel can: RSS is taken before) */
+	r0 = rss();
 	c = tier_reserve(t, &base);
 	T_CHECK(c != NULL, "first reserve");
 	T_EQ(a.pins, 1);
 	T_CHECK(a.last_pin == base && a.last_len == TIER_SEG, "pinned %p+%zu, want %p+%llu",
 		(void *)a.last_pin, a.last_len, (void *)base, (unsigned long long)TIER_SEG);
 	tier_put(t, c); /* RESERVED: freed */
-	r0 = rss();
 
 	/* 100 chunks: segment 0 fills first, then segment 1; one pin each */
 	for (uint64_t i = 0; i < 100; i++) {
@@ -232,5 +315,6 @@ int main(void)
 	T_EQ(bad.unpins, 0);
 	tier_forget(t, &ino);
 	tier_destroy(t);
+	preparers();
 	return t_done("unit_tier");
 }

@@ -576,6 +576,7 @@ static void warm_tier(const struct dmafs_ioc_info *i)
 	kv("evicted", "chunks evicted", 1, "%llu", (unsigned long long)i->tier_evicted);
 	kv("cap", "bytes it may hold now", 1, "%llu", (unsigned long long)i->tier_cap);
 	kv("resident", "bytes in segments", 1, "%llu", (unsigned long long)i->tier_resident);
+	kv("pinned", "bytes pinned for GPUs", 1, "%llu", (unsigned long long)i->tier_pinned);
 	kv("shrunk", "bytes given back", 1, "%llu", (unsigned long long)i->tier_shrunk);
 	kv("min_free", "memory left free", 1, "%llu", (unsigned long long)i->tier_min_free);
 	close_(0);

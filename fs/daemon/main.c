@@ -103,7 +103,8 @@ static int mount_members(struct daemon *d)
 		.wronly_direct = !o->wronly_cache && !o->writeback && daemon_kernel_at_least(6, 6),
 	};
 	fs->set = o->fs;
-	if (o->tier_bytes && (ret = tier_init(&fs->tier, o->tier_bytes, o->tier_min_free_bytes))) {
+	if (o->tier_bytes && (ret = tier_init(&fs->tier, o->tier_bytes, o->tier_min_free_bytes, -1,
+							!o->tier_pin || !strcmp(o->tier_pin, "all")))) {
 		fprintf(stderr, "dmafs: cannot set up the warm tier of %llu MiB: %s\n",
 			(unsigned long long)(o->tier_bytes >> 20), strerror(-ret));
 		return -1;

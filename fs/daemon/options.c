@@ -39,6 +39,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("reg_bytes_user=%s", reg_bytes_user),
 	OPT("tier=%s", tier),
 	OPT("tier_min_free=%s", tier_min_free),
+	OPT("tier_pin=%s", tier_pin),
 	OPT("p2p=%s", p2p),
 	OPT("gpu_setup=%s", gpu_setup),
 	OPT("user=%s", user),
@@ -215,6 +216,9 @@ void options_usage(FILE *f)
 		"  -o tier_min_free=SIZE|N%%  while the machine has less memory available, the\n"
 		"                      tier gives memory back and takes no more (default 5%%\n"
 		"                      of the RAM, at least 1G or 10%% of the RAM; 0: never)\n"
+		"  -o tier_pin=all|fill  on a GPU machine, pin the whole tier when the GPU\n"
+		"                      runtime is set up, so that first loads do not wait for\n"
+		"                      pinning (all, the default), or only as fills come (fill)\n"
 		"  -o writebehind_mb=N memory for writes accepted before they reach the members\n"
 		"                      (default 256; 0: every write waits for its members)\n"
 		"  -o verbose          log the daemon's own debugging messages (placement\n"
@@ -340,6 +344,11 @@ static int check_tier(struct options *o)
 	if (o->tier_min_free && util_parse_size_pct(o->tier_min_free, ram, &o->tier_min_free_bytes)) {
 		fprintf(stderr, "dmafs: tier_min_free=%s: want a size (such as 0, 512M, 4G) or a percentage of the RAM from 0%% to 100%% (such as 5%%)\n",
 			o->tier_min_free);
+		return -1;
+	}
+	if (o->tier_pin && strcmp(o->tier_pin, "all") && strcmp(o->tier_pin, "fill")) {
+		fprintf(stderr, "dmafs: tier_pin=%s: want all (pin the whole tier when a GPU runtime is set up) or fill (pin as fills come)\n",
+			o->tier_pin);
 		return -1;
 	}
 	if (!s)

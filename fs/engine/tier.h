@@ -22,8 +22,11 @@
  * (none RESERVED, LIVE or DEAD) can be released: its pages go back to the system with
  * madvise(MADV_DONTNEED) and read as zeros until a fill writes them again. The place
  * layer, which talks to the GPU runtimes, registers pinners (tier_add_pinner): a segment
- * is pinned by each when a chunk of it is first taken, and unpinned before its memory is
- * released. Pinning a segment waits for no lookup: the tier's lock is not held over it.
+ * is pinned by each before a fill reads into it, and unpinned before its memory is
+ * released. Threads of the tier (preparers) populate and pin the next untouched segments
+ * while the fills run, keeping a window of free pinned chunks ahead of them, so that a
+ * first load does not wait for pinning; a fill that finds its segment unpinned pins it
+ * itself. Pinning a segment waits for no lookup: the tier's lock is not held over it.
  *
  * Memory pressure (tier-press.c): while the machine's available memory is under the
  * tier's min_free, the tier takes no new chunks (tier_set_short) and gives back least
@@ -47,6 +50,7 @@
 #define TIER_SEG_CHUNKS 64    /* chunks per segment: the unit of pinning and of release */
 #define TIER_SEG ((uint64_t)TIER_SEG_CHUNKS * TIER_CHUNK)
 #define TIER_PINNERS 4	      /* at most this many pinners (one per GPU runtime) */
+#define TIER_PREPARERS 8      /* at most this many threads pin segments ahead of fills */
 
 /* The tier of one mount (tier.c); NULL where the mount has none. */
 struct tier;
@@ -62,6 +66,7 @@ struct tier_stats {
 	uint64_t evicted; /* chunks given up to make room or memory */
 	uint64_t cap;	  /* bytes it may hold now: size, or held while memory is short */
 	uint64_t resident; /* bytes of its touched segments: the memory it may take now */
+	uint64_t pinned;   /* bytes of its segments pinned by every pinner there is (none: 0) */
 	uint64_t shrunk;  /* bytes given back to the system because memory was short */
 	uint64_t min_free; /* the available memory it leaves the machine (tier_set_min_free) */
 };
@@ -78,9 +83,14 @@ typedef void (*tier_unpin_fn)(void *arg, void *mem, size_t len);
  * A tier of @bytes rounded down to whole chunks (at least one) in *@out, that leaves
  * @min_free bytes of the machine's memory available (tier_set_min_free). The memory is
  * reserved, not touched: pages are taken as chunks are first filled, and never more than
- * the rounded size. Returns 0, -EINVAL (less than one chunk) or -ENOMEM.
+ * the rounded size. @preparers threads pin ahead of the fills (tier_preparers; < 0: as
+ * many as suit the machine, 0: none, the fills pin for themselves). With @pin_all they
+ * prepare every segment as soon as a pinner comes, and empty segments are not released
+ * while idle, until memory pressure first makes the tier give memory back (tier_shrink);
+ * from then on, as without it, they keep a window ahead of the fills. Returns 0, -EINVAL
+ * (less than one chunk) or -ENOMEM.
  */
-int tier_init(struct tier **out, uint64_t bytes, uint64_t min_free);
+int tier_init(struct tier **out, uint64_t bytes, uint64_t min_free, int preparers, int pin_all);
 /* Free the tier (NULL: nothing); no placement may run, no chunk be referenced, and every
  * pinner be gone (tier_drop_pinners). */
 void tier_destroy(struct tier *t);
@@ -92,6 +102,13 @@ void tier_destroy(struct tier *t);
  * TIER_PINNERS are there already. @t NULL: nothing, 0.
  */
 int tier_add_pinner(struct tier *t, tier_pin_fn pin, tier_unpin_fn unpin, void *arg);
+/*
+ * The threads that populate and pin segments ahead of the fills (half the CPUs, at most
+ * TIER_PREPARERS), and in *@ahead the bytes of free chunks they keep ready.
+ */
+unsigned tier_preparers(const struct tier *t, uint64_t *ahead);
+/* Whether the preparers still pin the whole tier (tier_init's @pin_all, until pressure). */
+int tier_pins_all(const struct tier *t);
 /* Unpin every segment and forget the pinners (before their runtimes go). @t NULL: nothing. */
 void tier_drop_pinners(struct tier *t);
 

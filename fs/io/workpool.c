@@ -70,8 +70,10 @@ int workpool_start(struct workpool *wp)
 		pthread_attr_init(&at);
 		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
 		for (int i = 0; i < want; i++)
-			if (pthread_create(&t, &at, wp_main, wp) == 0)
+			if (pthread_create(&t, &at, wp_main, wp) == 0) {
+				pthread_setname_np(t, "dmafs-work");
 				wp->threads++;
+			}
 		pthread_attr_destroy(&at);
 	}
 	n = wp->threads;

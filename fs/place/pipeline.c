@@ -120,6 +120,13 @@ struct pipe {
 	struct pipe_fill *fo;	/* a prefetch: no target, whole chunks read into the warm
 				 * tier only, counted here; NULL for a placement */
 	uint64_t tier_bytes;	/* a placement: bytes of its pieces placed from the tier */
+	/*
+	 * A GPU target's copies out of the tier: their records hold no staging slot (the
+	 * chunk is the source, pinned), so they are not bounded by the pool; the chunks
+	 * stay referenced until the placement's stream is synchronised at its end.
+	 */
+	struct tier_chunk **keep;
+	size_t nkeep, keepcap;
 };
 
 /* ---- the hash pool: checks pieces' checksums while the reads go on ---- */
@@ -519,15 +526,11 @@ static int build(struct pipe *p, struct rec **out)
 		return build_fill(p, out);
 	if (!p->nfree_recs)
 		return 0;
-	if (p->t->gpu) {
-		ret = take_slot(p, &slot);
-		if (ret <= 0)
-			return ret;
-	}
 	if (p->tier)
 		tier_lookup(p, pc, &tc, &tmem, &fill);
 	direct = pc->direct && !tc;
-	if (!direct && !tc && slot < 0) {
+	/* a GPU copy goes from a slot, or from the tier's chunk (then no slot: see keep) */
+	if ((p->t->gpu || !direct) && !tc) {
 		ret = take_slot(p, &slot);
 		if (ret <= 0)
 			return ret;
@@ -699,7 +702,8 @@ static int flush_ready(struct pipe *p, int all)
 
 /*
  * Queue @r's host-to-device copy (its pieces lie together from from[0], rec_pack, or at
- * an even pitch); its slot comes back when the copy's event fires.
+ * an even pitch); its slot comes back when the copy's event fires. A copy out of a tier
+ * chunk has no slot: the chunk joins keep, the record is free at once.
  */
 static void copy_out(struct pipe *p, struct rec *r)
 {
@@ -712,6 +716,16 @@ static void copy_out(struct pipe *p, struct rec *r)
 
 	if (ret) {
 		fail(p, -ENODEV);
+		rec_release(p, r);
+		return;
+	}
+	if (r->slot < 0) {
+		if (dm_grow(&p->keep, &p->keepcap, p->nkeep + 1, sizeof(*p->keep), 256)) {
+			gpu_stream_sync(s->gpu, s->dev, p->stream); /* then the chunk can go */
+		} else {
+			p->keep[p->nkeep++] = r->tc;
+			r->tc = NULL;
+		}
 		rec_release(p, r);
 		return;
 	}
@@ -1080,6 +1094,15 @@ static int run(struct pipe *p)
 			p->ps->t0 = p->ps->last = dm_mono_ns();
 	}
 	drive(p);
+	if (p->nkeep) {
+		/* the copies out of the tier are done (the placement's bytes are in place when
+		 * it returns), then their chunks may go */
+		if (gpu_stream_sync(p->st->gpu, p->st->dev, p->stream))
+			fail(p, -ENODEV);
+		for (size_t i = 0; i < p->nkeep; i++)
+			tier_put(p->tier, p->keep[i]);
+		free(p->keep);
+	}
 	teardown(p);
 	return p->err;
 }

@@ -107,6 +107,7 @@ int place_info(struct place *pl, uint64_t ino, struct dmafs_ioc_info *out)
 		out->tier_resident = ts.resident;
 		out->tier_shrunk = ts.shrunk;
 		out->tier_min_free = ts.min_free;
+		out->tier_pinned = ts.pinned;
 	}
 	out->t[0].target = DMAFS_TARGET_HOST;
 	out->t[0].path = DMAFS_PATH_HOST;

@@ -111,6 +111,7 @@ int placeq_start(struct placeq **out, unsigned threads, unsigned per_user)
 		ret = -pthread_create(&Q->tids[Q->nthreads], NULL, main_loop, Q);
 		if (ret)
 			break;
+		pthread_setname_np(Q->tids[Q->nthreads], "dmafs-place"); /* for top -H */
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return ret; /* on failure, placeq_stop() stops those that started */

@@ -126,7 +126,6 @@ static int setup(struct stage *s, uint64_t pool_bytes)
  * they go through the driver's own bounce at a fraction of it), and unregister it before
  * the tier gives its pages back. A failure is logged once per runtime; the segment stays
  * usable, pageable (slower copies, the same bytes).
- * This path has not yet run on a GPU: the tests run where there is none.
  */
 static int tier_pin_seg(void *arg, void *mem, size_t len)
 {
@@ -156,13 +155,15 @@ static void tier_unpin_seg(void *arg, void *mem, size_t len)
 
 /*
  * Make runtime @g (through device @dev) a pinner of the warm tier, unless done: the
- * segments that hold memory now are pinned at once, the others as fills first take a
- * chunk of them (engine/tier.h), so an empty tier pins nothing.
+ * segments that hold memory now are pinned at once, the others by the tier's preparers
+ * ahead of the fills, or as fills first take a chunk of them (engine/tier.h).
  */
 static void pin_tier(struct stages *S, int target, struct gpu *g, int dev)
 {
 	int k = kind(target), ret;
 	struct tier_stats ts;
+	uint64_t ahead;
+	unsigned np;
 
 	pthread_mutex_lock(&S->tier_lock);
 	if (!S->tier || S->tier_pinned[k]) {
@@ -177,9 +178,16 @@ static void pin_tier(struct stages *S, int target, struct gpu *g, int dev)
 	} else {
 		S->tier_pinned[k] = 1;
 		tier_stats(S->tier, &ts);
-		log_info("placement: the warm tier is pinned for %s as it fills, %llu MiB at a time (%llu MiB with data now)",
-			 target_name(target), (unsigned long long)(TIER_SEG >> 20),
-			 (unsigned long long)(ts.resident >> 20));
+		np = tier_preparers(S->tier, &ahead);
+		if (tier_pins_all(S->tier))
+			log_info("placement: the warm tier (%llu MiB) is being pinned for %s, whole, by %u threads, %llu MiB at a time (tier_pin=all)",
+				 (unsigned long long)(ts.size >> 20), target_name(target), np,
+				 (unsigned long long)(TIER_SEG >> 20));
+		else
+			log_info("placement: the warm tier is pinned for %s as it fills, %llu MiB at a time (%llu MiB with memory now); %u threads keep %llu MiB pinned ahead of the fills",
+				 target_name(target), (unsigned long long)(TIER_SEG >> 20),
+				 (unsigned long long)(ts.resident >> 20), np,
+				 (unsigned long long)(ahead >> 20));
 	}
 	pthread_mutex_unlock(&S->tier_lock);
 }
