@@ -1,9 +1,10 @@
 #!/bin/bash
 # Description: dmafs.enable() under a tensor-parallel load (tp_plan="auto") of the stand-in
 # of transformers 5's loader (tests/hf_tp.py, tests/hf_stub) in 2 and 4 ranks on gloo: each
-# rank places only the slices it keeps (dmafs.last_stats().bytes is its share), every
-# parameter is byte-equal to the stand-in's own tp load, requests for other parts are read
-# from the file with a SlowPathWarning naming the tensor. Skips without torch.distributed.
+# rank places only the slices it keeps (dmafs.last_stats().bytes is its share, the rowwise
+# slices read as blocks of rows and exchanged between the ranks), every parameter is
+# byte-equal to the stand-in's own tp load, requests for other parts are read from the file
+# with a SlowPathWarning naming the tensor. Skips without torch.distributed.
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/t_lib.sh"
 t_require_torch 'import torch, torch.distributed as d; assert d.is_available(), "no torch.distributed"' "torch with torch.distributed is not importable"

@@ -3,11 +3,18 @@
 
 Usage: shard_check.py --work DIR --loops DEV,DEV... --worlds 2,4 MODEL_DIR ODD_FILE
 
-ODD_FILE is written here (on the mount): tensors of odd sizes, a packed (fused) one, a
-3-d one, a 0-d one. Each rank loads its shard of both models and checks every tensor
-against the whole tensor (dmafs.load in the same rank) sliced by this file's own rule;
-the bytes dmafs reports and the sectors the member loop devices read while the rank loads
-alone must be the rank's share. Exits 0 when every check passed in every rank.
+ODD_FILE is written here (on the mount): tensors of odd sizes, a packed (fused) one, 3-d
+ones split along dimension 1 and 2, one of fewer rows than ranks, one whose row pieces
+are too wide to exchange in 2 ranks but not in 4, a 0-d one; beside it tiny.safetensors,
+every tensor of which is split, so that some ranks of 4 have nothing of their own. Each
+rank loads its shard of the models and checks every tensor against the whole tensor
+(dmafs.load in the same rank) sliced by this file's own rule; the bytes dmafs reports and
+the sectors the member loop devices read while the rank loads alone must be the rank's
+share. With shard=plan (the ranks together) the narrow row slices must have been
+exchanged (LoadStats.exchanged_tensors, counted here by this file's own rule, and the
+members reading the model about once), also with a scratch small enough for many
+batches; a failure planted in one rank's placement must raise in every rank. Exits 0
+when every check passed in every rank.
 """
 
 import argparse
@@ -22,17 +29,21 @@ import sys
 PLAN_COL = {"*.q_proj.weight": 0, "*.k_proj.weight": 0, "*.v_proj.weight": 0,
             "*.gate_proj.weight": 0, "*.up_proj.weight": 0, "*.embed_tokens.weight": 0,
             "lm_head.weight": 0}
-# transformers' kind of plan: row-wise splits too (one extent per row; the test model's
-# rows are a few hundred bytes, so the sector at either end of a row is much of its
-# reads: only correctness is checked, and the reads are reported)
+# transformers' kind of plan: row-wise splits too. A rank loading alone reads them one
+# extent per row (the test model's rows are a few hundred bytes, so the sector at either
+# end of a row is much of its reads: only correctness is checked, and the reads are
+# reported); the ranks together exchange them and read the model about once (checked)
 PLAN_MODEL = {"*.q_proj.weight": 0, "*.k_proj.weight": 0, "*.o_proj.weight": 1,
               "*.gate_proj.weight": 0, "*.down_proj.weight": 1, "*.q_proj.bias": 0}
 PLAN_ODD = {"odd.col": 0, "odd.row": 1, "odd.gate_up": (0, 2), "odd.cube": 1,
-            "odd.bias": 0, "odd.qkv": (-1, 3)}
+            "odd.bias": 0, "odd.qkv": (-1, 3), "odd.cube2": -1, "odd.short": 1, "odd.wide": 1}
+# every tensor split: in 4 ranks, ranks 2 and 3 have nothing but still send their rows
+PLAN_TINY = {"tiny.*": -1}
 
 
 def write_odd(path):
-    """A safetensors file whose tensors do not divide by 2 or 4."""
+    """A safetensors file whose tensors do not divide by 2 or 4 (and tiny.safetensors
+    beside it)."""
     import torch
     g = torch.Generator().manual_seed(7)
     ts = {"odd.col": torch.randn(10, 7, generator=g),
@@ -42,7 +53,19 @@ def write_odd(path):
           "odd.bias": torch.randn(5, generator=g),
           "odd.qkv": torch.randn(4, 15, generator=g).to(torch.float64),
           "odd.whole": torch.randn(8, generator=g),
-          "odd.scalar": torch.tensor(3.5)}
+          "odd.scalar": torch.tensor(3.5),
+          "odd.cube2": torch.randint(-9, 9, (4, 3, 7), generator=g, dtype=torch.int32),
+          "odd.short": torch.randn(2, 11, generator=g),
+          # a row piece of 2 ranks is 1 MiB and 12 bytes: read per row; of 4, exchanged
+          "odd.wide": torch.randn(3, (1 << 19) + 5, generator=g)}
+    write_st(path, ts)
+    write_st(os.path.join(os.path.dirname(path), "tiny.safetensors"),
+             {"tiny.row": torch.randn(2, 2, generator=g),
+              "tiny.col": torch.randn(3, 5, generator=g).to(torch.float16)})
+
+
+def write_st(path, ts):
+    import torch
     names = {torch.float32: "F32", torch.float16: "F16", torch.int32: "I32", torch.float64: "F64"}
     header, blobs, off = {}, [], 0
     for k, t in ts.items():
@@ -56,6 +79,25 @@ def write_odd(path):
         f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
         f.flush()
         os.fsync(f.fileno())
+
+
+def exchanged(full, plan, world):
+    """How many tensors of @full a load with shard=plan exchanges: split along a later
+    dimension (not packed) of more than one row, not wholly one rank's, and the widest
+    rank's piece of a row below dmafs._shard._EXCHANGE_BELOW bytes."""
+    from dmafs import _shard
+    n = 0
+    for name, t in full.items():
+        r = rule(name, plan)
+        if r is None or r[1] != 1:
+            continue
+        dim = r[0] % t.dim()
+        outer, size = math.prod(t.shape[:dim]), t.shape[dim]
+        inner = math.prod(t.shape[dim + 1:]) * t.element_size()
+        step = math.ceil(size / world)
+        if dim and outer > 1 and step < size and 0 < step * inner < _shard._EXCHANGE_BELOW:
+            n += 1
+    return n
 
 
 def rule(name, plan):
@@ -145,9 +187,11 @@ def check_model(rank, world, path, plan, loops, fails):
             st = dmafs.last_stats()
     dist.barrier()
     compare(rank, world, path, plan, full, got, "alone", fails)
-    if st.bytes != want_bytes or st.rank != rank or st.world_size != world:
+    if st.bytes != want_bytes or st.rank != rank or st.world_size != world or \
+            st.exchanged_tensors is not None:
         fails.append(f"rank {rank}/{world}: last_stats bytes {st.bytes} rank {st.rank} "
-                     f"world {st.world_size}, want {want_bytes} {rank} {world}")
+                     f"world {st.world_size} exchanged {st.exchanged_tensors}, want "
+                     f"{want_bytes} {rank} {world} None")
     read = (after - before) * 512
     # sector-granular reads at either end of an extent and the headers; the other plans'
     # extents are too small for their reads to tell (reported only)
@@ -156,7 +200,12 @@ def check_model(rank, world, path, plan, loops, fails):
         fails.append(f"rank {rank}/{world} {os.path.basename(path)}: the members read {read} "
                      f"bytes for a shard of {want_bytes}")
     del got
-    # all at once: the ranks together place the slices and the whole tensors once
+    # all at once: the ranks together place the slices and the whole tensors once, and
+    # exchange the narrow row slices
+    swaps = exchanged(full, plan, world)
+    if plan is not PLAN_COL and not swaps:
+        fails.append(f"rank {rank}/{world} {os.path.basename(path)}: the plan has nothing "
+                     "to exchange (the test would not test the exchange)")
     dist.barrier()
     before = sectors_read(loops)
     got = dmafs.load(path, "cpu", shard=plan)
@@ -164,19 +213,82 @@ def check_model(rank, world, path, plan, loops, fails):
     dist.barrier()
     after = sectors_read(loops)
     compare(rank, world, path, plan, full, got, "shared", fails)
+    del got
     t = torch.tensor([st.bytes, sliced], dtype=torch.int64)
     dist.all_reduce(t)
     placed, want_all = int(t[0]), int(t[1]) + whole
-    if placed != want_all or st.exchange_seconds is None:
+    if placed != want_all or st.exchange_seconds is None or st.exchanged_tensors != swaps:
         fails.append(f"rank {rank}/{world} {os.path.basename(path)}: with shard=plan the ranks "
                      f"placed {placed} bytes together, want {want_all} (the slices and the "
-                     f"whole tensors once); exchange {st.exchange_seconds}")
+                     f"whole tensors once); exchange {st.exchange_seconds}; "
+                     f"{st.exchanged_tensors} tensors exchanged, want {swaps}")
     read_all = (after - before) * 512
-    if BOUNDS and loops and plan is PLAN_COL and not want_all <= read_all <= want_all + max(
-            want_all // 50, world << 20):
+    # the row slices exchanged are read as blocks of whole rows: about the model once too
+    # (read one extent per row they cost a sector or more per row: 1.2 to 1.4 times)
+    if BOUNDS and loops and plan in (PLAN_COL, PLAN_MODEL) and not \
+            want_all <= read_all <= want_all + max(want_all // 50, world << 20):
         fails.append(f"rank {rank}/{world} {os.path.basename(path)}: with shard=plan the "
                      f"members read {read_all} bytes for {want_all}")
+    if swaps:
+        # again with a scratch of 64 KiB: one or a few tensors per batch
+        from dmafs import _shard
+        plans, saved, plan_of = [], _shard._EXCHANGE_SCRATCH, _shard._exchange_plan
+
+        def spy(*a):
+            plans.append(plan_of(*a))
+            return plans[-1]
+        _shard._EXCHANGE_SCRATCH, _shard._exchange_plan = 64 << 10, spy
+        try:
+            got = dmafs.load(path, "cpu", shard=plan)
+        finally:
+            _shard._EXCHANGE_SCRATCH, _shard._exchange_plan = saved, plan_of
+        st = dmafs.last_stats()
+        compare(rank, world, path, plan, full, got, "shared, small scratch", fails)
+        del got
+        batches, scratch = plans[0]
+        # a slot: the largest block of rows rounded up to 4 KiB, and 4 KiB more
+        slots = [-(-math.ceil(s.outer / world) * s.row // 4096) * 4096 + 4096
+                 for b in batches for s in b]
+        bound = max([64 << 10] + slots)
+        if st.exchanged_tensors != swaps or len(slots) != swaps or scratch > bound or \
+                len(batches) < -(-sum(slots) // bound):
+            fails.append(f"rank {rank}/{world} {os.path.basename(path)}: with a small scratch "
+                         f"{st.exchanged_tensors} tensors exchanged in {len(batches)} batches "
+                         f"(scratch {scratch}, slots {slots}), want {swaps}")
     return want_bytes, read, want_all, read_all
+
+
+def check_failure(rank, world, path, plan, fails):
+    """The last rank fails to place, once the rows it exchanges and once its other slices:
+    it raises its own error, every other rank a RuntimeError saying so, none hangs in a
+    collective, and a load after that works."""
+    import torch.distributed as dist
+    import dmafs
+    from dmafs import _shard
+    place = _shard._place_shard
+    for what in ("rows", "slices"):
+        def planted(tgt, model, entries, *a, **kw):
+            # the rows to exchange go to the scratch as entries of no dtype
+            if rank == world - 1 and entries and (entries[0][1] is None) == (what == "rows"):
+                raise OSError(5, f"planted failure placing {what}")
+            return place(tgt, model, entries, *a, **kw)
+        _shard._place_shard = planted
+        dist.barrier()
+        try:
+            dmafs.load(path, "cpu", shard=plan)
+            err = None
+        except (OSError, RuntimeError) as e:
+            err = e
+        finally:
+            _shard._place_shard = place
+        want = OSError if rank == world - 1 else RuntimeError
+        if not isinstance(err, want) or (want is RuntimeError and "another rank" not in str(err)):
+            fails.append(f"rank {rank}/{world} {os.path.basename(path)}: a failure placing "
+                         f"{what} in rank {world - 1} raised {err!r} here, want {want.__name__}")
+    dist.barrier()
+    got = dmafs.load(path, "cpu", shard=plan)
+    if set(got) != set(dmafs.load(path, "cpu")):
+        fails.append(f"rank {rank}/{world}: no load after the planted failures")
 
 
 def worker(rank, args, world):
@@ -185,7 +297,9 @@ def worker(rank, args, world):
                             rank=rank, world_size=world)
     fails = []
     loops = args.loops.split(",") if args.loops else []
+    tiny = os.path.join(os.path.dirname(args.odd), "tiny.safetensors")
     for path, plan, what in ((args.odd, PLAN_ODD, "odd sizes, packed"),
+                             (tiny, PLAN_TINY, "every tensor split"),
                              (args.model, PLAN_COL, "column-wise"),
                              (args.model, PLAN_MODEL, "column- and row-wise")):
         want, read, want_all, read_all = check_model(rank, world, path, plan, loops, fails)
@@ -193,6 +307,7 @@ def worker(rank, args, world):
               f"members read {read} ({read / max(want, 1):.2f}x); all ranks with the whole "
               f"tensors shared: {want_all} bytes, members read {read_all} "
               f"({read_all / max(want_all, 1):.2f}x)", flush=True)
+    check_failure(rank, world, args.odd, PLAN_ODD, fails)
     for f in fails:
         print("FAIL " + f, flush=True)
     dist.barrier()

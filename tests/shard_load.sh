@@ -1,11 +1,14 @@
 #!/bin/bash
 # Description: dmafs.load(..., shard=...) in 2 and 4 ranks (gloo, host memory): every rank
 # gets exactly its slice of every tensor a plan names (odd sizes that do not divide, a
-# packed gate_up and qkv, a 3-d tensor, a rank with an empty slice) and the others whole,
-# equal to the whole tensor sliced by the rule; dmafs.last_stats() counts the rank's bytes;
-# with column-wise splits the member loop devices read about the rank's share while it
-# loads alone, and all ranks together about the model's bytes when they share the tensors
-# kept whole (tests/shard_check.py); again on a mount with verify_place. Skips without
+# packed gate_up and qkv, 3-d tensors split along dimension 1 and 2, fewer rows than ranks,
+# ranks with an empty slice or nothing at all) and the others whole, equal to the whole
+# tensor sliced by the rule; dmafs.last_stats() counts the rank's bytes; with column-wise
+# splits the member loop devices read about the rank's share while it loads alone, and all
+# ranks together about the model's bytes when they share the tensors kept whole and
+# exchange the narrow row slices (LoadStats.exchanged_tensors, also with a scratch small
+# enough for many batches; a rank failing to place raises, the others too, none hangs)
+# (tests/shard_check.py); again on a mount with verify_place. Skips without
 # torch.distributed.
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/t_lib.sh"

@@ -104,8 +104,13 @@ def load(path, device="cpu", *, threads=0, shard=None):
     projection) the dimension is cut into that many equal blocks first and the rank gets
     its slice of each, in order. Other tensors come whole. Only the slices are read (a row
     slice is one extent per row, which the daemon packs into its staging and reads to the
-    members' sector, unless the mount verifies placements: then to the 4 KiB block).
-    dmafs.last_stats() gives this rank's bytes, rank and world_size.
+    members' sector, unless the mount verifies placements: then to the 4 KiB block). With
+    a plan dict, a row slice whose piece of a row is under 1 MiB (not packed) is exchanged
+    instead: each rank places a block of whole rows, 1/world of the tensor in one extent,
+    into scratch on its device and all_to_all gives every rank its columns of them (in
+    batches of up to 256 MiB of rows: a rank needs its shard plus a scratch and a send
+    buffer that size during the load). dmafs.last_stats() gives this rank's bytes, rank
+    and world_size, and with a plan dict exchange_seconds and exchanged_tensors.
     """
     if shard is not None:
         from ._shard import load_shard

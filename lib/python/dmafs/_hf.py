@@ -47,7 +47,9 @@ the placed slice when index asks for exactly it; anything else still gets the ri
 bytes, read from the file with pread (or indexed out of a tensor placed whole), with a
 SlowPathWarning naming the tensor; get_tensor() of a split tensor reads it whole, warned
 too. dmafs.last_stats() gives the rank's bytes. enable(distributed=True) is not needed
-(and not used) for this: each rank reads only its own slices.
+(and not used) for this: each rank reads only its own slices, except that over the mesh's
+process group the tensors kept whole are read once between the ranks and broadcast, and
+the narrow rowwise slices read as blocks of whole rows and exchanged (see _shard.py).
 
 In a torch.distributed job, enable(distributed=True) makes that whole-model placement
 the way dmafs.load_distributed() does it: each rank places a part, the parts are

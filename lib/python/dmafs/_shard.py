@@ -9,6 +9,13 @@ such small extents into its staging slots and reads each aligned to the members'
 (not the filesystem block) unless placements verify checksums, so the drives deliver
 about the slice's bytes and no more. The rank keeps nothing it does not own.
 
+When the ranks load together (share: see load_shard), a row slice whose piece of a row is
+small (_EXCHANGE_BELOW) is not read per row: each rank places a contiguous block of whole
+rows, 1/world of the tensor in one extent, into scratch, and the ranks swap the pieces
+with one all_to_all per tensor that writes each rank's slice in place (_exchange). The
+drives then read such a tensor once in all, in long runs, instead of thousands of small
+reads per rank; the placements of everything else run meanwhile in another thread.
+
 Slices follow the rule transformers' tensor parallelism uses (get_tensor_shard): along a
 dimension of size D split over W ranks, rank r gets [r * ceil(D / W), + ceil(D / W))
 clipped to D, so the last ranks may get less, or nothing. A "packed" entry splits a fused
@@ -31,6 +38,18 @@ _ALIGN = 64
 # threads, so that a file of many small extents keeps several placements going).
 _CALL_EXTENTS = 2048
 _CALL_BYTES = 256 << 20
+# With share, a slice along a later dimension whose piece of a row (in the rank with the
+# widest slice, so that every rank decides alike) is smaller than this is exchanged: the
+# rows are placed in blocks of whole rows and the pieces swapped between the ranks (see
+# _exchange). Per-row reads of a few KiB go at a fraction of the drives' rate; pieces of
+# a MiB and more read well as they are.
+_EXCHANGE_BELOW = 1 << 20
+# The tensors exchanged go in batches whose row blocks fit this, or the largest single
+# row block when that is larger. The rank places a batch into a scratch buffer of that
+# size on its device and copies the pieces into a send buffer of that size, so during
+# the load a rank's memory is its shard plus at most twice this bound (both are freed
+# before load_shard returns).
+_EXCHANGE_SCRATCH = 256 << 20
 
 
 def _rule(name, plan, path):
@@ -204,6 +223,24 @@ def _calls(entries, window=None):
     return out
 
 
+def _spans(entries, window=None):
+    """[(lo, hi), ...]: the ranges of the buffer that @entries fill (of the tensors kept
+    whole only the part in @window, when given), in buffer order, neighbours joined where
+    only alignment padding lies between them."""
+    out = []
+    for _t, _dt, _shape, at, ext, whole in entries:
+        lo, hi = at, at + (int(ext[:, 1].sum()) if len(ext) else 0)
+        if whole and window is not None:
+            lo, hi = max(lo, window[0]), min(hi, window[1])
+        if hi <= lo:
+            continue
+        if out and out[-1][0] <= lo <= -(-out[-1][1] // _ALIGN) * _ALIGN:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
 def _place_shard(tgt, model, entries, threads, window=None):
     """Every slice into tgt (of the tensors kept whole, only the part in @window, when
     given): the files' extents in dmafs_place() calls, up to @threads (or 8) at once."""
@@ -217,10 +254,158 @@ def _place_shard(tgt, model, entries, threads, window=None):
         res.path = max(res.path, r.path)
     if tgt.fallback:  # a host buffer placed for a GPU that refused its memory
         from ._torch import _host_tensor_view
-        tgt.base.copy_(_host_tensor_view(tgt.buf, torch)[:tgt.size])
+        # only what was placed here: the exchange may be filling other slices meanwhile
+        host = _host_tensor_view(tgt.buf, torch)
+        for lo, hi in _spans(entries, window):
+            tgt.base[lo:hi].copy_(host[lo:hi])
         torch.cuda.synchronize(tgt.dev)
     res.elapsed_ns = time.perf_counter_ns() - t0
     return res
+
+
+class _Swap:
+    """A tensor whose slices the ranks exchange (see _exchange): its entry (index into
+    shard_plan's list), viewed as bytes [outer, row]; per rank its block of rows [lo, hi)
+    and the byte columns [lo, hi) of its slice; its slot in the scratch and send buffers
+    (a multiple of 4096, sized for the largest row block and 4096 more)."""
+
+    __slots__ = ("entry", "outer", "row", "rows", "cols", "slot")
+
+    def at(self, t, rank):
+        """Where @rank's row block of @t goes in the scratch: in the slot, at the same
+        offset modulo 4096 as in the file, so that the reads keep a whole placement's
+        alignment."""
+        return self.slot + (t.file_offset + self.rows[rank][0] * self.row) % 4096
+
+
+def _exchange_plan(model, entries, plan, world):
+    """([[_Swap, ...], ...], scratch bytes): the tensors of shard_plan's @entries whose
+    slices the ranks exchange rather than read per row, in batches whose slots fit
+    _EXCHANGE_SCRATCH (or one tensor's slot, when larger), and the bytes of the largest
+    batch. The same in every rank: shapes, plan and world decide, never the rank."""
+    swaps = []
+    for i, (t, _dt, _shape, _at, _ext, whole) in enumerate(entries):
+        if whole or world < 2:
+            continue
+        dim, blocks = _rule(t.name, plan, model.path)
+        shape = t.shape  # the file's: an F4 tensor, whose torch shape differs, is never split
+        dim %= len(shape)  # checked by _slice
+        outer, inner = 1, _lib.C.dtype_size(t.dtype)
+        for d in shape[:dim]:
+            outer *= d
+        for d in shape[dim + 1:]:
+            inner *= d
+        size = shape[dim]
+        step = -(-size // world)
+        # Packed blocks keep their per-row extents (a rank's slice is several pieces of
+        # each row); with step >= size one rank has the whole tensor, one extent.
+        if blocks != 1 or dim == 0 or outer < 2 or step >= size or not inner or \
+                step * inner >= _EXCHANGE_BELOW:
+            continue
+        s = _Swap()
+        s.entry, s.outer, s.row = i, outer, size * inner
+        s.rows = [shard_range(outer, r, world) for r in range(world)]
+        s.cols = [(a * inner, b * inner) for a, b in (shard_range(size, r, world)
+                                                      for r in range(world))]
+        swaps.append(s)
+    if not swaps:
+        return [], 0
+    # rank 0 has the most rows: its block sizes the slot
+    need = [-(-s.rows[0][1] * s.row // 4096) * 4096 + 4096 for s in swaps]
+    bound = max(_EXCHANGE_SCRATCH, max(need))
+    batches, used, scratch = [], bound, 0
+    for s, n in zip(swaps, need):
+        if used + n > bound:
+            batches.append([])
+            used = 0
+        s.slot = used
+        used += n
+        batches[-1].append(s)
+        scratch = max(scratch, used)
+    return batches, scratch
+
+
+def _swap(s, t, at, scratch, send, tgt, rank, world, group):
+    """Start the exchange of one tensor: this rank's block of rows in the scratch (placed)
+    goes to the send buffer as one contiguous piece per rank, [rows, that rank's columns],
+    in rank order, and all_to_all_single sends each piece to its rank and receives this
+    rank's slice, [outer, width] row-major, straight into tgt at @at: the rows from rank j
+    are its block, which follows rank j - 1's. Returns the collective's work (async)."""
+    import torch.distributed as dist
+    lo, hi = s.rows[rank]
+    n = hi - lo
+    if n:
+        p = s.at(t, rank)
+        block = scratch.base[p:p + n * s.row].view(n, s.row)
+        widths = {b - a for a, b in s.cols}
+        if len(widths) == 1:  # an even split: one copy
+            w = widths.pop()
+            send[s.slot:s.slot + n * s.row].view(world, n, w).copy_(
+                block.view(n, world, w).transpose(0, 1))
+        else:
+            for a, b in s.cols:
+                if b > a:
+                    send[s.slot + n * a:s.slot + n * b].view(n, b - a).copy_(block[:, a:b])
+    a, b = s.cols[rank]
+    out = tgt.base[at:at + s.outer * (b - a)]
+    return dist.all_to_all_single(out, send[s.slot:s.slot + n * s.row],
+                                  [(h - l) * (b - a) for l, h in s.rows],
+                                  [n * (d - c) for c, d in s.cols], group=group, async_op=True)
+
+
+def _exchange(tgt, scratch, send, model, entries, batches, rank, world, group, threads):
+    """The slices of the tensors of @batches (see _exchange_plan) into tgt. Per batch: this
+    rank's block of whole rows of each tensor (one extent) placed into scratch, the ranks
+    agree that every one placed its blocks (a rank that failed must not leave the others
+    waiting in the exchange), and each tensor is exchanged (_swap) while the next batch is
+    placed. Every rank issues the same collectives in the same order. Returns (the
+    placements' result, the seconds this thread spent exchanging: the previous batch's
+    collectives finishing, the agreement, the copies and starting the collectives, and
+    perf_counter_ns() when the last placement ended)."""
+    torch = _torch()
+    import torch.distributed as dist
+    np = _numpy()
+    res = _lib.Result()
+    spent, works, copied, ended = 0.0, [], None, time.perf_counter_ns()
+    for batch in batches:
+        if copied is not None:
+            # The daemon writes outside torch's stream order: the copies out of the scratch
+            # (the previous batch's) must be done before it is placed into again.
+            copied.synchronize()
+        err = None
+        try:
+            places = []
+            for s in batch:
+                t = entries[s.entry][0]
+                lo, hi = s.rows[rank]
+                if hi > lo:
+                    off = t.file_offset + lo * s.row
+                    places.append((t, None, None, s.at(t, rank),
+                                   np.array([[off, (hi - lo) * s.row]], dtype=np.int64), False))
+            r = _place_shard(scratch, model, places, threads)
+            res.bytes += r.bytes
+            res.path = max(res.path, r.path)
+        except Exception as e:  # every rank must learn of it before the exchange
+            err = e
+        ended = time.perf_counter_ns()
+        t1 = time.perf_counter()
+        for w in works:  # the send buffer is reused; NCCL: this stream waits for them
+            w.wait()
+        works = []
+        _agree_or_raise(dist, group, torch, tgt.dev, err, model.path,
+                        "place the rows it exchanges")
+        for s in batch:
+            t, at = entries[s.entry][0], entries[s.entry][3]
+            works.append(_swap(s, t, at, scratch, send, tgt, rank, world, group))
+        if tgt.base.is_cuda:
+            copied = torch.cuda.Event()
+            copied.record(torch.cuda.current_stream(tgt.dev))
+        spent += time.perf_counter() - t1
+    t1 = time.perf_counter()
+    for w in works:
+        w.wait()
+    spent += time.perf_counter() - t1
+    return res, spent, ended
 
 
 def _share_ok(share, rank, world_size, group, dev):
@@ -255,26 +440,50 @@ def _agree_or_raise(dist, group, torch, dev, err, path, what):
                            "says why)")
 
 
-def _place_shared(tgt, model, entries, shared, rank, world, group, threads, stats):
-    """_place_shard() for share: this rank's slices and its part of the tensors kept whole,
-    then every rank's part broadcast to the others. Returns the placement's result."""
+def _place_shared(tgt, model, entries, shared, rank, world, group, threads, stats,
+                  batches=(), scratch=None, send=None):
+    """_place_shard() for share: this rank's slices and its part of the tensors kept whole
+    in another thread while this one exchanges the tensors of @batches (_exchange, with
+    the @scratch Target and @send buffer), then every rank's part of the tensors kept
+    whole broadcast to the others. Returns the placements' result (place time: until the
+    last of them ended); adds the exchange's and the broadcasts' time to
+    stats.exchange_seconds."""
     torch = _torch()
     import torch.distributed as dist
     from ._dist import _global_rank, _parts
+    from ._torch import _join
     parts = _parts(shared, world)
-    err = res = None
+    swapped = {s.entry for b in batches for s in b}
+    rest = [e for i, e in enumerate(entries) if i not in swapped]
+    box = {}
+
+    def place():
+        try:
+            box["res"] = _place_shard(tgt, model, rest, threads, parts[rank])
+        except BaseException as e:  # every rank learns of it below
+            box["err"] = e
+
+    t0 = time.perf_counter_ns()
+    worker = threading.Thread(target=place, name="dmafs-shard")
+    worker.start()
     try:
-        res = _place_shard(tgt, model, entries, threads, parts[rank])
-    except Exception as e:  # every rank must learn of it, or the others hang
-        err = e
+        xres, spent, ended = _exchange(tgt, scratch, send, model, entries, batches, rank,
+                                       world, group, threads)
+    finally:
+        _join(worker)  # it writes into tgt
+    err, res = box.get("err"), box.get("res")
     _agree_or_raise(dist, group, torch, tgt.dev, err, model.path, "place its part")
+    res.bytes += xres.bytes
+    res.path = max(res.path, xres.path)
+    if batches:
+        res.elapsed_ns = max(res.elapsed_ns, ended - t0)
     t1 = time.perf_counter()
     for r, (lo, hi) in enumerate(parts):
         if hi > lo:
             dist.broadcast(tgt.base[lo:hi], src=_global_rank(dist, group, r), group=group)
     if tgt.base.is_cuda:
         torch.cuda.synchronize(tgt.dev)
-    stats.exchange_seconds = time.perf_counter() - t1
+    stats.exchange_seconds = spent + time.perf_counter() - t1
     return res
 
 
@@ -283,10 +492,11 @@ def load_shard(path, device="cpu", *, rank=None, world_size=None, plan, group=No
     """This rank's slices of a model (see dmafs.load(..., shard=...)).
 
     share: the tensors that every rank keeps whole are placed once between the ranks, each
-    placing an equal part, and broadcast (a collective: every rank of @group must call
-    this at the same time). None: when rank and world size are those of an initialised
-    torch.distributed @group (always when they are not given); False: each rank places
-    them all itself."""
+    placing an equal part, and broadcast, and the narrow row slices are exchanged (see
+    _exchange; a collective: every rank of @group must call this at the same time). None:
+    when rank and world size are those of an initialised torch.distributed @group (always
+    when they are not given); False: each rank places them all itself, the row slices one
+    extent per row."""
     torch = _torch()
     if rank is None or world_size is None:
         import torch.distributed as dist
@@ -306,43 +516,67 @@ def load_shard(path, device="cpu", *, rank=None, world_size=None, plan, group=No
         sharing = _share_ok(share, rank, world_size, group, dev)
         stats = new_stats(model, dev, target)
         stats.rank, stats.world_size = rank, world_size
+        batches, scratch_size = [], 0
         if sharing:
             import torch.distributed as dist
             from ._dist import _agree, _layout_digest
-            same, _ = _agree(dist, group, torch, dev, [shared, _layout_digest(model)])
+            batches, scratch_size = _exchange_plan(model, entries, plan, world_size)
+            swaps = sum(len(b) for b in batches)
+            same, _ = _agree(dist, group, torch, dev, [shared, _layout_digest(model), swaps,
+                                                      scratch_size])
             if not same:
                 raise RuntimeError(f"dmafs: {path}: the ranks opened different models, or "
-                                   "plans that keep different tensors whole: every rank must "
-                                   "load the same files with the same plan")
+                                   "plans that keep different tensors whole or exchange "
+                                   "different ones: every rank must load the same files with "
+                                   "the same plan")
             stats.exchange_seconds = 0.0
-            sharing = shared > 0  # nothing kept whole: no collective needed
+            stats.exchanged_tensors = swaps
+            sharing = shared > 0 or swaps > 0  # else no collective needed
         out = {}
-        if size:
-            tgt = err = None
+        if size or sharing:  # a rank with nothing of its own still sends its rows
+            tgt = scratch = send = err = None
             try:
-                tgt = Target(model, dev, target, index, size)
+                tgt = Target(model, dev, target, index, max(size, 1))
+                if batches:
+                    # the rows to exchange: memory of its own, which the tensors returned
+                    # do not keep
+                    scratch = Target(model, dev, target, index, scratch_size)
+                    send = torch.empty(scratch_size, dtype=torch.uint8, device=dev)
             except Exception as e:
                 err = e
-            if sharing:
-                _agree_or_raise(dist, group, torch, dev, err, path, "set up its placement")
-            elif err is not None:
-                raise err
             try:
                 if sharing:
+                    _agree_or_raise(dist, group, torch, dev, err, path, "set up its placement")
+                elif err is not None:
+                    raise err
+                if sharing:
                     res = _place_shared(tgt, model, entries, shared, rank, world_size, group,
-                                        threads, stats)
+                                        threads, stats, batches, scratch, send)
                 else:
                     res = _place_shard(tgt, model, entries, threads)
                 for t, dt, shape, at, ext, _whole in entries:
                     n = int(ext[:, 1].sum()) if len(ext) else 0
                     out[t.name] = tgt.base[at:at + n].view(dt).view(shape)
             except BaseException:
-                out = tgt.base = None
+                out = None
+                if tgt is not None:
+                    tgt.base = None  # a host buffer unmaps now, not when the traceback goes
                 raise
             finally:
-                tgt.close()
-            finish_stats(stats, res, tgt.fallback, t0, tgt.tier_bytes)
-            warn_slow(model, res, tgt.fallback, tgt.why_posix, stacklevel + 1)
+                send = None
+                for x in (scratch, tgt):
+                    if x is not None:
+                        x.close()
+                if scratch is not None:
+                    scratch.base = None  # the scratch goes now (host: unmapped)
+            fallback = "; ".join(dict.fromkeys(
+                f for f in (tgt.fallback, scratch and scratch.fallback) if f))
+            tier = tgt.tier_bytes
+            if scratch is not None:
+                tier = None if tier is None or scratch.tier_bytes is None else \
+                    tier + scratch.tier_bytes
+            finish_stats(stats, res, fallback or None, t0, tier)
+            warn_slow(model, res, fallback or None, tgt.why_posix, stacklevel + 1)
         else:
             for t, dt, shape, _at, _ext, _whole in entries:
                 out[t.name] = torch.empty(shape, dtype=dt, device=dev)

@@ -82,6 +82,17 @@ class LoadStats:
     exchange_seconds the broadcasting left after that until every part had arrived, rank
     and world_size the process group's; None otherwise.
 
+    For dmafs.load(..., shard=plan) (the ranks together): bytes are what this rank placed
+    (its slices, its part of the tensors kept whole, and for the exchanged tensors its
+    block of whole rows instead of its slice), place_seconds from the first placement's
+    start to the last one's end; exchange_seconds the time the loading thread spent in the
+    exchange of the narrow row slices (copying the pieces out of the rows, the agreement
+    before each batch, starting the all_to_all collectives and waiting for them; the
+    other placements run meanwhile) plus the broadcasts of the tensors kept whole after
+    the placements; exchanged_tensors how many tensors' slices were exchanged that way
+    rather than read one extent per row (the same in every rank). exchanged_tensors is
+    None for other loads, shard=(rank, world_size, plan) included.
+
     tier_bytes: of bytes, those the daemon placed from the mount's warm tier (mount option
     tier=) with no drive read; drive_bytes: the rest (bytes - tier_bytes), read from the
     drives (or, on the posix path, through the page cache). Both None when libdmafs is
@@ -91,7 +102,7 @@ class LoadStats:
 
     __slots__ = ("model", "files", "tensors", "bytes", "seconds", "place_seconds", "path",
                  "target", "fallback", "rank", "world_size", "exchange_seconds", "tier_bytes",
-                 "drive_bytes")
+                 "drive_bytes", "exchanged_tensors")
 
     def __init__(self, **kw):
         for k in self.__slots__:
@@ -118,6 +129,8 @@ class LoadStats:
                 + (f", rank {self.rank} of {self.world_size}" if self.world_size else "")
                 + (f", exchange {self.exchange_seconds:.4f} s"
                    if self.exchange_seconds is not None else "")
+                + (f" ({self.exchanged_tensors} tensors exchanged)"
+                   if self.exchanged_tensors else "")
                 + (f", {self.tier_bytes / 1e9:.2f} GB from the warm tier"
                    if self.tier_bytes else "")
                 + ")")
