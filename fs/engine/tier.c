@@ -89,6 +89,8 @@ struct tier {
 
 _Static_assert(TIER_CHUNK % 4096 == 0, "chunks take O_DIRECT reads");
 
+#define TIER_SEG_ALIGN ((size_t)2 << 20) /* segments start on huge page boundaries */
+
 static void start_preparers(struct tier *t, int n);
 
 static uint64_t key(uint64_t ino, uint64_t idx) { return ino ^ (idx * 0x9e3779b97f4a7c15ull); }
@@ -125,8 +127,15 @@ int tier_init(struct tier **out, uint64_t bytes, uint64_t min_free, int preparer
 	t->nsegs = (t->nchunks + TIER_SEG_CHUNKS - 1) / TIER_SEG_CHUNKS;
 	t->c = calloc(t->nchunks, sizeof(*t->c));
 	t->seg = calloc(t->nsegs, sizeof(*t->seg));
-	/* untouched until filled: taking a large tier costs no memory at mount */
-	t->mem = util_huge_alloc(t->nchunks * (size_t)TIER_CHUNK);
+	/*
+	 * Untouched until filled: taking a large tier costs no memory at mount. Not advised
+	 * for huge pages here: a fill faulting in a huge page may first have the kernel
+	 * compact memory (0.44 GB/s against 2.4 GB/s for small pages in a 2-core VM); a
+	 * segment is advised when it is prepared for pinning, where huge pages make
+	 * registering it cheaper and the faults run in the preparers, not in the fills.
+	 */
+	if (posix_memalign((void **)&t->mem, TIER_SEG_ALIGN, t->nchunks * (size_t)TIER_CHUNK))
+		t->mem = NULL;
 	while (nb < t->nchunks) /* the table never grows: at most nchunks are LIVE */
 		nb *= 2;
 	if (!t->c || !t->seg || !t->mem || htab_init(&t->tab, nb)) {
@@ -206,6 +215,7 @@ static void prepare(struct tier *t, struct tier_seg *s)
 		return;
 	s->preparing = 1;
 	pthread_mutex_unlock(&t->pin_lock);
+	(void)madvise(seg_mem(t, s), seg_len(s), MADV_HUGEPAGE); /* advice: fine if refused */
 #ifdef MADV_POPULATE_WRITE
 	(void)madvise(seg_mem(t, s), seg_len(s), MADV_POPULATE_WRITE); /* else pinning faults */
 #endif
