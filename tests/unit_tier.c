@@ -147,6 +147,13 @@ static void preparers(void)
 	memset(&p, 0, sizeof(p));
 	T_EQ(tier_init(&t, 6 * TIER_SEG, 0, 2, 1), 0);
 	T_EQ(tier_pins_all(t), 1);
+	/* no pinner (no GPU) yet: nothing is prepared, and an emptied segment goes when idle */
+	fill(0, 5);
+	tier_forget(t, &ino);
+	T_EQ(tier_release_idle(t), 0);
+	T_EQ(tier_release_idle(t), TIER_SEG);
+	tier_stats(t, &st);
+	T_EQ(st.resident, 0);
 	T_EQ(tier_add_pinner(t, fake_pin, fake_unpin, &p), 0);
 	T_EQ(pins_settle(&p, 6), 6);
 	T_EQ(tier_release_idle(t), 0);

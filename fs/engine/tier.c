@@ -838,14 +838,16 @@ uint64_t tier_shrink(struct tier *t, uint64_t bytes)
 
 uint64_t tier_release_idle(struct tier *t)
 {
+	/* pinned whole (a GPU machine, tier_pin=all): the empty segments stay, ready */
+	int keep = __atomic_load_n(&t->pin_all, __ATOMIC_RELAXED) &&
+		   __atomic_load_n(&t->pinners, __ATOMIC_ACQUIRE);
 	uint64_t got = 0;
 
 	pthread_mutex_lock(&t->pin_lock);
 	pthread_mutex_lock(&t->lock);
 	for (size_t i = 0; i < t->nsegs; i++) {
 		struct tier_seg *s = &t->seg[i];
-		int empty = s->touched && !s->releasing && s->nfree == s->nchunks &&
-			    !__atomic_load_n(&t->pin_all, __ATOMIC_RELAXED);
+		int empty = s->touched && !s->releasing && s->nfree == s->nchunks && !keep;
 
 		if (empty && s->idle)
 			got += mark(s);

@@ -85,8 +85,9 @@ typedef void (*tier_unpin_fn)(void *arg, void *mem, size_t len);
  * reserved, not touched: pages are taken as chunks are first filled, and never more than
  * the rounded size. @preparers threads pin ahead of the fills (tier_preparers; < 0: as
  * many as suit the machine, 0: none, the fills pin for themselves). With @pin_all they
- * prepare every segment as soon as a pinner comes, and empty segments are not released
- * while idle, until memory pressure first makes the tier give memory back (tier_shrink);
+ * prepare every segment as soon as a pinner comes, and while there is a pinner empty
+ * segments are not released while idle, until memory pressure first makes the tier give
+ * memory back (tier_shrink); without a pinner it changes nothing;
  * from then on, as without it, they keep a window ahead of the fills. Returns 0, -EINVAL
  * (less than one chunk) or -ENOMEM.
  */
