@@ -5,7 +5,9 @@
 # (shrink, then grow), punch hole and zero range, unlink and rename over a cached file
 # each let go of what they change; a tier smaller than the file evicts and never holds
 # more than its size; concurrent placements fill each chunk once; damaged data never
-# enters it (fills check checksums even without verify_place); -o verify_place; a
+# enters it (fills check checksums even without verify_place); checksums are read ahead
+# (verified placements and fills read the members about as often as plain ones);
+# -o verify_place; a
 # remount starts empty; dmafs-check reports it; bad sizes are refused; without the
 # option nothing is kept and every placement reads the members.
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
@@ -246,6 +248,35 @@ place "$M/c" "$W/refc" 0 $((BADC * MiB))
 x=$(xt "$M/c")
 ((x >= BADC * MiB && x <= 23 * MiB)) || t_fail "user.dmafs.tier of c is $x: not the chunks before $BADC without it"
 t_umount "$M"
+
+t_log "checksums are read ahead: a verified placement or a fill reads the members about as often as a plain placement"
+# reads - read requests the members completed so far (the loop devices' stat)
+reads() {
+	local d n=0 r
+	for d in "${T_LOOPDEVS[@]}"; do
+		read -r r _ <"/sys/block/${d#/dev/}/stat"
+		n=$((n + r))
+	done
+	echo "$n"
+}
+# reads_of OPTS - member reads of placing f [0, 5 MiB) on a fresh mount with OPTS
+reads_of() {
+	local a
+	t_mount "$T_MEMBERS" "$M" "$1"
+	a=$(reads)
+	place "$M/f" "$W/ref" 0 $((5 * MiB))
+	echo $(($(reads) - a))
+	t_umount "$M"
+}
+plain=$(reads_of rw)
+ver=$(reads_of verify_place)
+fill=$(reads_of tier=16M)
+t_log "  member reads: plain $plain, verify_place $ver, tier fill $fill"
+for n in "verify_place $ver" "tier fill $fill"; do
+	# one checksum read per data read would double them; read ahead, a few per member
+	((${n##* } <= plain + 2 * ${#T_LOOPDEVS[@]})) ||
+		t_fail "${n% *}: ${n##* } member reads against $plain for the same placement without checksums"
+done
 
 t_log "-o verify_place: the second placement comes from the tier"
 t_mount "$T_MEMBERS" "$M" tier=16M,verify_place,tier_pin=fill
