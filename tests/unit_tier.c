@@ -6,9 +6,11 @@
  * pressure refuses fills and gives back the segment of the least recently used chunk,
  * never one with a referenced chunk; a released segment reads as zeros and the process's resident
  * memory drops (MADV_DONTNEED); idle segments go after one whole period. Preparer threads
- * keep a window of segments pinned ahead of the fills, each pinned once.
+ * keep a window of segments pinned ahead of the fills, each pinned once; under fills,
+ * shrinking and idle release at once, no segment is pinned twice or unpinned unpinned.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,8 +35,8 @@ static int fake_pin(void *arg, void *mem, size_t len)
 	struct fake *f = arg;
 
 	__atomic_add_fetch(&f->pins, 1, __ATOMIC_SEQ_CST); /* preparers pin in parallel */
-	f->last_pin = mem;
-	f->last_len = len;
+	__atomic_store_n(&f->last_pin, (char *)mem, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&f->last_len, len, __ATOMIC_SEQ_CST);
 	return f->fail;
 }
 
@@ -167,6 +169,119 @@ static void preparers(void)
 	T_EQ(tier_release_idle(t), 5 * TIER_SEG); /* empty and idle: back to the system now */
 	T_EQ(p.unpins, 6);
 	tier_drop_pinners(t);
+	tier_destroy(t);
+	t = NULL;
+}
+
+/*
+ * A pinner that checks the protocol: a segment is never pinned twice without an unpin
+ * between, nor unpinned unpinned; each call takes a little time, so that the preparers,
+ * the fills, shrinking and idle release overlap.
+ */
+#define STRESS_SEGS 8
+static struct {
+	char *base;
+	int state[STRESS_SEGS]; /* 1: pinned */
+	int bad;
+	int pins, unpins;
+} sp;
+
+static int stress_pin(void *arg, void *mem, size_t len)
+{
+	long k = ((char *)mem - sp.base) / (long)TIER_SEG;
+
+	(void)arg;
+	(void)len;
+	usleep(200);
+	if (k < 0 || k >= STRESS_SEGS || __atomic_exchange_n(&sp.state[k], 1, __ATOMIC_SEQ_CST))
+		__atomic_add_fetch(&sp.bad, 1, __ATOMIC_SEQ_CST);
+	__atomic_add_fetch(&sp.pins, 1, __ATOMIC_SEQ_CST);
+	return 0;
+}
+
+static void stress_unpin(void *arg, void *mem, size_t len)
+{
+	long k = ((char *)mem - sp.base) / (long)TIER_SEG;
+
+	(void)arg;
+	(void)len;
+	if (k < 0 || k >= STRESS_SEGS || !__atomic_exchange_n(&sp.state[k], 0, __ATOMIC_SEQ_CST))
+		__atomic_add_fetch(&sp.bad, 1, __ATOMIC_SEQ_CST);
+	__atomic_add_fetch(&sp.unpins, 1, __ATOMIC_SEQ_CST);
+}
+
+static int stress_stop; /* atomic */
+
+/* Fill chunks of its own inode and let them go again, over and over. */
+static void *stress_filler(void *arg)
+{
+	struct inode *me = arg;
+	unsigned i = 0;
+
+	while (!__atomic_load_n(&stress_stop, __ATOMIC_SEQ_CST)) {
+		char *mem = NULL;
+		struct tier_chunk *c = tier_reserve(t, &mem);
+
+		if (c) {
+			mem[0] = (char)i;
+			tier_publish(t, c, me, i % 100, TIER_CHUNK, tier_gen(me));
+			tier_put(t, c);
+		}
+		if (++i % 50 == 0)
+			tier_forget(t, me);
+	}
+	tier_forget(t, me);
+	return NULL;
+}
+
+/* Shrink and release idle segments while the fills and the preparers run. */
+static void *stress_shrinker(void *arg)
+{
+	unsigned i = 0;
+
+	(void)arg;
+	while (!__atomic_load_n(&stress_stop, __ATOMIC_SEQ_CST)) {
+		tier_set_short(t, i % 4 == 0);
+		if (i % 3 == 0)
+			tier_shrink(t, TIER_SEG * (1 + i % 3));
+		tier_release_idle(t);
+		usleep(300);
+		i++;
+	}
+	tier_set_short(t, 0);
+	return NULL;
+}
+
+/*
+ * Preparers, fills, shrinking and idle release at once for a second: the pinner's
+ * protocol holds throughout, and once the pinners go every segment is unpinned.
+ */
+static void stress(void)
+{
+	struct inode a = { .ino = 7 }, b = { .ino = 8 };
+	pthread_t th[3];
+	char *mem = NULL;
+	struct tier_chunk *c;
+
+	T_EQ(tier_init(&t, STRESS_SEGS * TIER_SEG, 0, 4, 1), 0);
+	c = tier_reserve(t, &mem); /* the tier's lowest chunk: where it starts */
+	T_CHECK(c != NULL && mem != NULL, "a first chunk");
+	sp.base = mem;
+	tier_put(t, c);
+	T_EQ(tier_add_pinner(t, stress_pin, stress_unpin, NULL), 0);
+	pthread_create(&th[0], NULL, stress_filler, &a);
+	pthread_create(&th[1], NULL, stress_filler, &b);
+	pthread_create(&th[2], NULL, stress_shrinker, NULL);
+	usleep(1000000);
+	__atomic_store_n(&stress_stop, 1, __ATOMIC_SEQ_CST);
+	for (int i = 0; i < 3; i++)
+		pthread_join(th[i], NULL);
+	tier_drop_pinners(t);
+	T_EQ(sp.bad, 0);
+	T_EQ(sp.pins, sp.unpins);
+	T_CHECK(sp.pins > STRESS_SEGS, "only %d pins in a second of fills and shrinking", sp.pins);
+	for (int k = 0; k < STRESS_SEGS; k++)
+		T_EQ(sp.state[k], 0);
 	tier_destroy(t);
 	t = NULL;
 }
@@ -323,5 +438,6 @@ int main(void)
 	tier_forget(t, &ino);
 	tier_destroy(t);
 	preparers();
+	stress();
 	return t_done("unit_tier");
 }

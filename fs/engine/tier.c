@@ -321,8 +321,8 @@ static void kick_ahead(struct tier *t)
 static struct tier_seg *claim_ahead(struct tier *t)
 {
 	struct tier_seg *fresh = NULL;
-	size_t ready = 0, want = __atomic_load_n(&t->pin_all, __ATOMIC_RELAXED) ? t->nchunks
-										: t->ahead_chunks;
+	size_t ready = 0, want = __atomic_load_n(&t->pin_all, __ATOMIC_RELAXED) ?
+				 t->nchunks : __atomic_load_n(&t->ahead_chunks, __ATOMIC_RELAXED);
 
 	if (!__atomic_load_n(&t->pinners, __ATOMIC_ACQUIRE) ||
 	    __atomic_load_n(&t->short_mem, __ATOMIC_RELAXED))
@@ -404,13 +404,16 @@ static void start_preparers(struct tier *t, int want)
 	if (!n)
 		return;
 	t->ahead = calloc(n, sizeof(*t->ahead));
+	/* set before they start: they read it */
+	t->ahead_chunks = MIN((size_t)n * 2 * TIER_SEG_CHUNKS, t->nchunks);
 	for (unsigned i = 0; t->ahead && i < n; i++) {
 		if (pthread_create(&t->ahead[i], NULL, preparer, t))
 			break;
 		pthread_setname_np(t->ahead[i], "dmafs-tierpin");
 		t->nahead++;
 	}
-	t->ahead_chunks = MIN((size_t)t->nahead * 2 * TIER_SEG_CHUNKS, t->nchunks);
+	__atomic_store_n(&t->ahead_chunks, MIN((size_t)t->nahead * 2 * TIER_SEG_CHUNKS, t->nchunks),
+			 __ATOMIC_RELAXED);
 	if (t->nahead < n)
 		log_warn("warm tier: %u of %u threads that pin it ahead of fills started; fills pin the rest as they come",
 			 t->nahead, n);
@@ -423,7 +426,7 @@ int tier_pins_all(const struct tier *t)
 
 unsigned tier_preparers(const struct tier *t, uint64_t *ahead)
 {
-	*ahead = (uint64_t)t->ahead_chunks * TIER_CHUNK;
+	*ahead = (uint64_t)__atomic_load_n(&t->ahead_chunks, __ATOMIC_RELAXED) * TIER_CHUNK;
 	return t->nahead;
 }
 
