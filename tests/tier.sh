@@ -199,7 +199,12 @@ place_watched() {
 place_watched "$M/b" "$W/refb" 0 $((12 * MiB))
 expect "bytes held" "$S_HELD" $((4 * MiB))
 expect "bytes filled" "$S_FILLED" $((4 * MiB))
-place_watched "$M/b" "$W/refb" 0 $((12 * MiB))
+# then in three placements of 4 MiB: a chunk that a placement still copies from is not
+# evicted, so within one 12 MiB placement the four may all be in use; between placements
+# none is, and the least recently used make room
+for off in 0 4 8; do
+	place_watched "$M/b" "$W/refb" $((off * MiB)) $((4 * MiB))
+done
 expect "bytes held" "$S_HELD" $((4 * MiB))
 ((S_EVICTED >= 1)) || t_fail "no chunk evicted to fill others"
 place_watched "$M/b" "$W/refb" $((11 * MiB)) $MiB

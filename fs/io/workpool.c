@@ -6,6 +6,7 @@
 #include "io/workpool.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -36,6 +37,13 @@ struct workpool *workpool_new(void)
 static void *wp_main(void *arg)
 {
 	struct workpool *wp = arg;
+	sigset_t faults;
+
+	/* whatever the starting thread blocked: a fault copying into a client's memory must
+	 * reach its handler (place/usermem.c), or it would kill the daemon */
+	sigemptyset(&faults);
+	sigaddset(&faults, SIGBUS);
+	pthread_sigmask(SIG_UNBLOCK, &faults, NULL);
 
 	for (;;) {
 		struct work *w;

@@ -67,6 +67,7 @@ struct rec {
 	struct tier_chunk *tc;	/* the tier chunk it is placed from, or read into (fill) */
 	int fill;		/* read into tc, published once verified */
 	int verify;		/* its checksum reads follow its data reads in ops */
+	int copied;		/* a host target's copy is done (on the hash pool) */
 	unsigned left;		/* reads outstanding */
 	int err;
 	struct pop *ops;	/* data reads [0, nd), then their checksum reads [nd, 2 nd) */
@@ -163,6 +164,25 @@ static int needs_pack(const struct pipe *p, const struct rec *r)
 	return p->t->gpu && r->npc > 1 && !r->pitch;
 }
 
+/*
+ * A host target takes a slot's or a tier chunk's bytes by memcpy into its pages: on the
+ * hash pool's threads, several at once, not one after the other in the placement's own
+ * thread (a placement served from the warm tier is nothing but these copies).
+ */
+static int host_copy(const struct pipe *p, const struct rec *r)
+{
+	return !p->t->gpu && !p->fo && (r->tc || r->slot >= 0);
+}
+
+/* @r's pieces into the client's pages; -EFAULT when they are gone (the client's fault). */
+static int copy_to_host(struct pipe *p, struct rec *r)
+{
+	for (unsigned k = 0; k < r->npc; k++)
+		if (usermem_copy(p->t->base + r->pc[k].dst, r->buf + r->from[k], r->pc[k].len))
+			return -EFAULT;
+	return 0;
+}
+
 static void rec_pack(struct rec *r)
 {
 	uint64_t at = 0;
@@ -185,6 +205,10 @@ static void rec_hash(struct work *w)
 	r->err = r->verify ? rec_verify(r) : 0;
 	if (!r->err)
 		rec_pack(r);
+	if (!r->err && host_copy(p, r)) {
+		r->err = copy_to_host(p, r);
+		r->copied = 1;
+	}
 	pthread_mutex_lock(&p->vlock);
 	r->next = p->verified;
 	p->verified = r;
@@ -527,6 +551,7 @@ static int build_fill(struct pipe *p, struct rec **out)
 	r->tc = tc;
 	r->fill = 1;
 	r->verify = 1;
+	r->copied = 0;
 	r->buf = tmem;
 	r->err = 0;
 	r->nops = 0;
@@ -582,6 +607,7 @@ static int build(struct pipe *p, struct rec **out)
 	r->slot = slot;
 	r->tc = tc;
 	r->fill = fill;
+	r->copied = 0;
 	r->verify = p->verify || fill;
 	r->buf = tc ? tmem : slot >= 0 ? stage_mem(p->st, (unsigned)slot) : p->t->base + pc->dst;
 	r->err = 0;
@@ -655,7 +681,7 @@ static void rec_read(struct pipe *p, struct rec *r)
 		rec_release(p, r);
 		return;
 	}
-	if (r->verify || needs_pack(p, r)) {
+	if (r->verify || needs_pack(p, r) || host_copy(p, r)) {
 		if (workpool_start(p->fs->pool) > 0) {
 			p->hashing++;
 			r->w.fn = rec_hash;
@@ -695,12 +721,8 @@ static void deliver(struct pipe *p, struct rec *r)
 	}
 	if (!p->t->gpu) {
 		/* the client may have shrunk its memory object: its fault, not a member's */
-		for (unsigned k = 0; k < r->npc; k++)
-			if (usermem_copy(p->t->base + r->pc[k].dst, r->buf + r->from[k],
-					 r->pc[k].len)) {
-				fail(p, -EFAULT);
-				break;
-			}
+		if (!r->copied && copy_to_host(p, r))
+			fail(p, -EFAULT);
 		rec_release(p, r);
 		return;
 	}
