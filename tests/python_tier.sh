@@ -4,8 +4,9 @@
 # tier=64M, the first dmafs.load() of a 20 MiB safetensors file reads everything from the
 # drives; the second is served from the tier (the placement starts at the 4 KiB block of
 # the first tensor, here the file's start, so it reads every chunk whole and fills it);
-# after dmafs.prefetch() all of it again; the tensors equal the file's bytes each time; the repr says
-# how much came from the tier. Without tier=, tier_bytes is 0. Skips (77) when the test's
+# after dmafs.prefetch() all of it again, and so for load_file() and a shard of it; the
+# tensors equal the file's bytes each time; the repr says how much came from the tier.
+# Without tier=, tier_bytes is 0. Skips (77) when the test's
 # python cannot import torch (the dmafs module needs it).
 # Environment: DMAFS_TEST_PYTHON (default /usr/bin/python3, Debian's, with python3-torch).
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
@@ -89,6 +90,24 @@ if (r.read, r.held) != (0, size):
 third = load("load after dmafs.prefetch")
 if third != size:
     fail(f"load after the prefetch: {third} bytes from the tier, expected all {size}")
+
+# the other loaders say it too: load_file, and a shard (rank 0 of 2, a and c split along
+# dimension 0: parts of chunks, served from the chunks the tier holds)
+def all_from_tier(what, s):
+    print(f"[python_tier] {what}: {s!r}", flush=True)
+    if not s.bytes or s.tier_bytes != s.bytes or s.drive_bytes != 0:
+        fail(f"{what}: {s.bytes} bytes, tier_bytes {s.tier_bytes}, drive_bytes "
+             f"{s.drive_bytes}: expected all from the tier")
+
+sd = dmafs.load_file(path, device="cpu")
+all_from_tier("load_file", dmafs.last_stats())
+if b"".join(sd[k].view(torch.uint8).numpy().tobytes() for k in ("a", "b", "c")) != data[start:]:
+    fail("load_file: the tensors differ from the file")
+sd = dmafs.load(path, "cpu", shard=(0, 2, {"a": 0, "c": 0}))
+all_from_tier("shard (0, 2)", dmafs.last_stats())
+a = data[start:start + (7 << 20)]
+if sd["a"].view(torch.uint8).numpy().tobytes() != a[:len(a) // 2]:
+    fail("shard (0, 2): a's first half differs from the file")
 EOF
 }
 
