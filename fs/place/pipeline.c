@@ -331,6 +331,28 @@ static int emit_read(void *arg, const struct uring_op *op, uint64_t foff)
 	return push_op(arg, op, foff);
 }
 
+/* A free record for the pieces from @pc, read into @buf, empty so far. */
+static struct rec *rec_take(struct pipe *p, const struct piece *pc, int slot,
+			    struct tier_chunk *tc, int fill, int verify, char *buf)
+{
+	struct rec *r = p->free_recs[--p->nfree_recs];
+
+	r->p = p;
+	r->pc = pc;
+	r->npc = 0;
+	r->len = 0;
+	r->pitch = 0;
+	r->slot = slot;
+	r->tc = tc;
+	r->fill = fill;
+	r->verify = verify;
+	r->copied = 0;
+	r->buf = buf;
+	r->err = 0;
+	r->nops = 0;
+	return r;
+}
+
 /* Give back what @r holds: its slot and the record itself. */
 static void rec_release(struct pipe *p, struct rec *r)
 {
@@ -541,20 +563,7 @@ static int build_fill(struct pipe *p, struct rec **out)
 	}
 	if (!tc)
 		return 0; /* nothing left */
-	r = p->free_recs[--p->nfree_recs];
-	r->p = p;
-	r->pc = pc;
-	r->npc = 0;
-	r->len = 0;
-	r->pitch = 0;
-	r->slot = -1;
-	r->tc = tc;
-	r->fill = 1;
-	r->verify = 1;
-	r->copied = 0;
-	r->buf = tmem;
-	r->err = 0;
-	r->nops = 0;
+	r = rec_take(p, pc, -1, tc, 1, 1, tmem);
 	ret = add_to_slot(p, r, pc, 0, DMAFS_BLOCK, &at);
 	r->nd = r->nops;
 	if (!ret)
@@ -598,20 +607,8 @@ static int build(struct pipe *p, struct rec **out)
 		if (ret <= 0)
 			return ret;
 	}
-	r = p->free_recs[--p->nfree_recs];
-	r->p = p;
-	r->pc = pc;
-	r->npc = 0;
-	r->len = 0;
-	r->pitch = 0;
-	r->slot = slot;
-	r->tc = tc;
-	r->fill = fill;
-	r->copied = 0;
-	r->verify = p->verify || fill;
-	r->buf = tc ? tmem : slot >= 0 ? stage_mem(p->st, (unsigned)slot) : p->t->base + pc->dst;
-	r->err = 0;
-	r->nops = 0;
+	r = rec_take(p, pc, slot, tc, fill, p->verify || fill,
+		     tc ? tmem : slot >= 0 ? stage_mem(p->st, (unsigned)slot) : p->t->base + pc->dst);
 	if (tc && !fill) { /* in the tier: verified when it went in */
 		ret = dm_grow(&r->from, &r->fcap, 1, sizeof(*r->from), 16) ? -ENOMEM : 0;
 		if (!ret) {
