@@ -39,13 +39,8 @@ trap 'cont; t_cleanup' EXIT
 for ((r = 1; r <= ROUNDS; r++)); do
 	sleep "$(t_py -c "import random; random.seed($r * 7919); print(round(random.uniform(0.2, 1.0), 2))")"
 	kill -0 "$wpid" 2>/dev/null || { cat "$T_WORK/work.out"; tail -3 "$LOG"; t_fail "workload died (round $r)"; }
-	kill -STOP "$T_DAEMON_PID" || t_fail "kill -STOP $T_DAEMON_PID"
 	stopped=1
-	# Wait until every thread of the daemon is stopped (state T) before copying.
-	for ((n = 0; n < 200; n++)); do
-		grep -qv '^State:.*T' <(grep -h '^State:' /proc/"$T_DAEMON_PID"/task/*/status 2>/dev/null) || break
-		sleep 0.01
-	done
+	t_stop "$T_DAEMON_PID" # every thread stopped before the images are copied
 	D=$T_WORK/round$r
 	mkdir "$D" || t_fail "mkdir $D"
 	for ((i = 0; i < ${#T_IMGS[@]}; i++)); do

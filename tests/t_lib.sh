@@ -77,6 +77,21 @@ t_pid_start() {
 	echo "${20}"
 }
 
+# t_stop PID... - SIGSTOP each PID and wait until every thread of each is stopped.  kill(2)
+# returns once one thread of a process has been told; the others stop only when that
+# thread has run and started the group stop, so until then they still serve requests.
+t_stop() {
+	local p n
+	kill -STOP "$@" || t_fail "kill -STOP $*"
+	for p in "$@"; do
+		for ((n = 0; n < 1000; n++)); do
+			grep -h '^State:' /proc/"$p"/task/*/status 2>/dev/null | grep -qv '^State:[[:space:]]*[Tt]' || break
+			sleep 0.01
+		done
+		((n < 1000)) || t_fail "daemon $p: not every thread stopped 10 s after SIGSTOP: $(grep -h '^State:' /proc/"$p"/task/*/status 2>/dev/null | sort | uniq -c | tr '\n' ' ')"
+	done
+}
+
 # t_running PID - true while PID runs.  A zombie does not count: it has exited and closed
 # its files, and its parent may reap it much later (an init that reaps slowly).
 t_running() { kill -0 "$1" 2>/dev/null && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }

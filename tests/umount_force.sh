@@ -87,7 +87,7 @@ t_log "a stopped daemon: umount -f unmounts and waits until it can run and finis
 t_mount "$T_MEMBERS" "$M" commit=3600
 pids=$(t_daemon_pids "$M")
 write_some c
-kill -STOP $pids || t_fail "kill -STOP $pids"
+t_stop $pids
 umount -f -v "$M" >"$T_WORK/umount.out" 2>&1 &
 upid=$!
 # until the kernel mount is gone (the connection cut, the unmount done), then a while more
@@ -108,7 +108,7 @@ t_log "  busy mount stays (exit 32, says so); the daemon finishes once continued
 t_mount "$T_MEMBERS" "$M" commit=3600
 pids=$(t_daemon_pids "$M")
 write_some d
-kill -STOP $pids || t_fail "kill -STOP $pids"
+t_stop $pids
 # a request the stopped daemon cannot answer (a name the kernel has not looked up)
 stat "$M/d/never-looked-up" >"$T_WORK/stat.out" 2>&1 &
 spid=$!
