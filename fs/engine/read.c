@@ -196,7 +196,7 @@ static void vread_done(void *arg, size_t i)
 
 	if (--r->left[p])
 		return;
-	*j = (struct vjob){ { vjob_run, NULL }, r->fs, r->ino, &r->v->op[2 * p],
+	*j = (struct vjob){ { vjob_run, NULL, 0 }, r->fs, r->ino, &r->v->op[2 * p],
 			    &r->v->foff[2 * p], &r->b };
 	pthread_mutex_lock(&r->b.lock);
 	r->b.left++;

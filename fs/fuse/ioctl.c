@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "engine/acl.h"
+#include "io/workpool.h"
 #include "place/place.h"
 #include "place/placeq.h"
 #include "util/mountrec.h"
@@ -102,6 +103,7 @@ static void job_run(struct placeq_job *qj)
 	struct fs *fs = &s->fs;
 	int ret;
 
+	workpool_owner(x->c.uid); /* the pool takes turns between users */
 	if (x->cmd == DMAFS_IOC_REGISTER) {
 		x->out_len = sizeof(x->u.reg);
 		ret = place_register(s->place, &x->c, &x->u.reg);

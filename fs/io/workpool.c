@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * workpool.c - a FIFO of struct work served by detached threads, started on first use.
- * The threads never end, so a pool is never freed: it lives as long as the process.
+ * workpool.c - queues of struct work, one per owner (the user whose request queued it),
+ * served in turn by detached threads started on first use. The threads never end, so a
+ * pool is never freed: it lives as long as the process.
  */
 #include "io/workpool.h"
 
@@ -14,13 +15,74 @@
 #include "util/util.h"
 
 #define WORKPOOL_MAX 16
+/*
+ * Owners with work queued at once, each in a lane of its own; more than that share lanes
+ * (owner modulo WORKPOOL_LANES), FIFO among them. A lane is free again once empty.
+ */
+#define WORKPOOL_LANES 64
+
+struct lane {
+	struct work *head, *tail;
+	unsigned owner; /* whose work the lane holds, while it holds any */
+};
 
 struct workpool {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	struct work *head, *tail; /* protected by lock */
-	int threads;		  /* -1: not started yet; protected by lock */
+	struct lane lane[WORKPOOL_LANES]; /* protected by lock */
+	unsigned next;			  /* the lane whose turn is next; protected by lock */
+	size_t queued;			  /* protected by lock */
+	int threads;			  /* -1: not started yet; protected by lock */
 };
+
+static __thread unsigned my_owner;
+
+void workpool_owner(unsigned owner)
+{
+	my_owner = owner;
+}
+
+/* The next work in turn: the first non-empty lane from wp->next on. Caller holds lock. */
+static struct work *take(struct workpool *wp)
+{
+	for (unsigned k = 0; k < WORKPOOL_LANES; k++) {
+		unsigned i = (wp->next + k) % WORKPOOL_LANES;
+		struct lane *l = &wp->lane[i];
+		struct work *w = l->head;
+
+		if (!w)
+			continue;
+		l->head = w->next;
+		if (!l->head)
+			l->tail = NULL;
+		wp->next = (i + 1) % WORKPOOL_LANES;
+		wp->queued--;
+		return w;
+	}
+	return NULL;
+}
+
+/* The lane for @owner's work: its own, else a free one, else a shared one. Caller holds lock. */
+static struct lane *lane_of(struct workpool *wp, unsigned owner)
+{
+	struct lane *free_lane = NULL;
+
+	for (unsigned i = 0; i < WORKPOOL_LANES; i++) {
+		struct lane *l = &wp->lane[i];
+
+		if (!l->head) {
+			if (!free_lane)
+				free_lane = l;
+		} else if (l->owner == owner) {
+			return l;
+		}
+	}
+	if (free_lane) {
+		free_lane->owner = owner;
+		return free_lane;
+	}
+	return &wp->lane[owner % WORKPOOL_LANES];
+}
 
 struct workpool *workpool_new(void)
 {
@@ -49,12 +111,9 @@ static void *wp_main(void *arg)
 		struct work *w;
 
 		pthread_mutex_lock(&wp->lock);
-		while (!wp->head)
+		while (!wp->queued)
 			pthread_cond_wait(&wp->cond, &wp->lock);
-		w = wp->head;
-		wp->head = w->next;
-		if (!wp->head)
-			wp->tail = NULL;
+		w = take(wp);
 		pthread_mutex_unlock(&wp->lock);
 		w->fn(w);
 	}
@@ -91,13 +150,18 @@ int workpool_start(struct workpool *wp)
 
 void workpool_queue(struct workpool *wp, struct work *w)
 {
+	struct lane *l;
+
 	w->next = NULL;
+	w->owner = my_owner;
 	pthread_mutex_lock(&wp->lock);
-	if (wp->tail)
-		wp->tail->next = w;
+	l = lane_of(wp, w->owner);
+	if (l->tail)
+		l->tail->next = w;
 	else
-		wp->head = w;
-	wp->tail = w;
+		l->head = w;
+	l->tail = w;
+	wp->queued++;
 	pthread_cond_signal(&wp->cond);
 	pthread_mutex_unlock(&wp->lock);
 }
