@@ -180,8 +180,8 @@ ssize_t fs_read(struct fs *fs, uint64_t ino, uint64_t off, size_t size, const ch
  * ENOSPC) or -errno. The daemon's own write: no privileges are dropped (fs_killpriv). */
 ssize_t fs_write(struct fs *fs, uint64_t ino, const char *data, size_t size, uint64_t off);
 /* A write by @c (fs_killpriv first; @c NULL: none), with the data brought in by
- * @copy(@arg, dst, size) (0 or -errno), called once, straight into write-behind's buffer
- * when the write is buffered. */
+ * @copy(@arg, dst, size) (0 or -errno), straight into write-behind's buffers when the write
+ * is buffered: called once, or several times for consecutive parts of the data. */
 ssize_t fs_write_from(struct fs *fs, const struct fs_ctx *c, uint64_t ino, size_t size,
 		      uint64_t off, int (*copy)(void *arg, char *dst, size_t size), void *arg);
 

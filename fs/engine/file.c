@@ -105,15 +105,19 @@ ssize_t fs_read(struct fs *fs, uint64_t ino_nr, uint64_t off, size_t size, const
 	return end - off;
 }
 
+/* The next @size bytes of the data (*arg, which moves on: write-behind takes a request in parts). */
 static int copy_mem(void *arg, char *dst, size_t size)
 {
-	memcpy(dst, arg, size);
+	const char **from = arg;
+
+	memcpy(dst, *from, size);
+	*from += size;
 	return 0;
 }
 
 ssize_t fs_write(struct fs *fs, uint64_t ino_nr, const char *data, size_t size, uint64_t off)
 {
-	return fs_write_from(fs, NULL, ino_nr, size, off, copy_mem, (void *)data);
+	return fs_write_from(fs, NULL, ino_nr, size, off, copy_mem, &data);
 }
 
 ssize_t fs_write_from(struct fs *fs, const struct fs_ctx *c, uint64_t ino_nr, size_t size,

@@ -312,12 +312,22 @@ static ssize_t write_now(struct fs *fs, struct inode *ino, size_t size, uint64_t
 	return fs_write_inode(fs, ino, tb, size, off, 0);
 }
 
+/*
+ * The kernel cuts a write(2) into requests of at most 1 MiB, and where the writer's buffer
+ * is not page-aligned (a Python bytes object, say) their ends fall inside blocks. Each
+ * request is taken in parts: what fits fills the buffer to the chunk's end, the buffer goes
+ * to a flusher with its partial last block kept back, and the rest follows that block in
+ * the next buffer. So a flush begins and ends on block boundaries, and no block of one
+ * write(2) reaches the members half new and half old between two flushes (nor is read
+ * back to be merged).
+ */
 ssize_t wback_write(struct fs *fs, struct inode *ino, size_t size, uint64_t off,
 		    int (*copy)(void *arg, char *dst, size_t size), void *arg)
 {
 	struct wback *wb = &fs->wb;
 	struct wbi *w;
-	int ret, reserved;
+	size_t taken = 0;
+	int ret = 0, reserved;
 
 	if (!wb->enabled)
 		return write_now(fs, ino, size, off, copy, arg);
@@ -332,10 +342,20 @@ ssize_t wback_write(struct fs *fs, struct inode *ino, size_t size, uint64_t off,
 		return ret;
 	}
 	reserved = size <= wb->chunk && reserve(fs, size);
-	while (reserved) {
-		if (w->fill_len && off == w->fill_off + w->fill_len && w->fill_len + size <= wb->chunk)
-			break; /* appends */
-		if (w->fill_len) { /* not contiguous, or full: that buffer goes first */
+	if (!reserved) { /* synchronous, after what is buffered */
+		pthread_mutex_lock(&wb->lock);
+		wb->st_sync_writes++;
+		pthread_mutex_unlock(&wb->lock);
+		drain_locked(wb, w);
+		pthread_mutex_unlock(&w->lock);
+		return write_now(fs, ino, size, off, copy, arg);
+	}
+	while (taken < size) {
+		uint64_t at = off + taken;
+		size_t part;
+
+		if (w->fill_len && (at != w->fill_off + w->fill_len || w->fill_len == wb->chunk)) {
+			/* not contiguous, or full: that buffer goes first */
 			if (w->fl) {
 				uint64_t t0 = dm_mono_ns();
 
@@ -347,41 +367,44 @@ ssize_t wback_write(struct fs *fs, struct inode *ino, size_t size, uint64_t off,
 				handoff(wb, w);
 			continue;
 		}
-		if (!w->fill && !(w->fill = buf_get(wb))) {
-			unreserve(wb, size);
-			reserved = 0;
+		if (!w->fill && !(w->fill = buf_get(wb)))
+			break; /* no buffer: the rest is written at once, below */
+		if (!w->fill_len)
+			w->fill_off = at;
+		part = MIN(size - taken, wb->chunk - w->fill_len);
+		ret = copy(arg, w->fill + w->fill_len, part);
+		if (ret)
 			break;
-		}
-		w->fill_off = off;
-		break;
+		w->fill_len += part;
+		taken += part;
+		__atomic_store_n(&w->fill_mtime, fs_now(), __ATOMIC_RELAXED);
+		if (at + part > w->size)
+			__atomic_store_n(&w->size, at + part, __ATOMIC_RELAXED);
+		list_add(wb, w);
+		if (w->fill_len == wb->chunk && !w->fl)
+			handoff(wb, w);
 	}
-	if (!reserved) { /* synchronous, after what is buffered */
+	if (w->fill && !w->fill_len) { /* an empty buffer goes back */
+		buf_put(wb, w->fill);
+		w->fill = NULL;
+	}
+	if (taken < size)
+		unreserve(wb, size - taken);
+	if (taken < size && !ret) {
+		/* no buffer free: what is buffered goes first, then the rest at once */
+		ssize_t n;
+
 		pthread_mutex_lock(&wb->lock);
 		wb->st_sync_writes++;
 		pthread_mutex_unlock(&wb->lock);
 		drain_locked(wb, w);
 		pthread_mutex_unlock(&w->lock);
-		return write_now(fs, ino, size, off, copy, arg);
+		n = write_now(fs, ino, size - taken, off + taken, copy, arg);
+		return n < 0 ? (taken ? (ssize_t)taken : n) : (ssize_t)(taken + n);
 	}
-	ret = copy(arg, w->fill + w->fill_len, size);
-	if (ret) { /* nothing taken: an empty buffer goes back */
-		unreserve(wb, size);
-		if (!w->fill_len) {
-			buf_put(wb, w->fill);
-			w->fill = NULL;
-		}
-		pthread_mutex_unlock(&w->lock);
-		return ret;
-	}
-	w->fill_len += size;
-	__atomic_store_n(&w->fill_mtime, fs_now(), __ATOMIC_RELAXED);
-	if (off + size > w->size)
-		__atomic_store_n(&w->size, off + size, __ATOMIC_RELAXED);
-	list_add(wb, w);
-	if (w->fill_len == wb->chunk && !w->fl)
-		handoff(wb, w);
 	pthread_mutex_unlock(&w->lock);
-	return size;
+	/* a copy that failed part way: the bytes before it are taken (a short write) */
+	return taken ? (ssize_t)taken : ret;
 }
 
 static void wbi_free(struct wbi *w)

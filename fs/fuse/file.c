@@ -112,7 +112,8 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse
 		fuse_reply_buf(req, data, n);
 }
 
-/* Copies a request's data (memory, or the pipe it was spliced into) to @dst. */
+/* Copies the request's next @size bytes (from memory, or the pipe they were spliced into) to
+ * @dst: fuse_buf_copy() moves the source bufvec on, so write-behind may take them in parts. */
 static int copy_bufvec(void *arg, char *dst, size_t size)
 {
 	struct fuse_bufvec *src = arg;
