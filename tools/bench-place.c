@@ -384,8 +384,16 @@ int main(int argc, char **argv)
 		{ "members", required_argument, NULL, 'm' },
 		{ "target", required_argument, NULL, 't' },
 		{ "reps", required_argument, NULL, 'r' },
+		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	static const char usage[] =
+		"usage: dmafs-bench-place --file FILE --members A,B,... [--target cuda:N|hip:N] [--reps N]\n"
+		"Times, on FILE of a dmafs mount whose members are A,B,...: raw O_DIRECT reads of the\n"
+		"members' ranges that hold it, pinned host-to-device copies, placement into the GPU,\n"
+		"pread + copy through the mount, and host placement against pread (best of N, default\n"
+		"3); checks every placed byte; prints a table. `dmafs-bench place` sets up members,\n"
+		"file and mount and runs it (dmafs-bench(1)).\n";
 	struct bench b = { .target = "cuda:0", .reps = 3, .gpu_target = DMAFS_TARGET_CUDA,
 			   .place_path = "-" };
 	char *members[64], *list = NULL;
@@ -393,17 +401,18 @@ int main(int argc, char **argv)
 	int c, ret;
 
 	tool_init("dmafs-bench-place");
-	while ((c = getopt_long(argc, argv, "f:m:t:r:", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "f:m:t:r:h", lo, NULL)) != -1) {
 		switch (c) {
 		case 'f': b.file = optarg; break;
 		case 'm': list = strdup(optarg); break;
 		case 't': b.target = optarg; break;
 		case 'r': b.reps = atoi(optarg); break;
-		default: return BENCH_EXIT_ERR;
+		case 'h': fputs(usage, stdout); return 0;
+		default: fputs(usage, stderr); return BENCH_EXIT_ERR;
 		}
 	}
 	if (!b.file || !list) {
-		fprintf(stderr, "usage: dmafs-bench-place --file FILE --members A,B,... [--target cuda:N|hip:N] [--reps N]\n");
+		fputs(usage, stderr);
 		return BENCH_EXIT_ERR;
 	}
 	for (char *tok = strtok(list, ","); tok && b.nmembers < 64; tok = strtok(NULL, ","))
