@@ -84,8 +84,9 @@ int wback_stop(struct fs *fs);
 /*
  * Accept a write of @size bytes at @off, brought in by @copy(@arg, dst, size) (0 or
  * -errno; each call takes the next part of the data): buffered when write-behind can take
- * it, else written at once (after the file's buffers). Returns bytes accepted or -errno (a pending background error of this
- * file is returned here once).
+ * it, else written at once (after the file's buffers). Returns bytes accepted (short when
+ * a copy failed part way) or -errno (a pending background error of this file is returned
+ * here once).
  */
 ssize_t wback_write(struct fs *fs, struct inode *ino, size_t size, uint64_t off,
 		    int (*copy)(void *arg, char *dst, size_t size), void *arg);
