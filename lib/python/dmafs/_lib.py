@@ -281,12 +281,17 @@ class TensorInfo:
     __slots__ = ("name", "dtype", "dtype_name", "shape", "nbytes", "file", "file_offset",
                  "buffer_offset")
 
+    _dtype_names = {}  # dtype number -> name: one library call per dtype, not per tensor
+
     def __init__(self, t):
         self.name = t.name.decode("utf-8", "surrogateescape")
-        self.dtype = t.dtype
-        name = C.dtype_name(t.dtype)
-        self.dtype_name = name.decode() if name else f"dtype#{t.dtype}"
-        self.shape = tuple(t.shape[i] for i in range(t.ndim))
+        self.dtype = dtype = t.dtype
+        name = TensorInfo._dtype_names.get(dtype)
+        if name is None:
+            raw = C.dtype_name(dtype)
+            name = TensorInfo._dtype_names[dtype] = raw.decode() if raw else f"dtype#{dtype}"
+        self.dtype_name = name
+        self.shape = tuple(t.shape[:t.ndim])
         self.nbytes = t.nbytes
         self.file = t.file
         self.file_offset = t.file_offset
