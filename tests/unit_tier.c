@@ -8,6 +8,8 @@
  * memory drops (MADV_DONTNEED); idle segments go after one whole period. Preparer threads
  * keep a window of segments pinned ahead of the fills, each pinned once; under fills,
  * shrinking and idle release at once, no segment is pinned twice or unpinned unpinned.
+ * A fill naming the chunk it took last gets the next one in memory, and where the whole
+ * tier is pinned, two fills at once keep runs of their own.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -74,7 +76,7 @@ static char *fill(uint64_t idx, int byte)
 	struct tier_chunk *c;
 	char *mem = NULL;
 
-	c = tier_reserve(t, &mem);
+	c = tier_reserve(t, &mem, NULL);
 	T_CHECK(c != NULL, "no chunk for %llu", (unsigned long long)idx);
 	if (!c)
 		return NULL;
@@ -220,7 +222,7 @@ static void *stress_filler(void *arg)
 
 	while (!__atomic_load_n(&stress_stop, __ATOMIC_SEQ_CST)) {
 		char *mem = NULL;
-		struct tier_chunk *c = tier_reserve(t, &mem);
+		struct tier_chunk *c = tier_reserve(t, &mem, NULL);
 
 		if (c) {
 			mem[0] = (char)i;
@@ -264,7 +266,7 @@ static void stress(void)
 	struct tier_chunk *c;
 
 	T_EQ(tier_init(&t, STRESS_SEGS * TIER_SEG, 0, 4, 1), 0);
-	c = tier_reserve(t, &mem); /* the tier's lowest chunk: where it starts */
+	c = tier_reserve(t, &mem, NULL); /* the tier's lowest chunk: where it starts */
 	T_CHECK(c != NULL && mem != NULL, "a first chunk");
 	sp.base = mem;
 	tier_put(t, c);
@@ -284,6 +286,75 @@ static void stress(void)
 		T_EQ(sp.state[k], 0);
 	tier_destroy(t);
 	t = NULL;
+}
+
+/*
+ * A fill that names the chunk it took last gets the one right after it in memory. Where
+ * the whole tier is pinned, two placements filling at once each start in an empty
+ * segment of their own, so neither breaks the other's run (a warm placement copies a run
+ * in one device copy).
+ */
+static void runs(void)
+{
+	enum { N = 40 };
+	struct tier_chunk *ca[N], *cb[N];
+	char *ma[N], *mb[N];
+	struct fake f = { 0 };
+	struct tier *u;
+
+	T_EQ(tier_init(&u, 4 * TIER_SEG, 0, 1, 1), 0);
+	T_EQ(tier_add_pinner(u, fake_pin, fake_unpin, &f), 0);
+	/* a run goes on into the next segment (a fresh tier: it starts at the lowest chunk),
+	 * but one device copy may not take both */
+	{
+		struct tier_chunk *c[TIER_SEG_CHUNKS + 1];
+		char *m[TIER_SEG_CHUNKS + 1];
+		int n = 0;
+
+		for (; n <= TIER_SEG_CHUNKS; n++) {
+			c[n] = tier_reserve(u, &m[n], n ? c[n - 1] : NULL);
+			if (!c[n])
+				break;
+		}
+		T_EQ(n, TIER_SEG_CHUNKS + 1);
+		if (n == TIER_SEG_CHUNKS + 1) {
+			T_CHECK(m[TIER_SEG_CHUNKS] == m[0] + TIER_SEG, "the run went on in memory");
+			T_EQ(tier_follows(u, c[0], c[TIER_SEG_CHUNKS - 1], TIER_SEG_CHUNKS - 1), 1);
+			T_EQ(tier_follows(u, c[0], c[TIER_SEG_CHUNKS], TIER_SEG_CHUNKS), 0);
+			T_EQ(tier_follows(u, c[0], c[2], 1), 0);
+		}
+		while (n--)
+			tier_put(u, c[n]);
+	}
+	for (int i = 0; i < N; i++) {
+		ca[i] = tier_reserve(u, &ma[i], i ? ca[i - 1] : NULL);
+		cb[i] = tier_reserve(u, &mb[i], i ? cb[i - 1] : NULL);
+		T_CHECK(ca[i] && cb[i], "reserve %d", i);
+		if (!ca[i] || !cb[i])
+			return;
+	}
+	for (int i = 1; i < N; i++) {
+		T_CHECK(ma[i] == ma[0] + (size_t)i * TIER_CHUNK, "a's run broke at chunk %d", i);
+		T_CHECK(mb[i] == mb[0] + (size_t)i * TIER_CHUNK, "b's run broke at chunk %d", i);
+	}
+	T_CHECK(ma[0] + TIER_SEG <= mb[0] || mb[0] + TIER_SEG <= ma[0],
+		"the two runs start %lld bytes apart, want a segment (%llu) at least",
+		(long long)(mb[0] - ma[0]), (unsigned long long)TIER_SEG);
+	/* the chunk after a RESERVED one is not taken: a fresh run elsewhere */
+	{
+		char *m = NULL;
+		struct tier_chunk *c = tier_reserve(u, &m, ca[0]);
+
+		T_CHECK(c && m != ma[1], "a chunk in use was handed out again");
+		if (c)
+			tier_put(u, c);
+	}
+	for (int i = 0; i < N; i++) {
+		tier_put(u, ca[i]);
+		tier_put(u, cb[i]);
+	}
+	tier_drop_pinners(u);
+	tier_destroy(u);
 }
 
 int main(void)
@@ -309,7 +380,7 @@ int main(void)
 	/* the first chunk: the lowest, and its segment is pinned, whole, once (populated
 	 * first, where the kernel can: RSS is taken before) */
 	r0 = rss();
-	c = tier_reserve(t, &base);
+	c = tier_reserve(t, &base, NULL);
 	T_CHECK(c != NULL, "first reserve");
 	T_EQ(a.pins, 1);
 	T_CHECK(a.last_pin == base && a.last_len == TIER_SEG, "pinned %p+%zu, want %p+%llu",
@@ -346,7 +417,7 @@ int main(void)
 
 	/* memory short: no fills, lookups still served */
 	tier_set_short(t, 1);
-	T_CHECK(tier_reserve(t, &mem) == NULL, "a fill while memory is short");
+	T_CHECK(tier_reserve(t, &mem, NULL) == NULL, "a fill while memory is short");
 	tier_stats(t, &st);
 	T_EQ(st.cap, st.held);
 
@@ -438,6 +509,7 @@ int main(void)
 	tier_forget(t, &ino);
 	tier_destroy(t);
 	preparers();
+	runs();
 	stress();
 	return t_done("unit_tier");
 }

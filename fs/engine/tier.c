@@ -520,6 +520,50 @@ static struct tier_seg *pick(struct tier *t)
 }
 
 /*
+ * The segment a run of fills starts in where the whole tier is pinned: the lowest empty
+ * one, one with memory first, so that placements filling at once each take chunks one
+ * after another in memory (a warm placement copies such a run to the device at once:
+ * join_hits in pipeline.c); else as pick(). Under lock.
+ */
+static struct tier_seg *pick_run(struct tier *t)
+{
+	struct tier_seg *fresh = NULL;
+
+	for (size_t i = 0; i < t->nsegs; i++) {
+		struct tier_seg *s = &t->seg[i];
+
+		if (s->nfree != s->nchunks || s->releasing)
+			continue;
+		if (s->touched)
+			return s;
+		if (!fresh)
+			fresh = s;
+	}
+	return fresh ? fresh : pick(t);
+}
+
+/* The chunk right after @after in memory when it is FREE, taken off its free list. Under lock. */
+static struct tier_chunk *take_after(struct tier *t, const struct tier_chunk *after)
+{
+	size_t i = (size_t)(after - t->c) + 1;
+	struct tier_chunk *c, **pp;
+	struct tier_seg *s;
+
+	if (i >= t->nchunks || t->c[i].state != C_FREE)
+		return NULL;
+	c = &t->c[i];
+	s = seg_of(t, c);
+	if (s->releasing)
+		return NULL;
+	for (pp = &s->free; *pp && *pp != c; pp = &(*pp)->next)
+		;
+	if (!*pp)
+		return NULL;
+	*pp = c->next;
+	return c;
+}
+
+/*
  * Take LIVE chunk @c out of the table, the LRU list and its owner's list: it is freed, or
  * DEAD until its last reference goes.
  */
@@ -593,16 +637,24 @@ int tier_has(struct tier *t, const struct inode *ino, uint64_t idx, uint32_t end
 	return ret;
 }
 
-struct tier_chunk *tier_reserve(struct tier *t, char **data)
+struct tier_chunk *tier_reserve(struct tier *t, char **data, const struct tier_chunk *after)
 {
-	struct tier_chunk *c;
+	struct tier_chunk *c = NULL;
 	struct tier_seg *s;
 	int first;
 
 	if (__atomic_load_n(&t->short_mem, __ATOMIC_RELAXED))
 		return NULL; /* memory is short: the placement reads the members, as on a miss */
 	pthread_mutex_lock(&t->lock);
-	s = pick(t);
+	if (after)
+		c = take_after(t, after);
+	/* runs spread over empty segments only where every segment is pinned anyway: else
+	 * fills keep to the segments that have memory (pick) */
+	if (!c)
+		s = tier_pins_all(t) && __atomic_load_n(&t->pinners, __ATOMIC_RELAXED) ? pick_run(t)
+										 : pick(t);
+	else
+		s = seg_of(t, c);
 	if (!s) {
 		/* the least recently used chunk that no copy is reading */
 		for (c = t->lru.prev; c != &t->lru && c->refs; c = c->prev)
@@ -614,9 +666,12 @@ struct tier_chunk *tier_reserve(struct tier *t, char **data)
 		unpublish(t, c); /* unreferenced: to the head of its segment's free list */
 		__atomic_fetch_add(&t->evicted, 1, __ATOMIC_RELAXED);
 		s = seg_of(t, c);
+		c = NULL;
 	}
-	c = s->free;
-	s->free = c->next;
+	if (!c) {
+		c = s->free;
+		s->free = c->next;
+	}
 	first = s->nfree-- == s->nchunks;
 	__atomic_store_n(&s->touched, 1, __ATOMIC_RELAXED);
 	s->idle = 0;
@@ -629,6 +684,14 @@ struct tier_chunk *tier_reserve(struct tier *t, char **data)
 	seg_pin(t, s);
 	*data = chunk_mem(t, c);
 	return c;
+}
+
+int tier_follows(const struct tier *t, const struct tier_chunk *first, const struct tier_chunk *c,
+		 size_t k)
+{
+	size_t i = (size_t)(first - t->c);
+
+	return (size_t)(c - t->c) == i + k && (i + k) / TIER_SEG_CHUNKS == i / TIER_SEG_CHUNKS;
 }
 
 uint64_t tier_gen(const struct inode *ino)

@@ -123,12 +123,21 @@ struct tier_chunk *tier_get(struct tier *t, const struct inode *ino, uint64_t id
 /* Whether tier_get would find it now (no reference taken, no LRU change). */
 int tier_has(struct tier *t, const struct inode *ino, uint64_t idx, uint32_t end);
 /*
- * A chunk for a fill: a FREE one (see the segment order above), or the least recently
- * used LIVE one nobody references (evicted). RESERVED and referenced, its memory in
- * *@data, pinned by every pinner that could; NULL when every chunk is in use or memory is
- * short (tier_set_short). May wait for a segment's pinning.
+ * A chunk for a fill: the FREE one right after @after in memory (the chunk the same
+ * placement took last; NULL at its start), else a FREE one (the lowest of an empty
+ * segment, else in the order of tier.c's pick()), or the least recently used LIVE one
+ * nobody references (evicted). RESERVED and referenced, its memory in *@data, pinned by
+ * every pinner that could; NULL when every chunk is in use or memory is short
+ * (tier_set_short). May wait for a segment's pinning.
  */
-struct tier_chunk *tier_reserve(struct tier *t, char **data);
+struct tier_chunk *tier_reserve(struct tier *t, char **data, const struct tier_chunk *after);
+/*
+ * Whether @c is the @k-th chunk after @first in memory, in the same segment: a device copy
+ * may take both at once (a pinner registers each segment on its own, and a copy may not
+ * span two registrations).
+ */
+int tier_follows(const struct tier *t, const struct tier_chunk *first, const struct tier_chunk *c,
+		 size_t k);
 /* The generation a fill of @ino reads before its member reads (tier_publish checks it). */
 uint64_t tier_gen(const struct inode *ino);
 /*
