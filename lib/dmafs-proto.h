@@ -64,7 +64,12 @@ struct dmafs_ioc_info {
 	uint64_t tier_min_free;	/* the available memory it leaves the machine */
 	uint64_t tier_pinned;	/* bytes of its segments pinned for the GPU runtimes (0 from
 				   an older daemon, and without a GPU) */
-	char reserved[32];
+	uint32_t tier_fill;	/* 0: placements fill the tier (tier_fill=now, and older
+				   daemons); 1: it is filled once placements are idle */
+	uint32_t tier_waiting;	/* tier_fill=idle: ranges of files waiting to be filled */
+	uint64_t tier_filled_idle; /* tier_fill=idle: bytes filled after the placements */
+	uint64_t tier_dropped;	/* tier_fill=idle: ranges given up (the queue was full) */
+	char reserved[8];
 };
 
 #define DMAFS_HANDLE_SIZE 64

@@ -40,6 +40,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("tier=%s", tier),
 	OPT("tier_min_free=%s", tier_min_free),
 	OPT("tier_pin=%s", tier_pin),
+	OPT("tier_fill=%s", tier_fill),
 	OPT("p2p=%s", p2p),
 	OPT("gpu_setup=%s", gpu_setup),
 	OPT("user=%s", user),
@@ -219,6 +220,9 @@ void options_usage(FILE *f)
 		"  -o tier_pin=all|fill  on a GPU machine, pin the whole tier when the GPU\n"
 		"                      runtime is set up, so that first loads do not wait for\n"
 		"                      pinning (all, the default), or only as fills come (fill)\n"
+		"  -o tier_fill=now|idle  placements fill the tier as they read (now, the\n"
+		"                      default), or leave it: what they missed is read again\n"
+		"                      into the tier once no placement has run for 50 ms (idle)\n"
 		"  -o writebehind_mb=N memory for writes accepted before they reach the members\n"
 		"                      (default 256; 0: every write waits for its members)\n"
 		"  -o verbose          log the daemon's own debugging messages (placement\n"
@@ -351,6 +355,12 @@ static int check_tier(struct options *o)
 			o->tier_pin);
 		return -1;
 	}
+	if (o->tier_fill && strcmp(o->tier_fill, "now") && strcmp(o->tier_fill, "idle")) {
+		fprintf(stderr, "dmafs: tier_fill=%s: want now (placements fill the tier as they read) or idle (the tier is filled once placements are idle)\n",
+			o->tier_fill);
+		return -1;
+	}
+	o->fs.tier_fill_idle = o->tier_fill && !strcmp(o->tier_fill, "idle");
 	if (!s)
 		return 0;
 	if (util_parse_size_pct(s, ram, &v) || (v && v < TIER_CHUNK) || v > ram / 10 * 9) {

@@ -21,6 +21,7 @@ struct options {
 	char *tier_min_free; /* tier_min_free=SIZE or N% of the RAM, as given */
 	uint64_t tier_min_free_bytes; /* from it, or the default (options_check) */
 	char *tier_pin;	     /* tier_pin=all|fill, as given (NULL: all) */
+	char *tier_fill;     /* tier_fill=now|idle, as given (NULL: now) */
 	int writeback, wronly_cache, verbose, no_handles, sync_dio;
 	char *p2p, *gpu_setup;
 	int ro, foreground, debug, help, version;

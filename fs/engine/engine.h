@@ -34,6 +34,7 @@ struct fs_csum_cache {
 /* What the mount options ask of the engine (daemon/options.c fills it in). */
 struct fs_settings {
 	int verify_place; /* placements check checksums too (mount option verify_place) */
+	int tier_fill_idle; /* tier_fill=idle: placements leave filling the tier for later */
 	/* those a remount may change (atime.c, fuse/); read without a lock */
 	int atime;	/* FS_ATIME_*: when a read updates the access time */
 	int nodiratime; /* ... except for directories, never */
@@ -165,6 +166,10 @@ int fs_readlink(struct fs *fs, uint64_t ino, char *buf, size_t len);
 /* file.c: open files and their data (above write-behind) */
 int fs_open(struct fs *fs, uint64_t ino, int flags);
 void fs_release(struct fs *fs, uint64_t ino);
+/* Keep @ino as an open does (its data stays when its last name goes), with no access
+ * check: for the daemon's own later reads of a file a client had open. fs_release()
+ * lets go. */
+void fs_hold(struct fs *fs, struct inode *ino);
 /* Write @ino's buffered data, then commit everything. Returns a background write error
  * of @ino (once) or the commit's. */
 int fs_fsync_file(struct fs *fs, uint64_t ino);

@@ -34,6 +34,13 @@ int fs_open(struct fs *fs, uint64_t ino, int flags)
 	return ret;
 }
 
+void fs_hold(struct fs *fs, struct inode *ino)
+{
+	pthread_mutex_lock(&fs->meta.lock);
+	ino->nopen++;
+	pthread_mutex_unlock(&fs->meta.lock);
+}
+
 void fs_release(struct fs *fs, uint64_t ino)
 {
 	struct inode *i;

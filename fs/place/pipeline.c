@@ -127,6 +127,8 @@ struct pipe {
 	struct pipe_fill *fo;	/* a prefetch: no target, whole chunks read into the warm
 				 * tier only, counted here; NULL for a placement */
 	uint64_t tier_bytes;	/* a placement: bytes of its pieces placed from the tier */
+	int nofill;		/* tier_fill=idle: a placement fills nothing, it notes... */
+	uint64_t miss_from, miss_to; /* ...the whole chunks it missed, [from, to) */
 	/*
 	 * A GPU target's copies out of the tier: their records hold no staging slot (the
 	 * chunk is the source, pinned), so they are not bounded by the pool; the chunks
@@ -531,7 +533,7 @@ static void tier_lookup(struct pipe *p, const struct piece *pc, struct tier_chun
 {
 	*fill = 0;
 	*tc = tier_get(p->tier, p->ino, pc->off / PIECE, (uint32_t)(pc->off % PIECE + pc->len), mem);
-	if (!*tc && pc->whole) {
+	if (!*tc && pc->whole && !p->nofill) {
 		*tc = tier_reserve(p->tier, mem, p->last_fill);
 		if (*tc)
 			p->last_fill = *tc;
@@ -646,6 +648,10 @@ static int build(struct pipe *p, struct rec **out)
 		return 0;
 	if (p->tier)
 		tier_lookup(p, pc, &tc, &tmem, &fill);
+	if (p->nofill && !tc && pc->whole) {
+		p->miss_from = p->miss_to ? MIN(p->miss_from, pc->off) : pc->off;
+		p->miss_to = MAX(p->miss_to, pc->off + pc->len);
+	}
 	direct = pc->direct && !tc;
 	/* a GPU copy goes from a slot, or from the tier's chunk (then no slot: see keep) */
 	if ((p->t->gpu || !direct) && !tc) {
@@ -1199,7 +1205,7 @@ static int piece_checked(const struct pipe *p, const struct piece *q)
 {
 	if (p->verify)
 		return 1;
-	return p->tier && q->whole &&
+	return p->tier && !p->nofill && q->whole &&
 	       !tier_has(p->tier, p->ino, q->off / PIECE, (uint32_t)(q->off % PIECE + q->len));
 }
 
@@ -1338,10 +1344,11 @@ static int run(struct pipe *p)
 }
 
 int pipeline_run(struct fs *fs, struct inode *ino, const struct pipe_target *t,
-		 const struct dmafs_ioc_place *rq, int verify, uint64_t *tier_bytes)
+		 const struct dmafs_ioc_place *rq, int verify, struct pipe_out *out)
 {
 	struct pipe p = { .fs = fs, .ino = ino, .t = t, .verify = verify, .st = t->stage,
-			  .gran = read_granule(fs, verify), .tier = fs->tier, .fsize = ino->a.size };
+			  .gran = read_granule(fs, verify), .tier = fs->tier, .fsize = ino->a.size,
+			  .nofill = fs->set.tier_fill_idle };
 	int ret;
 
 	if (p.tier) /* before any read goes out: a change after it keeps fills out */
@@ -1353,8 +1360,13 @@ int pipeline_run(struct fs *fs, struct inode *ino, const struct pipe_target *t,
 		return ret;
 	}
 	ret = run(&p);
-	if (!ret)
-		*tier_bytes += p.tier_bytes;
+	if (!ret) {
+		out->tier_bytes += p.tier_bytes;
+		if (p.miss_to) {
+			out->miss_from = out->miss_to ? MIN(out->miss_from, p.miss_from) : p.miss_from;
+			out->miss_to = MAX(out->miss_to, p.miss_to);
+		}
+	}
 	return ret;
 }
 

@@ -46,16 +46,23 @@ struct pipe_target {
 
 #define PIPELINE_COPY_DELAY_US 300
 
+/* What a placement did with the warm tier (pipeline_run adds to it). */
+struct pipe_out {
+	uint64_t tier_bytes;	     /* placed from the tier (pieces it held: no member read) */
+	uint64_t miss_from, miss_to; /* with tier_fill=idle: the chunks it would have filled,
+				      * [from, to) in bytes of the file (to 0: none) */
+};
+
 /*
  * Place the validated entries of @p (lengths already clipped to the file) from @ino into
  * @t. Caller holds ino->iolock shared. Returns 0 once every byte has landed (device
  * copies finished), or -EIO (member read error or checksum mismatch, logged), -ENODEV
  * (GPU call failed or staging unavailable), -ENOMEM. On failure nothing is left in
- * flight and every slot taken has been given back. On success, *@tier_bytes is added the
- * bytes placed from the warm tier (pieces it held: no member read).
+ * flight and every slot taken has been given back. On success, @out is added to (see
+ * struct pipe_out).
  */
 int pipeline_run(struct fs *fs, struct inode *ino, const struct pipe_target *t,
-		 const struct dmafs_ioc_place *p, int verify, uint64_t *tier_bytes);
+		 const struct dmafs_ioc_place *p, int verify, struct pipe_out *out);
 
 /* What a prefetch did, in bytes of the file (pipeline_prefetch adds to each). */
 struct pipe_fill {

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "place/clientfd.h"
+#include "place/fillq.h"
 #include "gpu.h"
 #include "place/p2p.h"
 #include "place/pipeline.h"
@@ -42,6 +43,8 @@ int place_init(struct place **out, struct fs *fs, const struct place_limits *lim
 	ret = stage_init(&pl->stages, staging, prewarm, fs->tier);
 	if (ret)
 		return ret;
+	if (fs->tier && fs->set.tier_fill_idle && (ret = fillq_start(&pl->fillq, fs)))
+		return ret;
 	return reg_reaper_start(pl);
 }
 
@@ -49,6 +52,8 @@ void place_shutdown(struct place *pl)
 {
 	if (!pl)
 		return;
+	fillq_stop(pl->fillq); /* no placement runs now: it lets go of the files it held */
+	pl->fillq = NULL;
 	reg_shutdown(pl);
 	stage_shutdown(pl->stages);
 }
@@ -108,6 +113,9 @@ int place_info(struct place *pl, uint64_t ino, struct dmafs_ioc_info *out)
 		out->tier_shrunk = ts.shrunk;
 		out->tier_min_free = ts.min_free;
 		out->tier_pinned = ts.pinned;
+		out->tier_fill = pl->fillq != NULL;
+		fillq_stats(pl->fillq, &out->tier_waiting, &out->tier_filled_idle,
+			    &out->tier_dropped);
 	}
 	out->t[0].target = DMAFS_TARGET_HOST;
 	out->t[0].path = DMAFS_PATH_HOST;
@@ -181,11 +189,12 @@ static int use_p2p(struct place *pl, struct reg *r)
 	return 1;
 }
 
-int place_run(struct place *pl, const struct place_caller *c, uint64_t ino_nr,
-	      struct dmafs_ioc_place *p, uint64_t *tier_bytes)
+static int run_one(struct place *pl, const struct place_caller *c, uint64_t ino_nr,
+		   struct dmafs_ioc_place *p, uint64_t *tier_bytes)
 {
 	struct fs *fs = pl->fs;
-	uint64_t t0 = dm_mono_ns(), total = 0, tier = 0;
+	uint64_t t0 = dm_mono_ns(), total = 0;
+	struct pipe_out out = { 0 };
 	struct inode *ino;
 	struct reg *r;
 	int ret, path = DMAFS_PATH_NONE;
@@ -213,7 +222,7 @@ int place_run(struct place *pl, const struct place_caller *c, uint64_t ino_nr,
 		if (r->target == DMAFS_TARGET_HOST) {
 			ret = reg_host_intact(r, p);
 			if (!ret)
-				ret = pipeline_run(fs, ino, &t, p, fs->set.verify_place, &tier);
+				ret = pipeline_run(fs, ino, &t, p, fs->set.verify_place, &out);
 			path = DMAFS_PATH_HOST;
 		} else if (use_p2p(pl, r)) {
 			ret = place_p2p(pl->p2p, fs, ino, r->gpu, r->dev, r->map, (uint64_t)(r->base - (char *)r->map), p);
@@ -221,7 +230,7 @@ int place_run(struct place *pl, const struct place_caller *c, uint64_t ino_nr,
 		} else {
 			ret = stage_get(pl->stages, r->target, r->gpu, r->dev, &t.stage);
 			if (!ret)
-				ret = pipeline_run(fs, ino, &t, p, fs->set.verify_place, &tier);
+				ret = pipeline_run(fs, ino, &t, p, fs->set.verify_place, &out);
 			path = DMAFS_PATH_STAGED;
 		}
 	}
@@ -229,13 +238,26 @@ int place_run(struct place *pl, const struct place_caller *c, uint64_t ino_nr,
 	reg_put(pl, r);
 	if (ret)
 		return ret;
+	/* the caller has the file open until we answer: the queue holds it from here */
+	fillq_add(pl->fillq, ino, out.miss_from, out.miss_to, c->uid);
 	for (uint32_t i = 0; i < p->count; i++)
 		total += p->e[i].length;
 	p->bytes = total;
 	p->path = path;
 	p->elapsed_ns = dm_mono_ns() - t0;
-	*tier_bytes = tier;
+	*tier_bytes = out.tier_bytes;
 	return 0;
+}
+
+int place_run(struct place *pl, const struct place_caller *c, uint64_t ino_nr,
+	      struct dmafs_ioc_place *p, uint64_t *tier_bytes)
+{
+	int ret;
+
+	fillq_busy(pl->fillq, 1); /* the fills left for later wait */
+	ret = run_one(pl, c, ino_nr, p, tier_bytes);
+	fillq_busy(pl->fillq, -1);
+	return ret;
 }
 
 

@@ -49,6 +49,7 @@ struct place {
 	struct p2p *p2p;
 	struct clientfd_mounts shm; /* where client memfds live */
 	uint64_t copy_delay_ns;
+	struct fillq *fillq;	/* tier_fill=idle: the fills left for later; NULL otherwise */
 	/* Lock order: regs_lock is a leaf; nothing else is taken while it is held. */
 	pthread_mutex_t regs_lock;
 	struct reg *regs;	/* protected by regs_lock */

@@ -1,0 +1,252 @@
+// SPDX-License-Identifier: MIT
+/* fillq.c - fills of the warm tier left for when placements are idle (see fillq.h). */
+#include "place/fillq.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common.h"
+#include "engine/engine.h"
+#include "engine/tier.h"
+#include "engine/wback.h"
+#include "io/workpool.h"
+#include "place/pipeline.h"
+#include "util/util.h"
+
+#define FILLQ_WINDOW (64ull * TIER_CHUNK) /* filled between two looks at the placements */
+#define FILLQ_MAX 4096			  /* ranges waiting at most */
+
+struct range {
+	struct range *next;
+	struct inode *ino; /* held (fs_hold) while queued or being filled */
+	uint64_t from, to;
+	unsigned uid;
+};
+
+struct fillq {
+	struct fs *fs;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* CLOCK_MONOTONIC: work queued, placements idle, or stop */
+	struct range *head, *tail; /* lock */
+	unsigned n;		   /* lock */
+	unsigned busy;		   /* placements running; lock */
+	uint64_t last_ns;	   /* when the last one ended; lock */
+	int stop;		   /* lock */
+	uint64_t filled, dropped;  /* lock */
+};
+
+static void timed_wait(struct fillq *q, uint64_t until_ns)
+{
+	struct timespec ts = { (time_t)(until_ns / 1000000000u), (long)(until_ns % 1000000000u) };
+
+	pthread_cond_timedwait(&q->cond, &q->lock, &ts);
+}
+
+/*
+ * Under lock: wait until a range waits and no placement has run for FILLQ_IDLE_MS, then
+ * take the next window of the first range into *@r, [*@from, *@to); the range leaves the
+ * queue with its last window (*@last set: the caller lets it go). Returns 0, or -1 to stop.
+ */
+static int next_window(struct fillq *q, struct range **r, uint64_t *from, uint64_t *to, int *last)
+{
+	for (;;) {
+		uint64_t now = dm_mono_ns(), idle_at = q->last_ns + FILLQ_IDLE_MS * 1000000ull;
+
+		if (q->stop)
+			return -1;
+		if (!q->head || q->busy)
+			pthread_cond_wait(&q->cond, &q->lock);
+		else if (now < idle_at)
+			timed_wait(q, idle_at);
+		else
+			break;
+	}
+	*r = q->head;
+	*from = (*r)->from;
+	*to = MIN((*r)->to, *from + FILLQ_WINDOW);
+	(*r)->from = *to;
+	*last = (*r)->from >= (*r)->to;
+	if (*last) {
+		q->head = (*r)->next;
+		if (!q->head)
+			q->tail = NULL;
+		q->n--;
+	}
+	return 0;
+}
+
+/* Read @ino's chunks of [@from, @to) into the tier, as a prefetch does. Returns 0 or -errno. */
+static int fill_window(struct fillq *q, struct inode *ino, uint64_t from, uint64_t to,
+		       uint64_t *read)
+{
+	struct pipe_fill f = { 0 };
+	uint64_t stop;
+	int ret = 0;
+
+	wback_wait(q->fs, ino, 0); /* what was written is on the members before we read */
+	pthread_rwlock_rdlock(&ino->iolock);
+	stop = MIN(to, ino->a.size); /* it may have shrunk since it was queued */
+	if (from < stop)
+		ret = pipeline_prefetch(q->fs, ino, ALIGN_DOWN(from, TIER_CHUNK),
+					MIN(ALIGN_UP(stop, TIER_CHUNK), ino->a.size), &f);
+	pthread_rwlock_unlock(&ino->iolock);
+	*read = f.read;
+	return ret;
+}
+
+static void *filler(void *arg)
+{
+	struct fillq *q = arg;
+
+	pthread_setname_np(pthread_self(), "dmafs-fillq");
+	pthread_mutex_lock(&q->lock);
+	for (;;) {
+		struct range *r;
+		uint64_t from, to, read = 0;
+		int last, ret;
+
+		if (next_window(q, &r, &from, &to, &last))
+			break;
+		pthread_mutex_unlock(&q->lock);
+		workpool_owner(r->uid); /* its checksum checks take that user's turns */
+		ret = fill_window(q, r->ino, from, to, &read);
+		if (ret)
+			log_debug("tier_fill=idle: inode %llu, bytes %llu to %llu: %s; the rest of it is not filled",
+				  (unsigned long long)r->ino->ino, (unsigned long long)from,
+				  (unsigned long long)to, strerror(-ret));
+		pthread_mutex_lock(&q->lock);
+		q->filled += read;
+		if (ret && !last) { /* a damaged or unreadable file: give it up */
+			r->to = r->from;
+			continue; /* its next window ends it */
+		}
+		if (last) {
+			pthread_mutex_unlock(&q->lock);
+			fs_release(q->fs, r->ino->ino);
+			free(r);
+			pthread_mutex_lock(&q->lock);
+		}
+	}
+	pthread_mutex_unlock(&q->lock);
+	return NULL;
+}
+
+int fillq_start(struct fillq **out, struct fs *fs)
+{
+	struct fillq *q = calloc(1, sizeof(*q));
+	pthread_condattr_t ca;
+	int ret;
+
+	*out = NULL;
+	if (!q)
+		return -ENOMEM;
+	q->fs = fs;
+	pthread_mutex_init(&q->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&q->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	ret = pthread_create(&q->thread, NULL, filler, q);
+	if (ret) {
+		pthread_cond_destroy(&q->cond);
+		pthread_mutex_destroy(&q->lock);
+		free(q);
+		return -ret;
+	}
+	*out = q;
+	return 0;
+}
+
+void fillq_stop(struct fillq *q)
+{
+	struct range *r;
+
+	if (!q)
+		return;
+	pthread_mutex_lock(&q->lock);
+	q->stop = 1;
+	pthread_cond_broadcast(&q->cond);
+	pthread_mutex_unlock(&q->lock);
+	pthread_join(q->thread, NULL);
+	while ((r = q->head)) {
+		q->head = r->next;
+		fs_release(q->fs, r->ino->ino);
+		free(r);
+	}
+	pthread_cond_destroy(&q->cond);
+	pthread_mutex_destroy(&q->lock);
+	free(q);
+}
+
+void fillq_busy(struct fillq *q, int delta)
+{
+	if (!q)
+		return;
+	pthread_mutex_lock(&q->lock);
+	q->busy += (unsigned)delta;
+	if (delta < 0) {
+		q->last_ns = dm_mono_ns();
+		if (!q->busy)
+			pthread_cond_signal(&q->cond);
+	}
+	pthread_mutex_unlock(&q->lock);
+}
+
+void fillq_add(struct fillq *q, struct inode *ino, uint64_t from, uint64_t to, unsigned uid)
+{
+	struct range *r;
+
+	if (!q || from >= to)
+		return;
+	pthread_mutex_lock(&q->lock);
+	r = q->tail;
+	if (!q->stop && r && r->ino == ino && from <= r->to && to >= r->from) {
+		r->from = MIN(r->from, from);
+		r->to = MAX(r->to, to);
+		pthread_mutex_unlock(&q->lock);
+		return;
+	}
+	pthread_mutex_unlock(&q->lock);
+	r = malloc(sizeof(*r));
+	if (!r) {
+		pthread_mutex_lock(&q->lock);
+		q->dropped++;
+		pthread_mutex_unlock(&q->lock);
+		return;
+	}
+	*r = (struct range){ .ino = ino, .from = from, .to = to, .uid = uid };
+	fs_hold(q->fs, ino);
+	pthread_mutex_lock(&q->lock);
+	if (q->stop || q->n >= FILLQ_MAX) {
+		q->dropped++;
+		pthread_mutex_unlock(&q->lock);
+		fs_release(q->fs, ino->ino);
+		free(r);
+		return;
+	}
+	if (q->tail)
+		q->tail->next = r;
+	else
+		q->head = r;
+	q->tail = r;
+	q->n++;
+	pthread_cond_signal(&q->cond);
+	pthread_mutex_unlock(&q->lock);
+}
+
+void fillq_stats(struct fillq *q, unsigned *waiting, uint64_t *filled, uint64_t *dropped)
+{
+	*waiting = 0;
+	*filled = *dropped = 0;
+	if (!q)
+		return;
+	pthread_mutex_lock(&q->lock);
+	*waiting = q->n;
+	*filled = q->filled;
+	*dropped = q->dropped;
+	pthread_mutex_unlock(&q->lock);
+}
