@@ -15,6 +15,8 @@
  * path exists, having created $TIER_PLACE_READY: concurrent placements then start together.
  * With $TIER_PLACE_TIER_BYTES set, a placement writes dmafs_buf_tier_bytes() (the bytes
  * placed from the warm tier) to that file, one line.
+ * With $TIER_PLACE_WHILE set, the placement is made again and again, back to back, while
+ * that path exists (the last one's bytes are written).
  * Exit 0, or 1 with the reason on stderr.
  */
 #include <errno.h>
@@ -145,8 +147,10 @@ int main(int argc, char **argv)
 		while (access(getenv("TIER_PLACE_GO"), F_OK))
 			usleep(200);
 	}
-	e = (struct dmafs_extent){ .file_offset = off, .length = len, .buffer_offset = boff };
-	ret = dmafs_place(b, fd, &e, 1, &res);
+	do {
+		e = (struct dmafs_extent){ .file_offset = off, .length = len, .buffer_offset = boff };
+		ret = dmafs_place(b, fd, &e, 1, &res);
+	} while (!ret && getenv("TIER_PLACE_WHILE") && !access(getenv("TIER_PLACE_WHILE"), F_OK));
 	if (ret) {
 		fprintf(stderr, "tier_place: placing %s: %s\n", argv[1], dmafs_strerror(ret));
 		return 1;

@@ -166,10 +166,14 @@ int fs_readlink(struct fs *fs, uint64_t ino, char *buf, size_t len);
 /* file.c: open files and their data (above write-behind) */
 int fs_open(struct fs *fs, uint64_t ino, int flags);
 void fs_release(struct fs *fs, uint64_t ino);
-/* Keep @ino as an open does (its data stays when its last name goes), with no access
- * check: for the daemon's own later reads of a file a client had open. fs_release()
- * lets go. */
-void fs_hold(struct fs *fs, struct inode *ino);
+/*
+ * The regular file @ino of generation @gen while it still has a name, kept as an open
+ * keeps it (its data stays if its last name goes meanwhile), with no access check: for
+ * the daemon's own later reads of a file a client placed. NULL when it is gone, or
+ * removed. fs_unhold() lets go.
+ */
+struct inode *fs_hold(struct fs *fs, uint64_t ino, uint32_t gen);
+void fs_unhold(struct fs *fs, uint64_t ino);
 /* Write @ino's buffered data, then commit everything. Returns a background write error
  * of @ino (once) or the commit's. */
 int fs_fsync_file(struct fs *fs, uint64_t ino);

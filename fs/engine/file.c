@@ -34,20 +34,27 @@ int fs_open(struct fs *fs, uint64_t ino, int flags)
 	return ret;
 }
 
-void fs_hold(struct fs *fs, struct inode *ino)
+struct inode *fs_hold(struct fs *fs, uint64_t ino, uint32_t gen)
 {
+	struct inode *i;
+
 	pthread_mutex_lock(&fs->meta.lock);
-	ino->nopen++;
+	i = meta_iget(&fs->meta, ino);
+	if (i && (i->a.generation != gen || !i->a.nlink || !S_ISREG(i->a.mode)))
+		i = NULL;
+	if (i)
+		i->nopen++;
 	pthread_mutex_unlock(&fs->meta.lock);
+	return i;
 }
 
-void fs_release(struct fs *fs, uint64_t ino)
+/* Let go of one open of @ino; with @take_err, a write error still pending is taken. */
+static void release(struct fs *fs, uint64_t ino, int take_err)
 {
 	struct inode *i;
 	int err;
 
-	/* FLUSH reported any error; a file closed without it (mmap) still gets its data out */
-	fs_wait_written(fs, ino, 1, &err);
+	fs_wait_written(fs, ino, take_err, &err);
 	pthread_mutex_lock(&fs->meta.lock);
 	i = meta_iget(&fs->meta, ino);
 	if (i && i->nopen) {
@@ -57,6 +64,17 @@ void fs_release(struct fs *fs, uint64_t ino)
 		rec_maybe_drop(fs, i);
 	}
 	pthread_mutex_unlock(&fs->meta.lock);
+}
+
+void fs_release(struct fs *fs, uint64_t ino)
+{
+	/* FLUSH reported any error; a file closed without it (mmap) still gets its data out */
+	release(fs, ino, 1);
+}
+
+void fs_unhold(struct fs *fs, uint64_t ino)
+{
+	release(fs, ino, 0); /* a write error stays for the writer's own flush or fsync */
 }
 
 int fs_flush(struct fs *fs, uint64_t ino)

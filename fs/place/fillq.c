@@ -21,7 +21,8 @@
 
 struct range {
 	struct range *next;
-	struct inode *ino; /* held (fs_hold) while queued or being filled */
+	uint64_t ino;	/* the file: inode number and generation (fs_hold) */
+	uint32_t gen;
 	uint64_t from, to;
 	unsigned uid;
 };
@@ -79,14 +80,22 @@ static int next_window(struct fillq *q, struct range **r, uint64_t *from, uint64
 	return 0;
 }
 
-/* Read @ino's chunks of [@from, @to) into the tier, as a prefetch does. Returns 0 or -errno. */
-static int fill_window(struct fillq *q, struct inode *ino, uint64_t from, uint64_t to,
+/*
+ * Read the chunks of @r's file in [@from, @to) into the tier, as a prefetch does, holding
+ * the file meanwhile. Returns 0, -ENOENT (the file is gone or removed: nothing read) or
+ * -errno.
+ */
+static int fill_window(struct fillq *q, const struct range *r, uint64_t from, uint64_t to,
 		       uint64_t *read)
 {
+	struct inode *ino = fs_hold(q->fs, r->ino, r->gen);
 	struct pipe_fill f = { 0 };
 	uint64_t stop;
 	int ret = 0;
 
+	*read = 0;
+	if (!ino)
+		return -ENOENT;
 	wback_wait(q->fs, ino, 0); /* what was written is on the members before we read */
 	pthread_rwlock_rdlock(&ino->iolock);
 	stop = MIN(to, ino->a.size); /* it may have shrunk since it was queued */
@@ -94,6 +103,7 @@ static int fill_window(struct fillq *q, struct inode *ino, uint64_t from, uint64
 		ret = pipeline_prefetch(q->fs, ino, ALIGN_DOWN(from, TIER_CHUNK),
 					MIN(ALIGN_UP(stop, TIER_CHUNK), ino->a.size), &f);
 	pthread_rwlock_unlock(&ino->iolock);
+	fs_unhold(q->fs, r->ino);
 	*read = f.read;
 	return ret;
 }
@@ -113,23 +123,17 @@ static void *filler(void *arg)
 			break;
 		pthread_mutex_unlock(&q->lock);
 		workpool_owner(r->uid); /* its checksum checks take that user's turns */
-		ret = fill_window(q, r->ino, from, to, &read);
-		if (ret)
+		ret = fill_window(q, r, from, to, &read);
+		if (ret && ret != -ENOENT)
 			log_debug("tier_fill=idle: inode %llu, bytes %llu to %llu: %s; the rest of it is not filled",
-				  (unsigned long long)r->ino->ino, (unsigned long long)from,
+				  (unsigned long long)r->ino, (unsigned long long)from,
 				  (unsigned long long)to, strerror(-ret));
 		pthread_mutex_lock(&q->lock);
 		q->filled += read;
-		if (ret && !last) { /* a damaged or unreadable file: give it up */
-			r->to = r->from;
-			continue; /* its next window ends it */
-		}
-		if (last) {
-			pthread_mutex_unlock(&q->lock);
-			fs_release(q->fs, r->ino->ino);
+		if (ret && !last) /* gone, damaged or unreadable: give it up */
+			r->to = r->from; /* its next window ends it, reading nothing */
+		if (last)
 			free(r);
-			pthread_mutex_lock(&q->lock);
-		}
 	}
 	pthread_mutex_unlock(&q->lock);
 	return NULL;
@@ -174,7 +178,6 @@ void fillq_stop(struct fillq *q)
 	pthread_join(q->thread, NULL);
 	while ((r = q->head)) {
 		q->head = r->next;
-		fs_release(q->fs, r->ino->ino);
 		free(r);
 	}
 	pthread_cond_destroy(&q->cond);
@@ -196,7 +199,8 @@ void fillq_busy(struct fillq *q, int delta)
 	pthread_mutex_unlock(&q->lock);
 }
 
-void fillq_add(struct fillq *q, struct inode *ino, uint64_t from, uint64_t to, unsigned uid)
+void fillq_add(struct fillq *q, const struct inode *ino, uint64_t from, uint64_t to,
+	       unsigned uid)
 {
 	struct range *r;
 
@@ -204,7 +208,8 @@ void fillq_add(struct fillq *q, struct inode *ino, uint64_t from, uint64_t to, u
 		return;
 	pthread_mutex_lock(&q->lock);
 	r = q->tail;
-	if (!q->stop && r && r->ino == ino && from <= r->to && to >= r->from) {
+	if (!q->stop && r && r->ino == ino->ino && r->gen == ino->a.generation && from <= r->to &&
+	    to >= r->from) {
 		r->from = MIN(r->from, from);
 		r->to = MAX(r->to, to);
 		pthread_mutex_unlock(&q->lock);
@@ -218,13 +223,12 @@ void fillq_add(struct fillq *q, struct inode *ino, uint64_t from, uint64_t to, u
 		pthread_mutex_unlock(&q->lock);
 		return;
 	}
-	*r = (struct range){ .ino = ino, .from = from, .to = to, .uid = uid };
-	fs_hold(q->fs, ino);
+	*r = (struct range){ .ino = ino->ino, .gen = ino->a.generation, .from = from, .to = to,
+			     .uid = uid };
 	pthread_mutex_lock(&q->lock);
 	if (q->stop || q->n >= FILLQ_MAX) {
 		q->dropped++;
 		pthread_mutex_unlock(&q->lock);
-		fs_release(q->fs, ino->ino);
 		free(r);
 		return;
 	}

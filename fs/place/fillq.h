@@ -4,7 +4,9 @@
  * placement then fills nothing: it reads the members into staging as without the tier,
  * and the chunks it missed are queued here. One thread reads them into the tier (a
  * prefetch, checksums checked) once no placement has run for FILLQ_IDLE_MS, a window at a
- * time, looking again between windows. Each queued file is held as an open would hold it.
+ * time, looking again between windows. A file is named by its inode number and
+ * generation while it waits, and held (as an open holds it) only while a window of it is
+ * read: one removed meanwhile is not filled, and nothing keeps its space.
  */
 #ifndef DMAFS_FILLQ_H
 #define DMAFS_FILLQ_H
@@ -26,11 +28,12 @@ void fillq_stop(struct fillq *q);
 void fillq_busy(struct fillq *q, int delta);
 /*
  * Queue the chunks of @ino's bytes [@from, @to) for filling, on behalf of @uid (the work
- * pool's turns). The caller has @ino open (it is held from here until filled). A range
- * that meets the last one queued for the same file joins it. Best effort: beyond
- * FILLQ_MAX ranges, or out of memory, it is dropped (counted). @q NULL: nothing.
+ * pool's turns). A range that meets the last one queued for the same file joins it. Best
+ * effort: beyond FILLQ_MAX ranges, or out of memory, it is dropped (counted). @q NULL:
+ * nothing.
  */
-void fillq_add(struct fillq *q, struct inode *ino, uint64_t from, uint64_t to, unsigned uid);
+void fillq_add(struct fillq *q, const struct inode *ino, uint64_t from, uint64_t to,
+	       unsigned uid);
 /* What the queue did: ranges waiting, bytes filled, ranges dropped. */
 void fillq_stats(struct fillq *q, unsigned *waiting, uint64_t *filled, uint64_t *dropped);
 

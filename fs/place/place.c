@@ -238,7 +238,6 @@ static int run_one(struct place *pl, const struct place_caller *c, uint64_t ino_
 	reg_put(pl, r);
 	if (ret)
 		return ret;
-	/* the caller has the file open until we answer: the queue holds it from here */
 	fillq_add(pl->fillq, ino, out.miss_from, out.miss_to, c->uid);
 	for (uint32_t i = 0; i < p->count; i++)
 		total += p->e[i].length;
