@@ -23,9 +23,9 @@
 #define POLL_US 50		 /* wait slice while copies or hashing are outstanding */
 #define PACK_MAX 256		 /* pieces packed into one slot at most */
 /*
- * A GPU target's copy out of the tier takes chunks that follow one another in the file,
- * the target and tier memory at once, up to this much: from pinned memory, device copies
- * of 1 MiB each reach 48 GB/s on an H100, of 8 MiB 54, of 64 MiB 55 (dmafs(8), Warm tier).
+ * A copy out of the tier takes chunks that follow one another in the file, the target and
+ * tier memory at once, up to this much: from pinned memory, device copies of 1 MiB each
+ * reach 48 GB/s on an H100, of 8 MiB 54, of 64 MiB 55 (dmafs(8), Warm tier).
  */
 #define TIER_COPY_MAX (16u << 20)
 
@@ -130,9 +130,11 @@ struct pipe {
 	int nofill;		/* tier_fill=idle: a placement fills nothing, it notes... */
 	uint64_t miss_from, miss_to; /* ...the whole chunks it missed, [from, to) */
 	/*
-	 * A GPU target's copies out of the tier: their records hold no staging slot (the
-	 * chunk is the source, pinned), so they are not bounded by the pool; the chunks
-	 * stay referenced until the placement's stream is synchronised at its end.
+	 * Chunks copied out of the tier that no record holds any more: a GPU target's
+	 * records hold no staging slot (the chunk is the source, pinned), so they are not
+	 * bounded by the pool, and their chunks stay referenced until the placement's stream
+	 * is synchronised at its end; the chunks join_hits added to a record, of any target,
+	 * stay until then too.
 	 */
 	struct tier_chunk **keep;
 	size_t nkeep, keepcap;
@@ -542,10 +544,11 @@ static void tier_lookup(struct pipe *p, const struct piece *pc, struct tier_chun
 }
 
 /*
- * A GPU target's copy out of the tier: the pieces after @r's first join it (up to
- * TIER_COPY_MAX) while they follow on in the file and the target and the tier holds them
- * in the chunks right after its own in memory, in its segment (tier_follows), so that one
- * device copy takes them all. Their chunks join keep at once.
+ * A copy out of the tier: the pieces after @r's first join it (up to TIER_COPY_MAX) while
+ * they follow on in the file and the target and the tier holds them in the chunks right
+ * after its own in memory, in its segment (tier_follows), so that one device copy takes
+ * them all (a host target's pool thread copies them piece by piece). Their chunks join
+ * keep at once; @r's own goes with @r (host) or joins keep too (copy_out).
  */
 static int join_hits(struct pipe *p, struct rec *r)
 {
@@ -669,7 +672,7 @@ static int build(struct pipe *p, struct rec **out)
 			r->len = pc->len;
 		}
 		r->verify = 0;
-		if (!ret && p->t->gpu)
+		if (!ret)
 			ret = join_hits(p, r);
 	} else {
 		/* a direct piece is block-aligned in the file and in the client's pages; a
@@ -1332,8 +1335,9 @@ static int run(struct pipe *p)
 	drive(p);
 	if (p->nkeep) {
 		/* the copies out of the tier are done (the placement's bytes are in place when
-		 * it returns), then their chunks may go */
-		if (gpu_stream_sync(p->st->gpu, p->st->dev, p->stream))
+		 * it returns; a host target's were made on the pool before drive() ended), then
+		 * their chunks may go */
+		if (p->t->gpu && gpu_stream_sync(p->st->gpu, p->st->dev, p->stream))
 			fail(p, -ENODEV);
 		for (size_t i = 0; i < p->nkeep; i++)
 			tier_put(p->tier, p->keep[i]);
