@@ -582,7 +582,7 @@ static void warm_tier(const struct dmafs_ioc_info *i)
 	kv("fill", "filled (tier_fill=)", 0, "%s", i->tier_fill ? "idle" : "now");
 	if (i->tier_fill) {
 		kv("fill_waiting", "ranges waiting", 1, "%u", i->tier_waiting);
-		kv("filled_idle", "bytes filled after placements", 1, "%llu",
+		kv("filled_idle", "bytes filled later", 1, "%llu",
 		   (unsigned long long)i->tier_filled_idle);
 		kv("fill_dropped", "ranges given up", 1, "%llu", (unsigned long long)i->tier_dropped);
 	}
