@@ -11,7 +11,6 @@
 #include "common.h"
 #include "engine/engine.h"
 #include "engine/tier.h"
-#include "engine/wback.h"
 #include "io/workpool.h"
 #include "place/pipeline.h"
 #include "util/util.h"
@@ -90,22 +89,15 @@ static int fill_window(struct fillq *q, const struct range *r, uint64_t from, ui
 {
 	struct inode *ino = fs_hold(q->fs, r->ino, r->gen);
 	struct pipe_fill f = { 0 };
-	uint64_t stop;
-	int ret = 0;
+	int ret;
 
 	*read = 0;
 	if (!ino)
 		return -ENOENT;
-	wback_wait(q->fs, ino, 0); /* what was written is on the members before we read */
-	pthread_rwlock_rdlock(&ino->iolock);
-	stop = MIN(to, ino->a.size); /* it may have shrunk since it was queued */
-	if (from < stop)
-		ret = pipeline_prefetch(q->fs, ino, ALIGN_DOWN(from, TIER_CHUNK),
-					MIN(ALIGN_UP(stop, TIER_CHUNK), ino->a.size), &f);
-	pthread_rwlock_unlock(&ino->iolock);
+	ret = pipeline_prefetch_window(q->fs, ino, &from, to, to - from, &f);
 	fs_unhold(q->fs, r->ino);
 	*read = f.read;
-	return ret;
+	return ret < 0 ? ret : 0;
 }
 
 static void *filler(void *arg)

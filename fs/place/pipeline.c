@@ -1393,3 +1393,24 @@ int pipeline_prefetch(struct fs *fs, struct inode *ino, uint64_t from, uint64_t 
 	}
 	return run(&p);
 }
+
+int pipeline_prefetch_window(struct fs *fs, struct inode *ino, uint64_t *off, uint64_t end,
+			     uint64_t window, struct pipe_fill *f)
+{
+	uint64_t from = ALIGN_DOWN(*off, TIER_CHUNK), stop, to;
+	int ret;
+
+	wback_wait(fs, ino, 0); /* what was written is on the members before we read */
+	pthread_rwlock_rdlock(&ino->iolock);
+	stop = MIN(end, ino->a.size); /* the size may have changed since the last window */
+	if (from >= stop || *off >= stop) { /* an empty range widens to nothing */
+		pthread_rwlock_unlock(&ino->iolock);
+		return 1;
+	}
+	to = MIN(ALIGN_UP(MIN(stop, from + window), TIER_CHUNK), ino->a.size);
+	ret = pipeline_prefetch(fs, ino, from, to, f);
+	pthread_rwlock_unlock(&ino->iolock);
+	*off = to;
+	return ret;
+}
+

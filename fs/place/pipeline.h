@@ -82,5 +82,15 @@ struct pipe_fill {
  */
 int pipeline_prefetch(struct fs *fs, struct inode *ino, uint64_t from, uint64_t to,
 		      struct pipe_fill *out);
+/*
+ * One window of a prefetch of @ino's bytes [*@off, @end): the chunks from *@off (rounded
+ * down to a chunk) up to @window bytes on, clipped to the file's size now, read into the
+ * tier once write-behind's data is on the members, under the file's iolock shared. *@off
+ * moves to where the next window starts. Returns 1 when nothing is left (the range is
+ * empty, or past the end of the file), 0 after a window, or -errno as pipeline_prefetch;
+ * @f is added to. The caller keeps @ino (an open, or fs_hold).
+ */
+int pipeline_prefetch_window(struct fs *fs, struct inode *ino, uint64_t *off, uint64_t end,
+			     uint64_t window, struct pipe_fill *f);
 
 #endif

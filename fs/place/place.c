@@ -52,7 +52,7 @@ void place_shutdown(struct place *pl)
 {
 	if (!pl)
 		return;
-	fillq_stop(pl->fillq); /* no placement runs now: it lets go of the files it held */
+	fillq_stop(pl->fillq); /* no placement runs now; what waits is dropped */
 	pl->fillq = NULL;
 	reg_shutdown(pl);
 	stage_shutdown(pl->stages);
@@ -263,10 +263,11 @@ int place_run(struct place *pl, const struct place_caller *c, uint64_t ino_nr,
 /* A prefetch holds the file's iolock for this much of it at a time: writers get in between. */
 #define PREFETCH_WINDOW (1024ull * TIER_CHUNK)
 
+
 int place_prefetch(struct place *pl, uint64_t ino_nr, struct dmafs_ioc_prefetch *rq)
 {
 	struct fs *fs = pl->fs;
-	uint64_t t0 = dm_mono_ns(), from, end;
+	uint64_t t0 = dm_mono_ns(), off, end;
 	struct pipe_fill f = { 0 };
 	struct inode *ino;
 	int ret = 0;
@@ -280,24 +281,11 @@ int place_prefetch(struct place *pl, uint64_t ino_nr, struct dmafs_ioc_prefetch 
 	pthread_mutex_unlock(&fs->meta.lock);
 	if (!ino || !S_ISREG(ino->a.mode))
 		return ino ? -EINVAL : -ENOENT;
-	from = ALIGN_DOWN(rq->offset, TIER_CHUNK);
+	off = rq->offset;
 	end = rq->length > UINT64_MAX - rq->offset ? UINT64_MAX : rq->offset + rq->length;
-	while (!ret) {
-		uint64_t stop, to;
-
-		wback_wait(fs, ino, 0); /* what was written is on the members before we read */
-		pthread_rwlock_rdlock(&ino->iolock);
-		stop = MIN(end, ino->a.size); /* the size may have changed between windows */
-		if (from >= stop || rq->offset >= stop) { /* an empty range widens to nothing */
-			pthread_rwlock_unlock(&ino->iolock);
-			break;
-		}
-		to = MIN(ALIGN_UP(MIN(stop, from + PREFETCH_WINDOW), TIER_CHUNK), ino->a.size);
-		ret = pipeline_prefetch(fs, ino, from, to, &f);
-		pthread_rwlock_unlock(&ino->iolock);
-		from = to;
-	}
-	if (ret)
+	while (!(ret = pipeline_prefetch_window(fs, ino, &off, end, PREFETCH_WINDOW, &f)))
+		;
+	if (ret < 0)
 		return ret;
 	rq->bytes_read = f.read;
 	rq->bytes_held = f.held;
