@@ -51,13 +51,13 @@ run cold "$PIPE_OPTS"
 run cold "$PIPE_OPTS,copy_delay_us=20000"
 # The warm tier: the same placements with tier= (the first of the file fills it; the later
 # ones are served from it, copied to the GPU out of its segments, pinned as they fill)
-run basic "tier=256M${DMAFS_TEST_MOUNT_OPTS:+,$DMAFS_TEST_MOUNT_OPTS}"
+run basic "tier=256M,tier_fill=now${DMAFS_TEST_MOUNT_OPTS:+,$DMAFS_TEST_MOUNT_OPTS}"
 read -r _ t_held t_hits _ <<<"$("$top_builddir/tests/tier_place" --stats "$M")" ||
 	t_fail "tier_place --stats $M"
 t_log "  tier=256M: $t_held bytes held, $t_hits hits"
 [ "${t_hits:-0}" -gt 0 ] || t_fail "tier=256M: no GPU placement was served from the tier ($t_held bytes held)"
 grep -E "warm tier.*(cannot|failed)" "$T_DAEMON_ERR" && t_fail "tier=256M: the tier could not be pinned (above)"
-run pipe "$PIPE_OPTS,tier=256M" $RING_MB
+run pipe "$PIPE_OPTS,tier=256M,tier_fill=now" $RING_MB
 # tier_pinned: size held hits misses served filled evicted cap resident shrunk min_free pinned
 tier_pinned() {
 	"$top_builddir/tests/tier_place" --stats "$M" | awk '{print $12}'
@@ -66,7 +66,7 @@ p=$(tier_pinned)
 t_log "  tier=256M (tier_pin=all): $p bytes pinned"
 [ "$p" = $((256 * 1048576)) ] || t_fail "tier=256M, tier_pin=all: $p bytes of the tier pinned, not all of it"
 # tier_pin=fill: segments pinned ahead of the fills as they come, never more than the tier
-run pipe "$PIPE_OPTS,tier=256M,tier_pin=fill" $RING_MB
+run pipe "$PIPE_OPTS,tier=256M,tier_fill=now,tier_pin=fill" $RING_MB
 p=$(tier_pinned)
 t_log "  tier=256M (tier_pin=fill): $p bytes pinned"
 [ "${p:-0}" -gt 0 ] && [ "$p" -le $((256 * 1048576)) ] ||

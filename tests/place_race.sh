@@ -65,7 +65,7 @@ race 3 aligned
 t_umount "$M"
 
 t_log "tier=32M, larger than the file: writes let go of their chunks while placements fill them"
-t_mount "$T_MEMBERS" "$M" tier=32M
+t_mount "$T_MEMBERS" "$M" tier=32M,tier_fill=now
 race 5 aligned
 stats
 h0=$S_HITS
@@ -84,7 +84,7 @@ race 4 cut
 t_umount "$M"
 
 t_log "tier=4M, smaller than the file: evicting while racing"
-t_mount "$T_MEMBERS" "$M" tier=4M
+t_mount "$T_MEMBERS" "$M" tier=4M,tier_fill=now
 race 4 aligned
 # quiet now: the file's two halves, one after the other, fill the tier and then evict
 for half in 0 $((4 * MiB)); do

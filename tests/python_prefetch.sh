@@ -18,7 +18,7 @@ t_mkfs -s 256K "${T_IMGS[@]}"
 
 t_log "test models: one file, 3 shards + index, an HF snapshot (tests/python_check.py gen)"
 "$PY" "$top_srcdir/tests/python_check.py" gen "$T_WORK/src" >/dev/null || t_fail "python_check.py gen"
-t_mount "$T_MEMBERS" "$M" tier=64M
+t_mount "$T_MEMBERS" "$M" tier=64M,tier_fill=now
 cp -a "$T_WORK/src/mixed" "$T_WORK/src/sharded" "$T_WORK/src/hf" "$M/" || t_fail "copy the models in"
 
 "$PY" - "$M" "$TP" <<'EOF' || t_fail "dmafs.prefetch checks failed (see above)"

@@ -112,7 +112,7 @@ EOF
 }
 
 t_log "tier=64M: the first load from the drives, the second from the tier, and after a prefetch"
-t_mount "$T_MEMBERS" "$M" tier=64M
+t_mount "$T_MEMBERS" "$M" tier=64M,tier_fill=now
 cp "$T_WORK/model.safetensors" "$M/" || t_fail "copy in"
 check tier || t_fail "tier_bytes and drive_bytes with the tier (see above)"
 t_umount "$M"

@@ -48,7 +48,7 @@ for bad in tier_pin=eager tier_pin=; do
 done
 
 t_log "tier=16M: a 6 MiB + 123 byte file is filled by its first placement"
-t_mount "$T_MEMBERS" "$M" tier=16M
+t_mount "$T_MEMBERS" "$M" tier=16M,tier_fill=now
 SZ=$((6 * MiB + 123))
 head -c $SZ /dev/urandom >"$W/ref" || t_fail "urandom"
 cp "$W/ref" "$M/f" || t_fail "copy in"
@@ -162,7 +162,7 @@ expect "user.dmafs.tier of the renamed file" "$(xt "$M/g")" $((MiB + 17))
 t_umount "$M"
 
 t_log "a remount starts empty and places right"
-t_mount "$T_MEMBERS" "$M" tier=16M
+t_mount "$T_MEMBERS" "$M" tier=16M,tier_fill=now
 stats
 expect "bytes held after the remount" "$S_HELD" 0
 expect "hits after the remount" "$S_HITS" 0
@@ -184,7 +184,7 @@ EOF
 t_umount "$M"
 
 t_log "tier=4M and a 12 MiB file: chunks are evicted, never more than 4 MiB held"
-t_mount "$T_MEMBERS" "$M" tier=4M
+t_mount "$T_MEMBERS" "$M" tier=4M,tier_fill=now
 head -c $((12 * MiB)) /dev/urandom >"$W/refb"
 cp "$W/refb" "$M/b" || t_fail "copy b"
 # place_watched ... - place, checking the tier's size all along
@@ -213,7 +213,7 @@ t_umount "$M"
 
 t_log "4 placements of a 24 MiB file started together fill each chunk once"
 # room for every chunk and every fill in flight: no eviction, so each chunk enters once
-t_mount "$T_MEMBERS" "$M" tier=128M
+t_mount "$T_MEMBERS" "$M" tier=128M,tier_fill=now
 head -c $((24 * MiB)) /dev/urandom >"$W/refc"
 cp "$W/refc" "$M/c" || t_fail "copy c"
 pids=()
@@ -243,8 +243,8 @@ expect "hits + misses after one more" $((S_HITS + S_MISSES)) 120
 t_umount "$M"
 
 t_log "a damaged block never enters the tier: fills check checksums without verify_place"
-t_mount "$T_MEMBERS" "$M" tier=64M
-damage "$M/c" tier=64M
+t_mount "$T_MEMBERS" "$M" tier=64M,tier_fill=now
+damage "$M/c" tier=64M,tier_fill=now
 "$TP" "$M/c" 0 $((24 * MiB)) >/dev/null 2>&1 && t_fail "placing c with a damaged block (chunk $BADC) succeeded"
 # had the damaged chunk entered the tier, placing it again would succeed from there
 "$TP" "$M/c" $((BADC * MiB)) $MiB >/dev/null 2>&1 && t_fail "the damaged chunk $BADC placed"
@@ -275,7 +275,7 @@ reads_of() {
 }
 plain=$(reads_of rw)
 ver=$(reads_of verify_place)
-fill=$(reads_of tier=16M)
+fill=$(reads_of tier=16M,tier_fill=now)
 t_log "  member reads: plain $plain, verify_place $ver, tier fill $fill"
 for n in "verify_place $ver" "tier fill $fill"; do
 	# one checksum read per data read would double them; read ahead, a few per member
@@ -284,7 +284,7 @@ for n in "verify_place $ver" "tier fill $fill"; do
 done
 
 t_log "-o verify_place: the second placement comes from the tier"
-t_mount "$T_MEMBERS" "$M" tier=16M,verify_place,tier_pin=fill
+t_mount "$T_MEMBERS" "$M" tier=16M,tier_fill=now,verify_place,tier_pin=fill
 place "$M/f" "$W/ref" 0 $((5 * MiB)) 3
 place "$M/f" "$W/ref" 0 $((5 * MiB))
 stats
@@ -310,7 +310,7 @@ expect "hits without the option" "$S_HITS" 0
 t_umount "$M"
 
 t_log "tier=1% is taken as a share of the RAM"
-t_mount "$T_MEMBERS" "$M" tier=1%
+t_mount "$T_MEMBERS" "$M" tier=1%,tier_fill=now
 stats
 ram=$(($(getconf _PHYS_PAGES) * $(getconf PAGESIZE)))
 expect "tier size of 1%" "$S_SIZE" $((ram / 100 / MiB * MiB))

@@ -5,7 +5,8 @@
 # a write between the placement and the fill is what the tier then holds; a file removed
 # while its fill waits is not kept for it: its space comes back while placements go on
 # (the fill waits for them), and it is not filled; an unmount with fills waiting ends
-# cleanly; bad values are refused; tier_fill=now is the default (the first placement fills).
+# cleanly; bad values are refused; tier_fill=idle is the default, tier_fill=now fills in the
+# first placement.
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/t_lib.sh"
 t_require_root_fuse
@@ -116,12 +117,22 @@ cp "$W/ref3" "$M/d" || t_fail "copy in"
 t_umount "$M"
 grep -iE "assert|abort|segfault|double free" "$T_DAEMON_ERR" && t_fail "the daemon complained at unmount (above)"
 
-t_log "tier_fill=now (the default): the first placement fills"
-t_mount "$T_MEMBERS" "$M" tier=64M
+fillmode() { "$top_builddir/tools/dmafs-check" --json "$M" | t_py -c 'import json, sys; print(json.load(sys.stdin)["mount"]["tier"].get("fill"))'; }
+t_log "tier_fill=now: the first placement fills"
+t_mount "$T_MEMBERS" "$M" tier=64M,tier_fill=now
 place "$M/a" "$W/ref" 0 $SZ
 stats
 expect "bytes filled by the first placement with tier_fill=now" "$S_FILLED" $SZ
-expect "dmafs-check's tier fill with tier_fill=now" \
-	"$("$top_builddir/tools/dmafs-check" --json "$M" | t_py -c 'import json, sys; print(json.load(sys.stdin)["mount"]["tier"].get("fill"))')" now
+expect "dmafs-check's tier fill with tier_fill=now" "$(fillmode)" now
+t_umount "$M"
+
+t_log "tier_fill=idle is the default: the first placement fills nothing, the idle fill does"
+t_mount "$T_MEMBERS" "$M" tier=64M
+expect "dmafs-check's tier fill without tier_fill=" "$(fillmode)" idle
+place "$M/a" "$W/ref" 0 $SZ
+expect "bytes placed from the tier by the first placement (default)" "$(tb)" 0
+wait_filled $SZ
+place "$M/a" "$W/ref" 0 $SZ
+expect "bytes placed from the tier after the idle fill (default)" "$(tb)" $SZ
 t_umount "$M"
 t_log "PASS"

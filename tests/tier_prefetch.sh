@@ -30,7 +30,7 @@ prefetch() {
 }
 
 t_log "tier=16M: [1.5 MiB, +1 MiB) of a 6 MiB + 123 byte file widens to chunks 1 and 2"
-t_mount "$T_MEMBERS" "$M" tier=16M
+t_mount "$T_MEMBERS" "$M" tier=16M,tier_fill=now
 SZ=$((6 * MiB + 123))
 head -c $SZ /dev/urandom >"$W/ref" || t_fail "urandom"
 cp "$W/ref" "$M/f" || t_fail "copy in"
@@ -109,7 +109,7 @@ fi
 t_umount "$M"
 
 t_log "tier=4M and a 12 MiB file: the prefetch cycles the tier, holds at most 4 MiB, keeps the last chunk"
-t_mount "$T_MEMBERS" "$M" tier=4M
+t_mount "$T_MEMBERS" "$M" tier=4M,tier_fill=now
 head -c $((12 * MiB)) /dev/urandom >"$W/refb"
 cp "$W/refb" "$M/b" || t_fail "copy b"
 "$TP" --prefetch "$M/b" 0 eof >"$W/pf" 2>&1 &
@@ -133,8 +133,8 @@ expect "misses of the last chunk" "$S_MISSES" 0
 t_umount "$M"
 
 t_log "a damaged block: the prefetch fails with EIO and its chunk stays out of the tier"
-t_mount "$T_MEMBERS" "$M" tier=16M
-damage "$M/b" tier=16M
+t_mount "$T_MEMBERS" "$M" tier=16M,tier_fill=now
+damage "$M/b" tier=16M,tier_fill=now
 "$TP" --prefetch "$M/b" 0 eof >/dev/null 2>"$W/err" && t_fail "prefetch of b with a damaged block in chunk $BADC succeeded"
 grep -q "(EIO)" "$W/err" || t_fail "damaged block: $(cat "$W/err"), expected EIO"
 "$TP" --prefetch "$M/b" $((BADC * MiB)) 1 >/dev/null 2>&1 && t_fail "prefetch of the damaged chunk $BADC succeeded"

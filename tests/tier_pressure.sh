@@ -47,7 +47,7 @@ head -c $SZ /dev/urandom >"$W/ref" || t_fail "urandom"
 head -c $((48 * MiB)) /dev/urandom >"$W/refb" || t_fail "urandom"
 
 t_log "tier_min_free above the RAM: placements are exact, the tier holds nothing, the daemon says why"
-t_mount_fg "$T_MEMBERS" "$M" "tier=64M,tier_min_free=$ABOVE"
+t_mount_fg "$T_MEMBERS" "$M" "tier=64M,tier_fill=now,tier_min_free=$ABOVE"
 cp "$W/ref" "$M/f" || t_fail "copy in"
 place "$M/f" "$W/ref" 0 $SZ
 place "$M/f" "$W/ref" 0 $SZ 5
@@ -65,7 +65,7 @@ grep -q "warm tier: memory is short" "$T_DAEMON_ERR" ||
 t_umount "$M"
 
 t_log "tier_min_free=0: the tier fills as before, and the second placement comes from it"
-t_mount_fg "$T_MEMBERS" "$M" "tier=64M,tier_min_free=0,allow_other"
+t_mount_fg "$T_MEMBERS" "$M" "tier=64M,tier_fill=now,tier_min_free=0,allow_other"
 cp "$W/refb" "$M/b" || t_fail "copy b"
 # a placement that fills nothing (a part of a chunk) sets up what placements use
 place "$M/f" "$W/ref" 100 4000 7

@@ -173,6 +173,27 @@ static void preparers(void)
 	tier_drop_pinners(t);
 	tier_destroy(t);
 	t = NULL;
+
+	/* a placement that fills nothing runs: pin_all's preparers start no segment until it
+	 * ends (tier_yield); a fill meanwhile pins the segment it takes */
+	memset(&p, 0, sizeof(p));
+	T_EQ(tier_init(&t, 6 * TIER_SEG, 0, 2, 1), 0);
+	tier_yield(t, 1);
+	tier_yield(t, 1);
+	T_EQ(tier_add_pinner(t, fake_pin, fake_unpin, &p), 0);
+	usleep(100000);
+	T_EQ(__atomic_load_n(&p.pins, __ATOMIC_SEQ_CST), 0);
+	fill(0, 6);
+	T_EQ(__atomic_load_n(&p.pins, __ATOMIC_SEQ_CST), 1);
+	tier_yield(t, -1);
+	usleep(100000);
+	T_EQ(__atomic_load_n(&p.pins, __ATOMIC_SEQ_CST), 1); /* one still runs */
+	tier_yield(t, -1);
+	T_EQ(pins_settle(&p, 6), 6);
+	tier_forget(t, &ino);
+	tier_drop_pinners(t);
+	tier_destroy(t);
+	t = NULL;
 }
 
 /*

@@ -220,9 +220,10 @@ void options_usage(FILE *f)
 		"  -o tier_pin=all|fill  on a GPU machine, pin the whole tier when the GPU\n"
 		"                      runtime is set up, so that first loads do not wait for\n"
 		"                      pinning (all, the default), or only as fills come (fill)\n"
-		"  -o tier_fill=now|idle  placements fill the tier as they read (now, the\n"
-		"                      default), or leave it: what they missed is read again\n"
-		"                      into the tier once no placement has run for 50 ms (idle)\n"
+		"  -o tier_fill=idle|now  what placements missed is read again into the tier\n"
+		"                      once no placement has run for 50 ms (idle, the default:\n"
+		"                      first loads at the drives' rate), or placements fill it\n"
+		"                      as they read (now: slower first loads)\n"
 		"  -o writebehind_mb=N memory for writes accepted before they reach the members\n"
 		"                      (default 256; 0: every write waits for its members)\n"
 		"  -o verbose          log the daemon's own debugging messages (placement\n"
@@ -360,7 +361,7 @@ static int check_tier(struct options *o)
 			o->tier_fill);
 		return -1;
 	}
-	o->fs.tier_fill_idle = o->tier_fill && !strcmp(o->tier_fill, "idle");
+	o->fs.tier_fill_idle = !o->tier_fill || !strcmp(o->tier_fill, "idle");
 	if (!s)
 		return 0;
 	if (util_parse_size_pct(s, ram, &v) || (v && v < TIER_CHUNK) || v > ram / 10 * 9) {

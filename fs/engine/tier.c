@@ -83,6 +83,7 @@ struct tier {
 	struct pinner pin[TIER_PINNERS]; /* pin_lock */
 	unsigned pinners;		/* bit i: pin[i] is set; written under pin_lock, atomic */
 	int short_mem;			/* tier_set_short; atomic */
+	unsigned yielding;		/* placements pin_all's preparers wait for (tier_yield); atomic */
 	uint64_t min_free;		/* atomic */
 	uint64_t hits, misses, served, filled, evicted, shrunk; /* atomic */
 };
@@ -327,6 +328,10 @@ static struct tier_seg *claim_ahead(struct tier *t)
 	if (!__atomic_load_n(&t->pinners, __ATOMIC_ACQUIRE) ||
 	    __atomic_load_n(&t->short_mem, __ATOMIC_RELAXED))
 		return NULL;
+	/* pinning the whole tier is not worth slowing a placement for (tier_yield) */
+	if (__atomic_load_n(&t->pin_all, __ATOMIC_RELAXED) &&
+	    __atomic_load_n(&t->yielding, __ATOMIC_ACQUIRE))
+		return NULL;
 	pthread_mutex_lock(&t->lock);
 	for (size_t i = 0; i < t->nsegs && ready < want; i++) {
 		struct tier_seg *s = &t->seg[i];
@@ -417,6 +422,12 @@ static void start_preparers(struct tier *t, int want)
 	if (t->nahead < n)
 		log_warn("warm tier: %u of %u threads that pin it ahead of fills started; fills pin the rest as they come",
 			 t->nahead, n);
+}
+
+void tier_yield(struct tier *t, int delta)
+{
+	if (t && !__atomic_add_fetch(&t->yielding, (unsigned)delta, __ATOMIC_ACQ_REL))
+		kick_ahead(t); /* the last one ended: the preparers go on */
 }
 
 int tier_pins_all(const struct tier *t)

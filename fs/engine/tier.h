@@ -108,6 +108,14 @@ int tier_add_pinner(struct tier *t, tier_pin_fn pin, tier_unpin_fn unpin, void *
  * TIER_PREPARERS), and in *@ahead the bytes of free chunks they keep ready.
  */
 unsigned tier_preparers(const struct tier *t, uint64_t *ahead);
+/*
+ * A placement that fills nothing (tier_fill=idle) starts (@delta 1) or ends (-1). While
+ * one runs, the preparers pinning the whole tier (@pin_all) start no segment: populating
+ * and registering gigabytes right after a mount took the memory bandwidth and the
+ * runtime's locks from a load running beside it, several times slower; they go on once
+ * none runs. Fills still pin what they take. @t NULL: nothing.
+ */
+void tier_yield(struct tier *t, int delta);
 /* Whether the preparers still pin the whole tier (tier_init's @pin_all, until pressure). */
 int tier_pins_all(const struct tier *t);
 /* Unpin every segment and forget the pinners (before their runtimes go). @t NULL: nothing. */

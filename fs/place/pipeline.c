@@ -1352,7 +1352,7 @@ int pipeline_run(struct fs *fs, struct inode *ino, const struct pipe_target *t,
 {
 	struct pipe p = { .fs = fs, .ino = ino, .t = t, .verify = verify, .st = t->stage,
 			  .gran = read_granule(fs, verify), .tier = fs->tier, .fsize = ino->a.size,
-			  .nofill = fs->set.tier_fill_idle };
+			  .nofill = fs->tier && fs->set.tier_fill_idle };
 	int ret;
 
 	if (p.tier) /* before any read goes out: a change after it keeps fills out */

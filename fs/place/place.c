@@ -253,9 +253,15 @@ int place_run(struct place *pl, const struct place_caller *c, uint64_t ino_nr,
 {
 	int ret;
 
-	fillq_busy(pl->fillq, 1); /* the fills left for later wait */
+	if (pl->fillq) { /* tier_fill=idle: the fills left for later wait, and the pinning */
+		fillq_busy(pl->fillq, 1);
+		tier_yield(pl->fs->tier, 1);
+	}
 	ret = run_one(pl, c, ino_nr, p, tier_bytes);
-	fillq_busy(pl->fillq, -1);
+	if (pl->fillq) {
+		tier_yield(pl->fs->tier, -1);
+		fillq_busy(pl->fillq, -1);
+	}
 	return ret;
 }
 
