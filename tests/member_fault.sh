@@ -4,12 +4,16 @@
 # daemon log names member 1, other ranges and files read right, clearing the fault brings the
 # right bytes back (nothing bad cached); then faultfs is killed (member disappears): reads on
 # member 1 fail within 10 s without hanging, members 0 and 2 still serve, and dmafs unmounts.
+# Under verify_place, a placement whose checksum reads fail on member 1 fails with EIO at
+# once, and places right once the fault is cleared.
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/t_lib.sh"
 t_require_root_fuse
 t_require_python
 FAULTFS=$top_builddir/tests/faultfs
 [ -x "$FAULTFS" ] || t_skip "faultfs not built: $FAULTFS"
+TP=$top_builddir/tests/tier_place
+[ -x "$TP" ] || t_skip "tests/tier_place not built"
 [ -w /proc/sys/vm/drop_caches ] || t_skip "cannot write /proc/sys/vm/drop_caches"
 command -v getfattr >/dev/null || t_skip "getfattr not installed (Debian package attr)"
 command -v timeout >/dev/null || t_skip "timeout(1) not installed"
@@ -41,7 +45,7 @@ if ! "$MKFS" -q "${T_IMGS[0]}" "$MEMBER1" "${T_IMGS[2]}" >"$W/mkfs.out" 2>&1; th
 	t_register loop "$MEMBER1"
 	t_mkfs "${T_IMGS[0]}" "$MEMBER1" "${T_IMGS[2]}"
 fi
-t_mount_fg "${T_IMGS[0]},$MEMBER1,${T_IMGS[2]}" "$M"
+t_mount_fg "${T_IMGS[0]},$MEMBER1,${T_IMGS[2]}" "$M" verify_place
 
 drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
 
@@ -120,6 +124,26 @@ drop_caches
 rd "$M/f" ${EOFF[1]} ${ELEN[1]} "$W/ref" ||
 	t_fail "read of the extent on member 1 after clearing the fault: status $?"
 timeout 30 cmp "$W/ref" "$M/f" || t_fail "f differs from ref after clearing the fault"
+
+t_log "verify_place: checksum reads that fail on member 1 fail the placement with EIO, at once"
+# everything on member 1 but f's extent: its checksums among it, its data readable
+echo "0 ${EMOFF[1]}
+$((EMOFF[1] + ELEN[1])) $(($(stat -c %s "${T_IMGS[1]}") - EMOFF[1] - ELEN[1]))" >"$CTL"
+drop_caches
+timeout -k 2 30 "$TP" "$M/f" "${EOFF[1]}" "${ELEN[1]}" >"$W/out" 2>"$W/tp.err"
+rc=$?
+case $rc in
+0) t_fail "a placement succeeded although its checksums could not be read" ;;
+124 | 137) t_fail "a placement whose checksum reads fail did not end in 30 s" ;;
+esac
+grep -qiE "I/O error|input/output" "$W/tp.err" || t_fail "the failed placement: want EIO, got: $(cat "$W/tp.err")"
+: >"$CTL"
+drop_caches
+t_log "fault cleared: the same placement is byte-exact"
+timeout -k 2 30 "$TP" "$M/f" "${EOFF[1]}" "${ELEN[1]}" >"$W/out" ||
+	t_fail "the placement after clearing the fault failed (status $?)"
+tail -c +$((EOFF[1] + 1)) "$W/ref" | head -c "${ELEN[1]}" | cmp -s - "$W/out" ||
+	t_fail "the placement after clearing the fault differs from the reference"
 
 t_log "write-behind: writes that fail on member 1 in the background fail close(2) and fsync(2) with EIO"
 # everything on member 1 past f's extent (new data, and the checksums of new data) fails

@@ -197,6 +197,19 @@ int uring_rw_cb(struct uring_op *ops, size_t n, void (*done)(void *arg, size_t i
 		io_uring_cqe_seen(&ring, cqe);
 		b.inflight--;
 	}
+	/* the ops the failure kept from completing fail with it: every op's res is set */
+	for (size_t i = 0; b.first_err && i < n; i++)
+		if (!ops[i].res && b.pend[i].done < ops[i].len)
+			ops[i].res = b.first_err;
+	/*
+	 * Requests still in flight, or queued and never taken by the kernel, would complete
+	 * into a later batch on this ring: it is not used again (the next call sets up a
+	 * fresh one). Their buffers are the caller's, which this cannot hold back.
+	 */
+	if (b.inflight > 0 || io_uring_sq_ready(&ring)) {
+		io_uring_queue_exit(&ring);
+		ring_ready = 0;
+	}
 	free(b.pend);
 	return b.first_err;
 }

@@ -1256,10 +1256,14 @@ static int csum_spans(struct pipe *p)
 	return 0;
 }
 
-/* Read p->cs's spans, all at once on the pipe's ring (nothing else is on it yet). */
+/*
+ * Read p->cs's spans, all at once (uring_rw: it gives up, bounded, when the ring fails).
+ * A span that fails is left to the checksum reads of the data reads it covers.
+ */
 static void csum_ahead(struct pipe *p)
 {
-	size_t total = 0, sent = 0, done = 0;
+	struct uring_op *ops;
+	size_t total = 0;
 	char *at;
 
 	if (csum_spans(p) || !p->ncs) {
@@ -1269,37 +1273,26 @@ static void csum_ahead(struct pipe *p)
 	for (size_t i = 0; i < p->ncs; i++)
 		total += p->cs[i].b - p->cs[i].a;
 	p->csbuf = util_aligned_alloc(total);
-	if (!p->csbuf) {
+	ops = calloc(p->ncs, sizeof(*ops));
+	if (!p->csbuf || !ops) {
+		free(ops);
 		p->ncs = 0;
 		return;
 	}
 	at = p->csbuf;
 	for (size_t i = 0; i < p->ncs; i++) {
-		p->cs[i].buf = at;
-		at += p->cs[i].b - p->cs[i].a;
+		struct cspan *c = &p->cs[i];
+
+		c->buf = at;
+		at += c->b - c->a;
+		ops[i] = (struct uring_op){ .fd = p->fs->members[c->tag].fd, .buf = c->buf,
+					    .len = (uint32_t)(c->b - c->a), .off = c->a, .tag = c->tag };
 	}
-	while (done < p->ncs) {
-		struct io_uring_cqe *cqe;
-		struct io_uring_sqe *sqe;
-
-		while (sent < p->ncs && (sqe = io_uring_get_sqe(p->ring))) {
-			struct cspan *c = &p->cs[sent++];
-
-			io_uring_prep_read(sqe, p->fs->members[c->tag].fd, c->buf,
-					   (unsigned)(c->b - c->a), c->a);
-			io_uring_sqe_set_data(sqe, c);
-		}
-		if (io_uring_submit_and_wait(p->ring, 1) < 0 && !io_uring_peek_cqe(p->ring, &cqe))
-			continue;
-		while (!io_uring_peek_cqe(p->ring, &cqe)) {
-			struct cspan *c = io_uring_cqe_get_data(cqe);
-
-			if (cqe->res != (int)(c->b - c->a))
-				c->buf = NULL; /* short or failed: its reads fetch their own */
-			io_uring_cqe_seen(p->ring, cqe);
-			done++;
-		}
-	}
+	(void)uring_rw(ops, p->ncs); /* each op's res says how it went */
+	for (size_t i = 0; i < p->ncs; i++)
+		if (ops[i].res)
+			p->cs[i].buf = NULL;
+	free(ops);
 }
 
 /* Set up what @p's pieces need, drive them through, tear down. Returns p->err. */
