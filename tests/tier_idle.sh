@@ -5,8 +5,9 @@
 # a write between the placement and the fill is what the tier then holds; a file removed
 # while its fill waits is not kept for it: its space comes back while placements go on
 # (the fill waits for them), and it is not filled; an unmount with fills waiting ends
-# cleanly; bad values are refused; tier_fill=idle is the default, tier_fill=now fills in the
-# first placement.
+# cleanly; what waits never spans more than the tier (of a file three times its size the
+# first part is filled, the rest given up); bad values are refused; tier_fill=idle is the
+# default, tier_fill=now fills in the first placement.
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/t_lib.sh"
 t_require_root_fuse
@@ -116,6 +117,22 @@ cp "$W/ref3" "$M/d" || t_fail "copy in"
 "$TP" "$M/d" 0 $((24 * MiB)) >/dev/null || t_fail "placing d"
 t_umount "$M"
 grep -iE "assert|abort|segfault|double free" "$T_DAEMON_ERR" && t_fail "the daemon complained at unmount (above)"
+
+t_log "tier=4M and a 12 MiB file: the fill reads its first 4 MiB only, the rest is given up"
+t_mount "$T_MEMBERS" "$M" tier=4M,tier_fill=idle
+s0=$(sectors)
+place "$M/a" "$W/ref" 0 $SZ
+wait_filled $((4 * MiB))
+sleep 0.3 # anything more would be read by now
+stats
+expect "bytes filled of a file three times the tier" "$S_FILLED" $((4 * MiB))
+s2=$(sectors)
+(((s2 - s0) * 512 <= SZ + 5 * MiB)) ||
+	t_fail "the placement and the fill read $(((s2 - s0) * 512)) bytes of the members: the fill read more than the tier holds (4 MiB)"
+expect "dmafs-check's ranges given up, tier smaller than the file" "$("$top_builddir/tools/dmafs-check" --json "$M" | t_py -c 'import json, sys; print(json.load(sys.stdin)["mount"]["tier"].get("fill_dropped"))')" 1
+place "$M/a" "$W/ref" 0 $((4 * MiB))
+expect "bytes placed from the tier of the first 4 MiB" "$(tb)" $((4 * MiB))
+t_umount "$M"
 
 fillmode() { "$top_builddir/tools/dmafs-check" --json "$M" | t_py -c 'import json, sys; print(json.load(sys.stdin)["mount"]["tier"].get("fill"))'; }
 t_log "tier_fill=now: the first placement fills"

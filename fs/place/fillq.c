@@ -33,6 +33,8 @@ struct fillq {
 	pthread_cond_t cond; /* CLOCK_MONOTONIC: work queued, placements idle, or stop */
 	struct range *head, *tail; /* lock */
 	unsigned n;		   /* lock */
+	uint64_t bytes, cap;	   /* bytes the ranges waiting span, at most cap (the
+				    * tier's size); lock */
 	unsigned busy;		   /* placements running; lock */
 	uint64_t last_ns;	   /* when the last one ended; lock */
 	int stop;		   /* lock */
@@ -69,6 +71,7 @@ static int next_window(struct fillq *q, struct range **r, uint64_t *from, uint64
 	*from = (*r)->from;
 	*to = MIN((*r)->to, *from + FILLQ_WINDOW);
 	(*r)->from = *to;
+	q->bytes -= *to - *from;
 	*last = (*r)->from >= (*r)->to;
 	if (*last) {
 		q->head = (*r)->next;
@@ -122,8 +125,10 @@ static void *filler(void *arg)
 				  (unsigned long long)to, strerror(-ret));
 		pthread_mutex_lock(&q->lock);
 		q->filled += read;
-		if (ret && !last) /* gone, damaged or unreadable: give it up */
+		if (ret && !last) { /* gone, damaged or unreadable: give it up */
+			q->bytes -= r->to - r->from;
 			r->to = r->from; /* its next window ends it, reading nothing */
+		}
 		if (last)
 			free(r);
 	}
@@ -137,10 +142,14 @@ int fillq_start(struct fillq **out, struct fs *fs)
 	pthread_condattr_t ca;
 	int ret;
 
+	struct tier_stats ts;
+
 	*out = NULL;
 	if (!q)
 		return -ENOMEM;
 	q->fs = fs;
+	tier_stats(fs->tier, &ts);
+	q->cap = ts.size;
 	pthread_mutex_init(&q->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -195,13 +204,30 @@ void fillq_add(struct fillq *q, const struct inode *ino, uint64_t from, uint64_t
 	       unsigned uid)
 {
 	struct range *r;
+	uint64_t room;
 
 	if (!q || from >= to)
 		return;
 	pthread_mutex_lock(&q->lock);
+	/*
+	 * What waits never spans more than the tier holds: of a file larger than the tier
+	 * the fill would read the rest only to evict it again (each load of it would read
+	 * it twice); the range's start is kept and the rest given up.
+	 */
+	room = q->cap > q->bytes ? (q->cap - q->bytes) / TIER_CHUNK * TIER_CHUNK : 0;
+	if (to - from > room) {
+		q->dropped++;
+		to = from + room;
+		if (from >= to) {
+			pthread_mutex_unlock(&q->lock);
+			return;
+		}
+	}
 	r = q->tail;
 	if (!q->stop && r && r->ino == ino->ino && r->gen == ino->a.generation && from <= r->to &&
 	    to >= r->from) {
+		/* the union grows by no more than [from, to) */
+		q->bytes += (MAX(r->to, to) - MIN(r->from, from)) - (r->to - r->from);
 		r->from = MIN(r->from, from);
 		r->to = MAX(r->to, to);
 		pthread_mutex_unlock(&q->lock);
@@ -218,12 +244,13 @@ void fillq_add(struct fillq *q, const struct inode *ino, uint64_t from, uint64_t
 	*r = (struct range){ .ino = ino->ino, .gen = ino->a.generation, .from = from, .to = to,
 			     .uid = uid };
 	pthread_mutex_lock(&q->lock);
-	if (q->stop || q->n >= FILLQ_MAX) {
-		q->dropped++;
+	if (q->stop || q->n >= FILLQ_MAX || q->cap - q->bytes < to - from) {
+		q->dropped++; /* (the last: the room went to another range meanwhile) */
 		pthread_mutex_unlock(&q->lock);
 		free(r);
 		return;
 	}
+	q->bytes += to - from;
 	if (q->tail)
 		q->tail->next = r;
 	else

@@ -29,8 +29,9 @@ void fillq_busy(struct fillq *q, int delta);
 /*
  * Queue the chunks of @ino's bytes [@from, @to) for filling, on behalf of @uid (the work
  * pool's turns). A range that meets the last one queued for the same file joins it. Best
- * effort: beyond FILLQ_MAX ranges, or out of memory, it is dropped (counted). @q NULL:
- * nothing.
+ * effort: beyond FILLQ_MAX ranges, or out of memory, it is dropped; the ranges waiting
+ * span at most the tier's size, and a range beyond that keeps its start (both counted as
+ * dropped). @q NULL: nothing.
  */
 void fillq_add(struct fillq *q, const struct inode *ino, uint64_t from, uint64_t to,
 	       unsigned uid);
