@@ -140,9 +140,8 @@ int fillq_start(struct fillq **out, struct fs *fs)
 {
 	struct fillq *q = calloc(1, sizeof(*q));
 	pthread_condattr_t ca;
-	int ret;
-
 	struct tier_stats ts;
+	int ret;
 
 	*out = NULL;
 	if (!q)
@@ -245,7 +244,7 @@ void fillq_add(struct fillq *q, const struct inode *ino, uint64_t from, uint64_t
 			     .uid = uid };
 	pthread_mutex_lock(&q->lock);
 	if (q->stop || q->n >= FILLQ_MAX || q->cap - q->bytes < to - from) {
-		q->dropped++; /* (the last: the room went to another range meanwhile) */
+		q->dropped++; /* or the room went to another range while this one was made */
 		pthread_mutex_unlock(&q->lock);
 		free(r);
 		return;
