@@ -68,7 +68,8 @@ struct dmafs_ioc_info {
 				   daemons); 1: it is filled once placements are idle */
 	uint32_t tier_waiting;	/* tier_fill=idle: ranges of files waiting to be filled */
 	uint64_t tier_filled_idle; /* tier_fill=idle: bytes filled after the placements */
-	uint64_t tier_dropped;	/* tier_fill=idle: ranges given up (the queue was full) */
+	uint64_t tier_dropped;	/* tier_fill=idle: ranges given up, whole (the queue was
+				   full) or past the tier's size (the rest of a range) */
 	char reserved[8];
 };
 
