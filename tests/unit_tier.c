@@ -378,6 +378,46 @@ static void runs(void)
 	tier_destroy(u);
 }
 
+/* Without a whole pinned tier a run does not go on into a segment without memory while
+ * a segment with memory has a free chunk: that would take memory a fill elsewhere does
+ * not (host-only tiers touch memory as chunks are first filled). */
+static void host_runs(void)
+{
+	struct tier_chunk *c[TIER_SEG_CHUNKS + 1];
+	char *m[TIER_SEG_CHUNKS + 1];
+	struct tier *u;
+	int n = 0;
+
+	T_EQ(tier_init(&u, 3 * TIER_SEG, 0, 0, 0), 0);
+	for (; n < TIER_SEG_CHUNKS; n++) { /* segment 0, whole, as one run */
+		c[n] = tier_reserve(u, &m[n], n ? c[n - 1] : NULL);
+		if (!c[n])
+			break;
+	}
+	T_EQ(n, TIER_SEG_CHUNKS);
+	if (n == TIER_SEG_CHUNKS) {
+		T_CHECK(m[n - 1] == m[0] + (size_t)(n - 1) * TIER_CHUNK, "segment 0 is not one run");
+		tier_put(u, c[0]); /* segment 0 has memory and a free chunk */
+		c[n] = tier_reserve(u, &m[n], c[n - 1]);
+		T_CHECK(c[n] && m[n] == m[0], "the run went on into an untouched segment (%lld bytes "
+			"from the free chunk of segment 0)", c[n] ? (long long)(m[n] - m[0]) : -1LL);
+		if (c[n])
+			tier_put(u, c[n]);
+		/* with segment 0 full again, the run goes on into segment 1 */
+		c[0] = tier_reserve(u, &m[0], NULL);
+		T_CHECK(c[0] != NULL, "reserve segment 0's free chunk again");
+		c[n] = tier_reserve(u, &m[n], c[n - 1]);
+		T_CHECK(c[n] && m[n] == m[n - 1] + TIER_CHUNK, "a full segment 0: the run did not "
+			"go on into segment 1");
+		if (c[n])
+			tier_put(u, c[n]);
+		while (n--)
+			if (c[n])
+				tier_put(u, c[n]);
+	}
+	tier_destroy(u);
+}
+
 int main(void)
 {
 	struct fake a = { 0 }, b = { 0 }, bad = { .fail = -ENOMEM };
@@ -531,6 +571,7 @@ int main(void)
 	tier_destroy(t);
 	preparers();
 	runs();
+	host_runs();
 	stress();
 	return t_done("unit_tier");
 }

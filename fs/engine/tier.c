@@ -553,18 +553,27 @@ static struct tier_seg *pick_run(struct tier *t)
 	return fresh ? fresh : pick(t);
 }
 
-/* The chunk right after @after in memory when it is FREE, taken off its free list. Under lock. */
+/*
+ * The chunk right after @after in memory when it is FREE, taken off its free list. Not
+ * one in a segment without memory yet while a segment with memory has a free chunk,
+ * unless the whole tier is pinned anyway: a run going on would take memory (and a pin)
+ * that a fill elsewhere would not. Under lock.
+ */
 static struct tier_chunk *take_after(struct tier *t, const struct tier_chunk *after)
 {
 	size_t i = (size_t)(after - t->c) + 1;
 	struct tier_chunk *c, **pp;
-	struct tier_seg *s;
+	struct tier_seg *s, *p;
 
 	if (i >= t->nchunks || t->c[i].state != C_FREE)
 		return NULL;
 	c = &t->c[i];
 	s = seg_of(t, c);
 	if (s->releasing)
+		return NULL;
+	if (!__atomic_load_n(&s->touched, __ATOMIC_RELAXED) &&
+	    !(tier_pins_all(t) && __atomic_load_n(&t->pinners, __ATOMIC_RELAXED)) &&
+	    (p = pick(t)) && __atomic_load_n(&p->touched, __ATOMIC_RELAXED))
 		return NULL;
 	for (pp = &s->free; *pp && *pp != c; pp = &(*pp)->next)
 		;

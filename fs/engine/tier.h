@@ -132,8 +132,10 @@ struct tier_chunk *tier_get(struct tier *t, const struct inode *ino, uint64_t id
 int tier_has(struct tier *t, const struct inode *ino, uint64_t idx, uint32_t end);
 /*
  * A chunk for a fill: the FREE one right after @after in memory (the chunk the same
- * placement took last; NULL at its start), else a FREE one (the lowest of an empty
- * segment, else in the order of tier.c's pick()), or the least recently used LIVE one
+ * placement took last; NULL at its start) unless, the tier not being pinned whole, that
+ * one lies in a segment without memory while one with memory has a free chunk; else a
+ * FREE one (the lowest of an empty segment where the whole tier is pinned, else in the
+ * order of tier.c's pick()), or the least recently used LIVE one
  * nobody references (evicted). RESERVED and referenced, its memory in *@data, pinned by
  * every pinner that could; NULL when every chunk is in use or memory is short
  * (tier_set_short). May wait for a segment's pinning.
