@@ -188,10 +188,10 @@ def check_model(rank, world, path, plan, loops, fails):
     dist.barrier()
     compare(rank, world, path, plan, full, got, "alone", fails)
     if st.bytes != want_bytes or st.rank != rank or st.world_size != world or \
-            st.exchanged_tensors is not None:
+            st.exchanged_tensors is not None or st.exchange_tail_seconds is not None:
         fails.append(f"rank {rank}/{world}: last_stats bytes {st.bytes} rank {st.rank} "
-                     f"world {st.world_size} exchanged {st.exchanged_tensors}, want "
-                     f"{want_bytes} {rank} {world} None")
+                     f"world {st.world_size} exchanged {st.exchanged_tensors} (tail "
+                     f"{st.exchange_tail_seconds}), want {want_bytes} {rank} {world} None")
     read = (after - before) * 512
     # sector-granular reads at either end of an extent and the headers; the other plans'
     # extents are too small for their reads to tell (reported only)
@@ -222,6 +222,12 @@ def check_model(rank, world, path, plan, loops, fails):
                      f"placed {placed} bytes together, want {want_all} (the slices and the "
                      f"whole tensors once); exchange {st.exchange_seconds}; "
                      f"{st.exchanged_tensors} tensors exchanged, want {swaps}")
+    tail = st.exchange_tail_seconds
+    if tail is None or not 0 <= tail <= st.seconds or (not swaps and tail) or \
+            (swaps and "s of it after the other placements" not in repr(st)):
+        fails.append(f"rank {rank}/{world} {os.path.basename(path)}: with shard=plan the "
+                     f"exchange went on {tail} s after the other placements, in a load of "
+                     f"{st.seconds} s ({swaps} tensors exchanged); repr {st!r}")
     read_all = (after - before) * 512
     # the row slices exchanged are read as blocks of whole rows: about the model once too
     # (read one extent per row they cost a sector or more per row: 1.2 to 1.4 times)

@@ -447,7 +447,7 @@ def _place_shared(tgt, model, entries, shared, rank, world, group, threads, stat
     the @scratch Target and @send buffer), then every rank's part of the tensors kept
     whole broadcast to the others. Returns the placements' result (place time: until the
     last of them ended); adds the exchange's and the broadcasts' time to
-    stats.exchange_seconds."""
+    stats.exchange_seconds, and sets stats.exchange_tail_seconds."""
     torch = _torch()
     import torch.distributed as dist
     from ._dist import _global_rank, _parts
@@ -462,6 +462,7 @@ def _place_shared(tgt, model, entries, shared, rank, world, group, threads, stat
             box["res"] = _place_shard(tgt, model, rest, threads, parts[rank])
         except BaseException as e:  # every rank learns of it below
             box["err"] = e
+        box["end"] = time.perf_counter_ns()
 
     t0 = time.perf_counter_ns()
     worker = threading.Thread(target=place, name="dmafs-shard")
@@ -469,8 +470,10 @@ def _place_shared(tgt, model, entries, shared, rank, world, group, threads, stat
     try:
         xres, spent, ended = _exchange(tgt, scratch, send, model, entries, batches, rank,
                                        world, group, threads)
+        xend = time.perf_counter_ns()
     finally:
         _join(worker)  # it writes into tgt
+    stats.exchange_tail_seconds = max(0, xend - box["end"]) / 1e9 if batches else 0.0
     err, res = box.get("err"), box.get("res")
     _agree_or_raise(dist, group, torch, tgt.dev, err, model.path, "place its part")
     res.bytes += xres.bytes
@@ -531,6 +534,7 @@ def load_shard(path, device="cpu", *, rank=None, world_size=None, plan, group=No
                                    "the same plan")
             stats.exchange_seconds = 0.0
             stats.exchanged_tensors = swaps
+            stats.exchange_tail_seconds = 0.0
             sharing = shared > 0 or swaps > 0  # else no collective needed
         out = {}
         if size or sharing:  # a rank with nothing of its own still sends its rows

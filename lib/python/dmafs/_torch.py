@@ -90,8 +90,11 @@ class LoadStats:
     before each batch, starting the all_to_all collectives and waiting for them; the
     other placements run meanwhile) plus the broadcasts of the tensors kept whole after
     the placements; exchanged_tensors how many tensors' slices were exchanged that way
-    rather than read one extent per row (the same in every rank). exchanged_tensors is
-    None for other loads, shard=(rank, world_size, plan) included.
+    rather than read one extent per row (the same in every rank); exchange_tail_seconds
+    how long that exchange went on after this rank's other placements had ended (0 when
+    it ended first: the time the exchange adds to the load, before the broadcasts).
+    exchanged_tensors and exchange_tail_seconds are None for other loads,
+    shard=(rank, world_size, plan) included.
 
     tier_bytes: of bytes, those the daemon placed from the mount's warm tier (mount option
     tier=) with no drive read; drive_bytes: the rest (bytes - tier_bytes), read from the
@@ -102,7 +105,7 @@ class LoadStats:
 
     __slots__ = ("model", "files", "tensors", "bytes", "seconds", "place_seconds", "path",
                  "target", "fallback", "rank", "world_size", "exchange_seconds", "tier_bytes",
-                 "drive_bytes", "exchanged_tensors")
+                 "drive_bytes", "exchanged_tensors", "exchange_tail_seconds")
 
     def __init__(self, **kw):
         for k in self.__slots__:
@@ -129,7 +132,9 @@ class LoadStats:
                 + (f", rank {self.rank} of {self.world_size}" if self.world_size else "")
                 + (f", exchange {self.exchange_seconds:.4f} s"
                    if self.exchange_seconds is not None else "")
-                + (f" ({self.exchanged_tensors} tensors exchanged)"
+                + (f" ({self.exchanged_tensors} tensors exchanged"
+                   + (f", {self.exchange_tail_seconds:.4f} s of it after the other placements"
+                      if self.exchange_tail_seconds is not None else "") + ")"
                    if self.exchanged_tensors else "")
                 + (f", {self.tier_bytes / 1e9:.2f} GB from the warm tier"
                    if self.tier_bytes else "")
