@@ -110,7 +110,8 @@ def load(path, device="cpu", *, threads=0, shard=None):
     into scratch on its device and all_to_all gives every rank its columns of them (in
     batches of up to 256 MiB of rows: a rank needs its shard plus a scratch and a send
     buffer that size during the load). dmafs.last_stats() gives this rank's bytes, rank
-    and world_size, and with a plan dict exchange_seconds and exchanged_tensors.
+    and world_size, and with a plan dict exchange_seconds, exchanged_tensors and
+    exchange_tail_seconds.
     """
     if shard is not None:
         from ._shard import load_shard
