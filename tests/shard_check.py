@@ -12,7 +12,7 @@ rank loads its shard of the models and checks every tensor against the whole ten
 the sectors the member loop devices read while the rank loads alone must be the rank's
 share. With shard=plan (the ranks together) the narrow row slices must have been
 exchanged (LoadStats.exchanged_tensors, counted here by this file's own rule, and the
-members reading the model about once), also with a scratch small enough for many
+members reading the model about once), also with a send buffer small enough for many
 batches; a failure planted in one rank's placement must raise in every rank. Exits 0
 when every check passed in every rank.
 """
@@ -236,31 +236,31 @@ def check_model(rank, world, path, plan, loops, fails):
         fails.append(f"rank {rank}/{world} {os.path.basename(path)}: with shard=plan the "
                      f"members read {read_all} bytes for {want_all}")
     if swaps:
-        # again with a scratch of 64 KiB: one or a few tensors per batch
+        # again with a send buffer of 64 KiB: one or a few tensors per batch
         from dmafs import _shard
-        plans, saved, plan_of = [], _shard._EXCHANGE_SCRATCH, _shard._exchange_plan
+        plans, saved, plan_of = [], _shard._EXCHANGE_SEND, _shard._exchange_plan
 
         def spy(*a):
             plans.append(plan_of(*a))
             return plans[-1]
-        _shard._EXCHANGE_SCRATCH, _shard._exchange_plan = 64 << 10, spy
+        _shard._EXCHANGE_SEND, _shard._exchange_plan = 64 << 10, spy
         try:
             got = dmafs.load(path, "cpu", shard=plan)
         finally:
-            _shard._EXCHANGE_SCRATCH, _shard._exchange_plan = saved, plan_of
+            _shard._EXCHANGE_SEND, _shard._exchange_plan = saved, plan_of
         st = dmafs.last_stats()
-        compare(rank, world, path, plan, full, got, "shared, small scratch", fails)
+        compare(rank, world, path, plan, full, got, "shared, small send buffer", fails)
         del got
-        batches, scratch = plans[0]
-        # a slot: the largest block of rows rounded up to 4 KiB, and 4 KiB more
-        slots = [-(-math.ceil(s.outer / world) * s.row // 4096) * 4096 + 4096
+        batches, send = plans[0]
+        # a slot: the widest slice (rank 0's) rounded up to 4 KiB
+        slots = [-(-s.outer * (s.cols[0][1] - s.cols[0][0]) // 4096) * 4096
                  for b in batches for s in b]
         bound = max([64 << 10] + slots)
-        if st.exchanged_tensors != swaps or len(slots) != swaps or scratch > bound or \
+        if st.exchanged_tensors != swaps or len(slots) != swaps or send > bound or \
                 len(batches) < -(-sum(slots) // bound):
-            fails.append(f"rank {rank}/{world} {os.path.basename(path)}: with a small scratch "
-                         f"{st.exchanged_tensors} tensors exchanged in {len(batches)} batches "
-                         f"(scratch {scratch}, slots {slots}), want {swaps}")
+            fails.append(f"rank {rank}/{world} {os.path.basename(path)}: with a small send "
+                         f"buffer {st.exchanged_tensors} tensors exchanged in {len(batches)} "
+                         f"batches (send {send}, slots {slots}), want {swaps}")
     return want_bytes, read, want_all, read_all
 
 
@@ -271,14 +271,17 @@ def check_failure(rank, world, path, plan, fails):
     import torch.distributed as dist
     import dmafs
     from dmafs import _shard
-    place = _shard._place_shard
+    calls = _shard._shard_calls
     for what in ("rows", "slices"):
         def planted(tgt, model, entries, *a, **kw):
-            # the rows to exchange go to the scratch as entries of no dtype
+            # the ranges to exchange are entries of no dtype
+            out = calls(tgt, model, entries, *a, **kw)
             if rank == world - 1 and entries and (entries[0][1] is None) == (what == "rows"):
-                raise OSError(5, f"planted failure placing {what}")
-            return place(tgt, model, entries, *a, **kw)
-        _shard._place_shard = planted
+                def fail():
+                    raise OSError(5, f"planted failure placing {what}")
+                out = out[:len(out) // 2] + [fail] + out[len(out) // 2:]
+            return out
+        _shard._shard_calls = planted
         dist.barrier()
         try:
             dmafs.load(path, "cpu", shard=plan)
@@ -286,7 +289,7 @@ def check_failure(rank, world, path, plan, fails):
         except (OSError, RuntimeError) as e:
             err = e
         finally:
-            _shard._place_shard = place
+            _shard._shard_calls = calls
         want = OSError if rank == world - 1 else RuntimeError
         if not isinstance(err, want) or (want is RuntimeError and "another rank" not in str(err)):
             fails.append(f"rank {rank}/{world} {os.path.basename(path)}: a failure placing "

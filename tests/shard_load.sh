@@ -6,7 +6,7 @@
 # tensor sliced by the rule; dmafs.last_stats() counts the rank's bytes; with column-wise
 # splits the member loop devices read about the rank's share while it loads alone, and all
 # ranks together about the model's bytes when they share the tensors kept whole and
-# exchange the narrow row slices (LoadStats.exchanged_tensors, also with a scratch small
+# exchange the narrow row slices (LoadStats.exchanged_tensors, also with a send buffer small
 # enough for many batches; a rank failing to place raises, the others too, none hangs)
 # (tests/shard_check.py); again on a mount with verify_place. Skips without
 # torch.distributed.

@@ -106,9 +106,9 @@ def load(path, device="cpu", *, threads=0, shard=None):
     slice is one extent per row, which the daemon packs into its staging and reads to the
     members' sector, unless the mount verifies placements: then to the 4 KiB block). With
     a plan dict, a row slice whose piece of a row is under 1 MiB (not packed) is exchanged
-    instead: each rank places a block of whole rows, 1/world of the tensor in one extent,
-    into scratch on its device and all_to_all gives every rank its columns of them (in
-    batches of up to 256 MiB of rows: a rank needs its shard plus a scratch and a send
+    instead: each rank places a contiguous range of the tensor, as many bytes as its slice
+    holds, in one extent, into its slice's place, and all_to_all gives every rank its
+    columns of the ranges (in batches of up to 256 MiB: a rank needs its shard plus a send
     buffer that size during the load). dmafs.last_stats() gives this rank's bytes, rank
     and world_size, and with a plan dict exchange_seconds, exchanged_tensors and
     exchange_tail_seconds.

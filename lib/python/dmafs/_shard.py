@@ -10,11 +10,12 @@ such small extents into its staging slots and reads each aligned to the members'
 about the slice's bytes and no more. The rank keeps nothing it does not own.
 
 When the ranks load together (share: see load_shard), a row slice whose piece of a row is
-small (_EXCHANGE_BELOW) is not read per row: each rank places a contiguous block of whole
-rows, 1/world of the tensor in one extent, into scratch, and the ranks swap the pieces
-with one all_to_all per tensor that writes each rank's slice in place (_exchange). The
-drives then read such a tensor once in all, in long runs, instead of thousands of small
-reads per rank; the placements of everything else run meanwhile in another thread.
+small (_EXCHANGE_BELOW) is not read per row: each rank places a contiguous range of the
+tensor, as many bytes as its slice holds, in one extent, into its slice's own place, and
+the ranks swap the pieces with one all_to_all per tensor that writes each rank's slice
+over its range (_place_shared). The drives then read such a tensor once in all, in long
+runs, instead of thousands of small reads per rank; these ranges are placed first, and
+each batch is exchanged while the rest of the shard is placed.
 
 Slices follow the rule transformers' tensor parallelism uses (get_tensor_shard): along a
 dimension of size D split over W ranks, rank r gets [r * ceil(D / W), + ceil(D / W))
@@ -44,12 +45,11 @@ _CALL_BYTES = 256 << 20
 # _exchange). Per-row reads of a few KiB go at a fraction of the drives' rate; pieces of
 # a MiB and more read well as they are.
 _EXCHANGE_BELOW = 1 << 20
-# The tensors exchanged go in batches whose row blocks fit this, or the largest single
-# row block when that is larger. The rank places a batch into a scratch buffer of that
-# size on its device and copies the pieces into a send buffer of that size, so during
-# the load a rank's memory is its shard plus at most twice this bound (both are freed
+# The tensors exchanged go in batches whose ranges fit this, or the largest single range
+# when that is larger. The rank copies a batch's pieces into a send buffer of that size
+# on its device, so during the load a rank's memory is its shard plus this bound (freed
 # before load_shard returns).
-_EXCHANGE_SCRATCH = 256 << 20
+_EXCHANGE_SEND = 256 << 20
 
 
 def _rule(name, plan, path):
@@ -146,33 +146,6 @@ def shard_plan(model, plan, rank, world, torch):
     return out, at, shared
 
 
-def _run(calls, name, width):
-    """Run the zero-argument @calls in @width threads, each taking the next call when done
-    with one; returns their results in order, or raises the first exception one of them
-    raised (in this thread; calls not yet started then are not made)."""
-    out, errors, it, lock = [None] * len(calls), [], iter(range(len(calls))), threading.Lock()
-
-    def worker():
-        while not errors:
-            with lock:
-                i = next(it, None)
-            if i is None:
-                return
-            try:
-                out[i] = calls[i]()
-            except BaseException as e:  # raised below, in the caller's thread
-                errors.append(e)
-
-    ts = [threading.Thread(target=worker, name=name) for _ in range(max(1, min(width, len(calls))))]
-    for th in ts:
-        th.start()
-    for th in ts:
-        th.join()
-    if errors:
-        raise errors[0]
-    return out
-
-
 def _place_file(buf, filename, arr):
     """dmafs_place() of the extents in @arr (a C-ordered int64 array of rows [file_offset,
     length, buffer_offset], the layout of struct dmafs_extent) from one file."""
@@ -241,47 +214,151 @@ def _spans(entries, window=None):
     return out
 
 
+def _shard_calls(tgt, model, entries, window=None):
+    """Zero-argument calls that place @entries (see _calls) into tgt."""
+    return [lambda f=f, a=a: _place_file(tgt.buf, model.files[f], a)
+            for f, a in _calls(entries, window)]
+
+
+def _fallback_copy(tgt, entries, window=None):
+    """A host buffer placed for a GPU that refused its memory: what @entries placed there
+    (see _spans) to the device; only that, other slices may be being placed meanwhile."""
+    torch = _torch()
+    from ._torch import _host_tensor_view
+    host = _host_tensor_view(tgt.buf, torch)
+    for lo, hi in _spans(entries, window):
+        tgt.base[lo:hi].copy_(host[lo:hi])
+    torch.cuda.synchronize(tgt.dev)
+
+
 def _place_shard(tgt, model, entries, threads, window=None):
     """Every slice into tgt (of the tensors kept whole, only the part in @window, when
     given): the files' extents in dmafs_place() calls, up to @threads (or 8) at once."""
-    torch = _torch()
     t0 = time.perf_counter_ns()
-    calls = [lambda f=f, a=a: _place_file(tgt.buf, model.files[f], a)
-             for f, a in _calls(entries, window)]
-    res = _lib.Result()
-    for r in _run(calls, "dmafs-shard", threads or 8):
-        res.bytes += r.bytes
-        res.path = max(res.path, r.path)
-    if tgt.fallback:  # a host buffer placed for a GPU that refused its memory
-        from ._torch import _host_tensor_view
-        # only what was placed here: the exchange may be filling other slices meanwhile
-        host = _host_tensor_view(tgt.buf, torch)
-        for lo, hi in _spans(entries, window):
-            tgt.base[lo:hi].copy_(host[lo:hi])
-        torch.cuda.synchronize(tgt.dev)
+    pool = _Pool([_shard_calls(tgt, model, entries, window)], "dmafs-shard", threads or 8)
+    try:
+        err = pool.wait(0)
+    finally:
+        pool.close()
+    if err is not None:
+        raise err
+    res = pool.result()
+    if tgt.fallback:
+        _fallback_copy(tgt, entries, window)
     res.elapsed_ns = time.perf_counter_ns() - t0
     return res
 
 
+class _Pool:
+    """Zero-argument calls run in up to @width threads, in the order given, in groups:
+    wait(g) returns once every call of group g has ended, or once the pool has stopped at
+    an error (no call starts after one failed) and no call is running."""
+
+    def __init__(self, groups, name, width):
+        self._cv = threading.Condition()
+        self._calls = [(g, c) for g, calls in enumerate(groups) for c in calls]
+        self._left = [len(c) for c in groups]
+        self._next = self._busy = 0
+        self._stop = False
+        self.errors, self.results = [], []
+        self.ended = [0] * len(groups)  # perf_counter_ns() when a call of the group last ended
+        self._threads = []
+        try:
+            for _ in range(max(1, min(width, len(self._calls)))):
+                t = threading.Thread(target=self._work, name=name)
+                t.start()
+                self._threads.append(t)
+        except BaseException:
+            self.close()
+            raise
+
+    def _work(self):
+        while True:
+            with self._cv:
+                if self._stop or self.errors or self._next == len(self._calls):
+                    return
+                g, fn = self._calls[self._next]
+                self._next += 1
+                self._busy += 1
+            res = err = None
+            try:
+                res = fn()
+            except BaseException as e:  # the waiter raises it, in its own thread
+                err = e
+            with self._cv:
+                self._busy -= 1
+                if err is None:
+                    self.results.append(res)
+                else:
+                    self.errors.append(err)
+                self._left[g] -= 1
+                self.ended[g] = time.perf_counter_ns()
+                self._cv.notify_all()
+
+    def wait(self, g):
+        """Wait for group @g; returns the first error of any call, or None."""
+        with self._cv:
+            while self._left[g] and not (self.errors and not self._busy):
+                self._cv.wait()
+            return self.errors[0] if self.errors else None
+
+    def close(self):
+        """No call starts from now on; wait for those running."""
+        from ._torch import _join
+        with self._cv:
+            self._stop = True
+        for t in self._threads:
+            _join(t)
+
+    def result(self):
+        res = _lib.Result()
+        for r in self.results:
+            res.bytes += r.bytes
+            res.path = max(res.path, r.path)
+        return res
+
+
 class _Swap:
-    """A tensor whose slices the ranks exchange (see _exchange): its entry (index into
-    shard_plan's list), viewed as bytes [outer, row]; per rank its block of rows [lo, hi)
-    and the byte columns [lo, hi) of its slice; its slot in the scratch and send buffers
-    (a multiple of 4096, sized for the largest row block and 4096 more)."""
+    """A tensor whose slices the ranks exchange (see _place_shared): its entry (index into
+    shard_plan's list), viewed as bytes [outer, row]; per rank the byte columns [lo, hi)
+    of its slice and the bytes [lo, hi) of the tensor it places (as many as its slice
+    holds, the ranks' ranges one after the other); its slot in the send buffer."""
 
-    __slots__ = ("entry", "outer", "row", "rows", "cols", "slot")
+    __slots__ = ("entry", "outer", "row", "cols", "ranges", "slot")
 
-    def at(self, t, rank):
-        """Where @rank's row block of @t goes in the scratch: in the slot, at the same
-        offset modulo 4096 as in the file, so that the reads keep a whole placement's
-        alignment."""
-        return self.slot + (t.file_offset + self.rows[rank][0] * self.row) % 4096
+
+def _runs(row, lo, hi, a, b):
+    """[(offset from lo, rows, width), ...]: the bytes in columns [a, b) of rows of @row
+    bytes among the tensor's bytes [lo, hi), in order: a partial first row, whole rows,
+    a partial last row."""
+    if b <= a or hi <= lo:
+        return []
+    r0, c0 = divmod(lo, row)
+    r1, c1 = divmod(hi, row)
+    if r0 == r1:
+        x, y = max(c0, a), min(c1, b)
+        return [(r0 * row + x - lo, 1, y - x)] if y > x else []
+    out = []
+    if c0:
+        x = max(c0, a)
+        if b > x:
+            out.append((r0 * row + x - lo, 1, b - x))
+        r0 += 1
+    if r1 > r0:
+        out.append((r0 * row + a - lo, r1 - r0, b - a))
+    if c1 and min(c1, b) > a:
+        out.append((r1 * row + a - lo, 1, min(c1, b) - a))
+    return out
+
+
+def _count(row, lo, hi, a, b):
+    return sum(n * w for _off, n, w in _runs(row, lo, hi, a, b))
 
 
 def _exchange_plan(model, entries, plan, world):
-    """([[_Swap, ...], ...], scratch bytes): the tensors of shard_plan's @entries whose
-    slices the ranks exchange rather than read per row, in batches whose slots fit
-    _EXCHANGE_SCRATCH (or one tensor's slot, when larger), and the bytes of the largest
+    """([[_Swap, ...], ...], send bytes): the tensors of shard_plan's @entries whose slices
+    the ranks exchange rather than read per row, in batches whose send slots fit
+    _EXCHANGE_SEND (or one tensor's slot, when larger), and the bytes of the largest
     batch. The same in every rank: shapes, plan and world decide, never the rank."""
     swaps = []
     for i, (t, _dt, _shape, _at, _ext, whole) in enumerate(entries):
@@ -304,16 +381,19 @@ def _exchange_plan(model, entries, plan, world):
             continue
         s = _Swap()
         s.entry, s.outer, s.row = i, outer, size * inner
-        s.rows = [shard_range(outer, r, world) for r in range(world)]
         s.cols = [(a * inner, b * inner) for a, b in (shard_range(size, r, world)
                                                       for r in range(world))]
+        ends = [0]
+        for a, b in s.cols:
+            ends.append(ends[-1] + outer * (b - a))
+        s.ranges = list(zip(ends, ends[1:]))
         swaps.append(s)
     if not swaps:
         return [], 0
-    # rank 0 has the most rows: its block sizes the slot
-    need = [-(-s.rows[0][1] * s.row // 4096) * 4096 + 4096 for s in swaps]
-    bound = max(_EXCHANGE_SCRATCH, max(need))
-    batches, used, scratch = [], bound, 0
+    # rank 0 has the widest slice: its range sizes the slot
+    need = [-(-s.outer * (s.cols[0][1] - s.cols[0][0]) // 4096) * 4096 for s in swaps]
+    bound = max(_EXCHANGE_SEND, max(need))
+    batches, used, send = [], bound, 0
     for s, n in zip(swaps, need):
         if used + n > bound:
             batches.append([])
@@ -321,91 +401,52 @@ def _exchange_plan(model, entries, plan, world):
         s.slot = used
         used += n
         batches[-1].append(s)
-        scratch = max(scratch, used)
-    return batches, scratch
+        send = max(send, used)
+    return batches, send
 
 
-def _swap(s, t, at, scratch, send, tgt, rank, world, group):
-    """Start the exchange of one tensor: this rank's block of rows in the scratch (placed)
-    goes to the send buffer as one contiguous piece per rank, [rows, that rank's columns],
-    in rank order, and all_to_all_single sends each piece to its rank and receives this
-    rank's slice, [outer, width] row-major, straight into tgt at @at: the rows from rank j
-    are its block, which follows rank j - 1's. Returns the collective's work (async)."""
-    import torch.distributed as dist
-    lo, hi = s.rows[rank]
-    n = hi - lo
-    if n:
-        p = s.at(t, rank)
-        block = scratch.base[p:p + n * s.row].view(n, s.row)
-        widths = {b - a for a, b in s.cols}
-        if len(widths) == 1:  # an even split: one copy
-            w = widths.pop()
-            send[s.slot:s.slot + n * s.row].view(world, n, w).copy_(
-                block.view(n, world, w).transpose(0, 1))
-        else:
-            for a, b in s.cols:
-                if b > a:
-                    send[s.slot + n * a:s.slot + n * b].view(n, b - a).copy_(block[:, a:b])
-    a, b = s.cols[rank]
-    out = tgt.base[at:at + s.outer * (b - a)]
-    return dist.all_to_all_single(out, send[s.slot:s.slot + n * s.row],
-                                  [(h - l) * (b - a) for l, h in s.rows],
-                                  [n * (d - c) for c, d in s.cols], group=group, async_op=True)
-
-
-def _exchange(tgt, scratch, send, model, entries, batches, rank, world, group, threads):
-    """The slices of the tensors of @batches (see _exchange_plan) into tgt. Per batch: this
-    rank's block of whole rows of each tensor (one extent) placed into scratch, the ranks
-    agree that every one placed its blocks (a rank that failed must not leave the others
-    waiting in the exchange), and each tensor is exchanged (_swap) while the next batch is
-    placed. Every rank issues the same collectives in the same order. Returns (the
-    placements' result, the seconds this thread spent exchanging: the previous batch's
-    collectives finishing, the agreement, the copies and starting the collectives, and
-    perf_counter_ns() when the last placement ended)."""
-    torch = _torch()
-    import torch.distributed as dist
+def _range_entries(entries, batch, rank):
+    """shard_plan-style entries (of no dtype) placing this rank's range of each tensor of
+    @batch into its own slice's place in the buffer."""
     np = _numpy()
-    res = _lib.Result()
-    spent, works, copied, ended = 0.0, [], None, time.perf_counter_ns()
-    for batch in batches:
-        if copied is not None:
-            # The daemon writes outside torch's stream order: the copies out of the scratch
-            # (the previous batch's) must be done before it is placed into again.
-            copied.synchronize()
-        err = None
-        try:
-            places = []
-            for s in batch:
-                t = entries[s.entry][0]
-                lo, hi = s.rows[rank]
-                if hi > lo:
-                    off = t.file_offset + lo * s.row
-                    places.append((t, None, None, s.at(t, rank),
-                                   np.array([[off, (hi - lo) * s.row]], dtype=np.int64), False))
-            r = _place_shard(scratch, model, places, threads)
-            res.bytes += r.bytes
-            res.path = max(res.path, r.path)
-        except Exception as e:  # every rank must learn of it before the exchange
-            err = e
-        ended = time.perf_counter_ns()
-        t1 = time.perf_counter()
-        for w in works:  # the send buffer is reused; NCCL: this stream waits for them
-            w.wait()
-        works = []
-        _agree_or_raise(dist, group, torch, tgt.dev, err, model.path,
-                        "place the rows it exchanges")
-        for s in batch:
-            t, at = entries[s.entry][0], entries[s.entry][3]
-            works.append(_swap(s, t, at, scratch, send, tgt, rank, world, group))
-        if tgt.base.is_cuda:
-            copied = torch.cuda.Event()
-            copied.record(torch.cuda.current_stream(tgt.dev))
-        spent += time.perf_counter() - t1
-    t1 = time.perf_counter()
-    for w in works:
-        w.wait()
-    spent += time.perf_counter() - t1
-    return res, spent, ended
+    out = []
+    for s in batch:
+        t, at = entries[s.entry][0], entries[s.entry][3]
+        lo, hi = s.ranges[rank]
+        if hi > lo:
+            out.append((t, None, None, at,
+                        np.array([[t.file_offset + lo, hi - lo]], dtype=np.int64), False))
+    return out
+
+
+def _swap(s, at, send, tgt, rank, world, group):
+    """Start the exchange of one tensor placed by _range_entries: this rank's range of the
+    tensor's bytes, in its slice's place at @at, goes to the send buffer as one piece per
+    rank, [that rank's columns of the range, row by row], in rank order, and
+    all_to_all_single sends each piece to its rank and receives this rank's slice,
+    [outer, width] row-major, over the range: the ranks' ranges follow each other in the
+    tensor, so their pieces of a slice do in the slice. Returns the collective's work
+    (async)."""
+    import torch.distributed as dist
+    lo, hi = s.ranges[rank]
+    mine = tgt.base[at:at + hi - lo]
+    buf = send[s.slot:s.slot + hi - lo]
+    if hi > lo:
+        widths = {b - a for a, b in s.cols}
+        if lo % s.row == 0 and hi % s.row == 0 and len(widths) == 1:  # one copy
+            w, n = widths.pop(), (hi - lo) // s.row
+            buf.view(world, n, w).copy_(mine.view(n, world, w).transpose(0, 1))
+        else:
+            pos = 0
+            for a, b in s.cols:
+                for off, n, w in _runs(s.row, lo, hi, a, b):
+                    buf[pos:pos + n * w].view(n, w).copy_(
+                        mine.as_strided((n, w), (s.row, 1), mine.storage_offset() + off))
+                    pos += n * w
+    a, b = s.cols[rank]
+    return dist.all_to_all_single(mine, buf, [_count(s.row, x, y, a, b) for x, y in s.ranges],
+                                  [_count(s.row, lo, hi, c, d) for c, d in s.cols],
+                                  group=group, async_op=True)
 
 
 def _share_ok(share, rank, world_size, group, dev):
@@ -441,45 +482,60 @@ def _agree_or_raise(dist, group, torch, dev, err, path, what):
 
 
 def _place_shared(tgt, model, entries, shared, rank, world, group, threads, stats,
-                  batches=(), scratch=None, send=None):
-    """_place_shard() for share: this rank's slices and its part of the tensors kept whole
-    in another thread while this one exchanges the tensors of @batches (_exchange, with
-    the @scratch Target and @send buffer), then every rank's part of the tensors kept
-    whole broadcast to the others. Returns the placements' result (place time: until the
-    last of them ended); adds the exchange's and the broadcasts' time to
-    stats.exchange_seconds, and sets stats.exchange_tail_seconds."""
+                  batches=(), send=None):
+    """_place_shard() for share. One pool of @threads (or 8) places, in this order, this
+    rank's range of every tensor of @batches (see _exchange_plan) into its slice's place,
+    a group of calls per batch, then its other slices and its part of the tensors kept
+    whole. Meanwhile this thread exchanges each batch as soon as it is placed: the ranks
+    agree that every one placed its ranges (a rank that failed must not leave the others
+    waiting in the exchange), and each tensor is exchanged (_swap, the @send buffer reused
+    batch after batch). Then every rank's part of the tensors kept whole is broadcast to
+    the others. Every rank issues the same collectives in the same order. Returns the
+    placements' result (place time: until the last of them ended); adds the exchange's and
+    the broadcasts' time to stats.exchange_seconds, and sets stats.exchange_tail_seconds."""
     torch = _torch()
     import torch.distributed as dist
     from ._dist import _global_rank, _parts
-    from ._torch import _join
     parts = _parts(shared, world)
     swapped = {s.entry for b in batches for s in b}
     rest = [e for i, e in enumerate(entries) if i not in swapped]
-    box = {}
-
-    def place():
-        try:
-            box["res"] = _place_shard(tgt, model, rest, threads, parts[rank])
-        except BaseException as e:  # every rank learns of it below
-            box["err"] = e
-        box["end"] = time.perf_counter_ns()
-
+    ranges = [_range_entries(entries, b, rank) for b in batches]
+    groups = [_shard_calls(tgt, model, r) for r in ranges]
+    groups.append(_shard_calls(tgt, model, rest, parts[rank]))
     t0 = time.perf_counter_ns()
-    worker = threading.Thread(target=place, name="dmafs-shard")
-    worker.start()
+    spent, works = 0.0, []
+    pool = _Pool(groups, "dmafs-shard", threads or 8)
     try:
-        xres, spent, ended = _exchange(tgt, scratch, send, model, entries, batches, rank,
-                                       world, group, threads)
+        for i, batch in enumerate(batches):
+            err = pool.wait(i)
+            t1 = time.perf_counter()
+            if err is None and tgt.fallback:
+                _fallback_copy(tgt, ranges[i])
+            for w in works:  # the send buffer is reused; NCCL: this stream waits for them
+                w.wait()
+            works = []
+            _agree_or_raise(dist, group, torch, tgt.dev, err, model.path,
+                            "place the rows it exchanges")
+            for s in batch:
+                works.append(_swap(s, entries[s.entry][3], send, tgt, rank, world, group))
+            spent += time.perf_counter() - t1
+        t1 = time.perf_counter()
+        for w in works:
+            w.wait()
+        spent += time.perf_counter() - t1
         xend = time.perf_counter_ns()
+        err = pool.wait(len(batches))
     finally:
-        _join(worker)  # it writes into tgt
-    stats.exchange_tail_seconds = max(0, xend - box["end"]) / 1e9 if batches else 0.0
-    err, res = box.get("err"), box.get("res")
+        pool.close()  # its calls write into tgt
+    ended = max([t0] + pool.ended)
+    stats.exchange_tail_seconds = max(0, xend - max(t0, pool.ended[-1])) / 1e9 \
+        if batches else 0.0
     _agree_or_raise(dist, group, torch, tgt.dev, err, model.path, "place its part")
-    res.bytes += xres.bytes
-    res.path = max(res.path, xres.path)
-    if batches:
-        res.elapsed_ns = max(res.elapsed_ns, ended - t0)
+    res = pool.result()
+    if tgt.fallback:
+        _fallback_copy(tgt, rest, parts[rank])
+        ended = time.perf_counter_ns()
+    res.elapsed_ns = ended - t0
     t1 = time.perf_counter()
     for r, (lo, hi) in enumerate(parts):
         if hi > lo:
@@ -519,14 +575,14 @@ def load_shard(path, device="cpu", *, rank=None, world_size=None, plan, group=No
         sharing = _share_ok(share, rank, world_size, group, dev)
         stats = new_stats(model, dev, target)
         stats.rank, stats.world_size = rank, world_size
-        batches, scratch_size = [], 0
+        batches, send_size = [], 0
         if sharing:
             import torch.distributed as dist
             from ._dist import _agree, _layout_digest
-            batches, scratch_size = _exchange_plan(model, entries, plan, world_size)
+            batches, send_size = _exchange_plan(model, entries, plan, world_size)
             swaps = sum(len(b) for b in batches)
             same, _ = _agree(dist, group, torch, dev, [shared, _layout_digest(model), swaps,
-                                                      scratch_size])
+                                                      send_size])
             if not same:
                 raise RuntimeError(f"dmafs: {path}: the ranks opened different models, or "
                                    "plans that keep different tensors whole or exchange "
@@ -538,14 +594,13 @@ def load_shard(path, device="cpu", *, rank=None, world_size=None, plan, group=No
             sharing = shared > 0 or swaps > 0  # else no collective needed
         out = {}
         if size or sharing:  # a rank with nothing of its own still sends its rows
-            tgt = scratch = send = err = None
+            tgt = send = err = None
             try:
                 tgt = Target(model, dev, target, index, max(size, 1))
                 if batches:
-                    # the rows to exchange: memory of its own, which the tensors returned
+                    # the pieces to send: memory of its own, which the tensors returned
                     # do not keep
-                    scratch = Target(model, dev, target, index, scratch_size)
-                    send = torch.empty(scratch_size, dtype=torch.uint8, device=dev)
+                    send = torch.empty(send_size, dtype=torch.uint8, device=dev)
             except Exception as e:
                 err = e
             try:
@@ -555,7 +610,7 @@ def load_shard(path, device="cpu", *, rank=None, world_size=None, plan, group=No
                     raise err
                 if sharing:
                     res = _place_shared(tgt, model, entries, shared, rank, world_size, group,
-                                        threads, stats, batches, scratch, send)
+                                        threads, stats, batches, send)
                 else:
                     res = _place_shard(tgt, model, entries, threads)
                 for t, dt, shape, at, ext, _whole in entries:
@@ -567,18 +622,11 @@ def load_shard(path, device="cpu", *, rank=None, world_size=None, plan, group=No
                     tgt.base = None  # a host buffer unmaps now, not when the traceback goes
                 raise
             finally:
-                send = None
-                for x in (scratch, tgt):
-                    if x is not None:
-                        x.close()
-                if scratch is not None:
-                    scratch.base = None  # the scratch goes now (host: unmapped)
-            fallback = "; ".join(dict.fromkeys(
-                f for f in (tgt.fallback, scratch and scratch.fallback) if f))
+                send = None  # freed now
+                if tgt is not None:
+                    tgt.close()
+            fallback = tgt.fallback
             tier = tgt.tier_bytes
-            if scratch is not None:
-                tier = None if tier is None or scratch.tier_bytes is None else \
-                    tier + scratch.tier_bytes
             finish_stats(stats, res, fallback or None, t0, tier)
             warn_slow(model, res, fallback or None, tgt.why_posix, stacklevel + 1)
         else:
