@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
-"""shard_check.py - dmafs.load(..., shard=...) in 2 and 4 ranks (gloo, host memory).
+"""shard_check.py - dmafs.load(..., shard=...) in 2 and 4 ranks (gloo, host memory), or with
+--device cuda in as many ranks as GPUs (NCCL, rank r into cuda:r).
 
-Usage: shard_check.py --work DIR --loops DEV,DEV... --worlds 2,4 MODEL_DIR ODD_FILE
+Usage: shard_check.py --work DIR --loops DEV,DEV... --worlds 2,4 [--device cuda] MODEL_DIR ODD_FILE
 
 ODD_FILE is written here (on the mount): tensors of odd sizes, a packed (fused) one, 3-d
 ones split along dimension 1 and 2, one of fewer rows than ranks, one whose row pieces
@@ -142,6 +143,9 @@ def sectors_read(loops):
 # --no-read-bounds (a mount with verify_place, which also reads a 4 KiB checksum block per
 # member read): the members' reads are reported, not checked
 BOUNDS = "--no-read-bounds" not in sys.argv
+# where the shards go (worker: "cuda:RANK" with --device cuda); the whole tensors compared
+# against are loaded into host memory
+DEV = "cpu"
 
 
 def compare(rank, world, path, plan, full, got, what, fails):
@@ -150,6 +154,10 @@ def compare(rank, world, path, plan, full, got, what, fails):
     for name, t in full.items():
         want = ref_slice(t, rule(name, plan), rank, world)
         g = got.get(name)
+        if g is not None and g.device.type != "cpu":
+            if g.device != torch.device(DEV):
+                fails.append(f"rank {rank}/{world} ({what}): {name} on {g.device}, want {DEV}")
+            g = g.cpu()
         if g is None or g.shape != want.shape or g.dtype != want.dtype or not torch.equal(
                 raw(g), raw(want)):  # bytes: random model bytes hold NaNs
             fails.append(f"rank {rank}/{world} {os.path.basename(path)} ({what}): {name}: got "
@@ -182,7 +190,7 @@ def check_model(rank, world, path, plan, loops, fails):
         dist.barrier()
         if r == rank:
             before = sectors_read(loops)
-            got = dmafs.load(path, "cpu", shard=(rank, world, plan))
+            got = dmafs.load(path, DEV, shard=(rank, world, plan))
             after = sectors_read(loops)
             st = dmafs.last_stats()
     dist.barrier()
@@ -208,13 +216,13 @@ def check_model(rank, world, path, plan, loops, fails):
                      "to exchange (the test would not test the exchange)")
     dist.barrier()
     before = sectors_read(loops)
-    got = dmafs.load(path, "cpu", shard=plan)
+    got = dmafs.load(path, DEV, shard=plan)
     st = dmafs.last_stats()
     dist.barrier()
     after = sectors_read(loops)
     compare(rank, world, path, plan, full, got, "shared", fails)
     del got
-    t = torch.tensor([st.bytes, sliced], dtype=torch.int64)
+    t = torch.tensor([st.bytes, sliced], dtype=torch.int64, device=DEV)
     dist.all_reduce(t)
     placed, want_all = int(t[0]), int(t[1]) + whole
     if placed != want_all or st.exchange_seconds is None or st.exchanged_tensors != swaps:
@@ -245,7 +253,7 @@ def check_model(rank, world, path, plan, loops, fails):
             return plans[-1]
         _shard._EXCHANGE_SEND, _shard._exchange_plan = 64 << 10, spy
         try:
-            got = dmafs.load(path, "cpu", shard=plan)
+            got = dmafs.load(path, DEV, shard=plan)
         finally:
             _shard._EXCHANGE_SEND, _shard._exchange_plan = saved, plan_of
         st = dmafs.last_stats()
@@ -284,7 +292,7 @@ def check_failure(rank, world, path, plan, fails):
         _shard._shard_calls = planted
         dist.barrier()
         try:
-            dmafs.load(path, "cpu", shard=plan)
+            dmafs.load(path, DEV, shard=plan)
             err = None
         except (OSError, RuntimeError) as e:
             err = e
@@ -295,14 +303,20 @@ def check_failure(rank, world, path, plan, fails):
             fails.append(f"rank {rank}/{world} {os.path.basename(path)}: a failure placing "
                          f"{what} in rank {world - 1} raised {err!r} here, want {want.__name__}")
     dist.barrier()
-    got = dmafs.load(path, "cpu", shard=plan)
+    got = dmafs.load(path, DEV, shard=plan)
     if set(got) != set(dmafs.load(path, "cpu")):
         fails.append(f"rank {rank}/{world}: no load after the planted failures")
 
 
 def worker(rank, args, world):
+    global DEV
     import torch.distributed as dist
-    dist.init_process_group("gloo", init_method=f"file://{args.work}/store{world}",
+    backend = "gloo"
+    if args.device == "cuda":
+        import torch
+        torch.cuda.set_device(rank)
+        DEV, backend = f"cuda:{rank}", "nccl"
+    dist.init_process_group(backend, init_method=f"file://{args.work}/store{world}",
                             rank=rank, world_size=world)
     fails = []
     loops = args.loops.split(",") if args.loops else []
@@ -331,6 +345,7 @@ def main():
     ap.add_argument("--loops", default="")
     ap.add_argument("--worlds", default="2,4")
     ap.add_argument("--no-read-bounds", action="store_true")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     ap.add_argument("model")
     ap.add_argument("odd")
     args = ap.parse_args()

@@ -22,7 +22,8 @@ t_mount "$T_MEMBERS" "$M"
 "$PY" "$SYNTH" -q --model qwen2.5-7b --scale 16 --shards 2 --seed 1 "$M/q7" || t_fail "synth q7"
 mkdir -p "$T_WORK/run"
 "$PY" "$top_srcdir/tests/shard_check.py" --work "$T_WORK/run" --loops "$T_MEMBERS" \
-	--worlds "${SHARD_WORLDS:-2,4}" "$M/q7" "$M/odd.safetensors" || t_fail "shard_check.py failed (see above)"
+	--worlds "${SHARD_WORLDS:-2,4}" --device "${SHARD_DEVICE:-cpu}" "$M/q7" "$M/odd.safetensors" ||
+	t_fail "shard_check.py failed (see above)"
 t_umount "$M"
 # again with verify_place: the packed row extents are read by whole 4 KiB blocks and their
 # checksums checked in the pool (the reads are reported: each member read brings its own
@@ -31,7 +32,7 @@ t_log "again with -o verify_place, 2 ranks"
 t_mount "$T_MEMBERS" "$M" verify_place
 mkdir -p "$T_WORK/run2"
 "$PY" "$top_srcdir/tests/shard_check.py" --work "$T_WORK/run2" --loops "$T_MEMBERS" \
-	--worlds 2 --no-read-bounds "$M/q7" "$M/odd.safetensors" ||
+	--worlds 2 --device "${SHARD_DEVICE:-cpu}" --no-read-bounds "$M/q7" "$M/odd.safetensors" ||
 	t_fail "shard_check.py with verify_place failed (see above)"
 t_umount "$M"
 t_log "PASS"
