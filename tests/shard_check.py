@@ -214,12 +214,41 @@ def check_model(rank, world, path, plan, loops, fails):
     if plan is not PLAN_COL and not swaps:
         fails.append(f"rank {rank}/{world} {os.path.basename(path)}: the plan has nothing "
                      "to exchange (the test would not test the exchange)")
+    from dmafs import _shard
+    plans, plan_of = [], _shard._exchange_plan
+
+    def spy(*a):
+        plans.append(plan_of(*a))
+        return plans[-1]
+    if DEV != "cpu":  # the GPU memory the load takes: its shard, and the send buffer meanwhile
+        torch.cuda.synchronize(DEV)
+        mem0 = torch.cuda.memory_allocated(DEV)
+        torch.cuda.reset_peak_memory_stats(DEV)
     dist.barrier()
     before = sectors_read(loops)
-    got = dmafs.load(path, DEV, shard=plan)
+    _shard._exchange_plan = spy
+    try:
+        got = dmafs.load(path, DEV, shard=plan)
+    finally:
+        _shard._exchange_plan = plan_of
     st = dmafs.last_stats()
     dist.barrier()
     after = sectors_read(loops)
+    if DEV != "cpu":
+        # each tensor starts at a multiple of 64 bytes; the allocator rounds up to 2 MiB
+        # blocks; the ranks' agreements take a few small tensors
+        slack = 64 * len(full) + (4 << 20)
+        send = plans[0][1] if plans else 0
+        peak = torch.cuda.max_memory_allocated(DEV) - mem0
+        kept = torch.cuda.memory_allocated(DEV) - mem0
+        if not want_bytes <= peak <= want_bytes + send + slack or \
+                not want_bytes <= kept <= want_bytes + slack:
+            fails.append(f"rank {rank}/{world} {os.path.basename(path)}: with shard=plan the "
+                         f"load took {peak} bytes of GPU memory at most and kept {kept}, for a "
+                         f"shard of {want_bytes} and a send buffer of {send}")
+        elif rank == 0:
+            print(f"  {os.path.basename(path)}: GPU memory at most {peak} bytes, kept {kept}, "
+                  f"for a shard of {want_bytes} and a send buffer of {send}", flush=True)
     compare(rank, world, path, plan, full, got, "shared", fails)
     del got
     t = torch.tensor([st.bytes, sliced], dtype=torch.int64, device=DEV)
