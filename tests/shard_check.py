@@ -14,8 +14,9 @@ the sectors the member loop devices read while the rank loads alone must be the 
 share. With shard=plan (the ranks together) the narrow row slices must have been
 exchanged (LoadStats.exchanged_tensors, counted here by this file's own rule, and the
 members reading the model about once), also with a send buffer small enough for many
-batches; a failure planted in one rank's placement must raise in every rank. Exits 0
-when every check passed in every rank.
+batches; a failure planted in one rank's placement must raise in every rank. First, the
+exchange's bookkeeping alone (check_runs) on many small shapes. Exits 0 when every check
+passed in every rank.
 """
 
 import argparse
@@ -337,6 +338,43 @@ def check_failure(rank, world, path, plan, fails):
         fails.append(f"rank {rank}/{world}: no load after the planted failures")
 
 
+def check_runs():
+    """The exchange's bookkeeping alone, on many small shapes and world sizes: each rank's
+    range, cut into pieces per destination (dmafs._shard._runs), gathered in rank order,
+    is every destination's slice, row-major. Returns the failures."""
+    import random
+    from dmafs import _shard
+    rnd, fails = random.Random(1), []
+    for _ in range(2000):
+        world, outer = rnd.randint(2, 7), rnd.randint(1, 9)
+        size, inner = rnd.randint(1, 13), rnd.choice([1, 2, 6])
+        row = size * inner
+        cols = [(a * inner, b * inner) for a, b in (_shard.shard_range(size, r, world)
+                                                    for r in range(world))]
+        ends = [0]
+        for a, b in cols:
+            ends.append(ends[-1] + outer * (b - a))
+        got = [[] for _ in range(world)]
+        for lo, hi in zip(ends, ends[1:]):
+            for j, (a, b) in enumerate(cols):
+                n = 0
+                for off, rows, w in _shard._runs(row, lo, hi, a, b):
+                    for k in range(rows):
+                        got[j] += range(lo + off + k * row, lo + off + k * row + w)
+                        n += w
+                if n != _shard._count(row, lo, hi, a, b):
+                    fails.append(f"_count({row}, {lo}, {hi}, {a}, {b}) is not {n}")
+        for j, (a, b) in enumerate(cols):
+            want = [r * row + c for r in range(outer) for c in range(a, b)]
+            if got[j] != want:
+                i = next((i for i, (x, y) in enumerate(zip(got[j], want)) if x != y),
+                         min(len(got[j]), len(want)))
+                fails.append(f"outer {outer} size {size} inner {inner} world {world}: rank "
+                             f"{j} would get {len(got[j])} bytes, want {len(want)}; the first "
+                             f"wrong one at {i}")
+    return fails[:5]
+
+
 def worker(rank, args, world):
     global DEV
     import torch.distributed as dist
@@ -378,6 +416,11 @@ def main():
     ap.add_argument("model")
     ap.add_argument("odd")
     args = ap.parse_args()
+    fails = check_runs()
+    for f in fails:
+        print("FAIL " + f, flush=True)
+    if fails:
+        return 1
     write_odd(args.odd)
     import torch.multiprocessing as mp
     for world in (int(w) for w in args.worlds.split(",")):
