@@ -311,6 +311,7 @@ class _Pool:
             _join(t)
 
     def result(self):
+        """The calls' results added up (bytes; the slowest path taken)."""
         res = _lib.Result()
         for r in self.results:
             res.bytes += r.bytes
