@@ -128,6 +128,16 @@ t_require_torch() {
 	export PYTHONDONTWRITEBYTECODE=1
 }
 
+# t_require_gpus N [CODE [WHAT]] - t_require_torch with N CUDA GPUs, NCCL and torchrun
+# (and CODE, when given: WHAT says what else is needed); skips without them.
+t_require_gpus() {
+	local n=$1
+	t_require_torch "import torch, torch.distributed as d, torch.distributed.run
+assert torch.cuda.is_available() and torch.cuda.device_count() >= $n, f'{torch.cuda.device_count() if torch.cuda.is_available() else 0} CUDA GPUs'
+assert d.is_nccl_available(), 'no NCCL'
+${2:-}" "needs torch with $n CUDA GPUs and NCCL${3:+, and $3}"
+}
+
 # t_torchrun N SCRIPT ARGS... - run SCRIPT in N processes with torchrun (torch.distributed.run
 # of $PY) on this machine, on a free port; fails when any process does. Each process's
 # stdout is teed with a [defaultN] prefix: --redirects/--tee 1 also keep Debian's torch 1.13

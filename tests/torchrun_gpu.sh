@@ -7,10 +7,7 @@
 # the times. Skips (77) without torch, two CUDA GPUs and NCCL, or transformers.
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/t_lib.sh"
-t_require_torch 'import torch, torch.distributed as d, torch.distributed.run
-assert torch.cuda.is_available() and torch.cuda.device_count() >= 2, f"{torch.cuda.device_count() if torch.cuda.is_available() else 0} CUDA GPUs"
-assert d.is_nccl_available(), "no NCCL"
-import transformers' "needs torch with 2 CUDA GPUs and NCCL, and transformers"
+t_require_gpus 2 'import transformers' transformers
 SYNTH=$top_srcdir/tools/dmafs-synth-model
 
 t_workdir
