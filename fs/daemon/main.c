@@ -187,12 +187,13 @@ static int start_services(struct daemon *d)
 		log_err("cannot start the placement service");
 		return -1;
 	}
-	if ((ret = placeq_start(&d->srv.placeq, o->place_threads, o->place_queue))) {
+	if ((ret = placeq_start(&d->srv.placeq, o->place_threads, o->place_queue,
+				 o->place_threads_user))) {
 		log_err("cannot start the placement threads: %s", strerror(-ret));
 		return -1;
 	}
-	log_debug("placement: %u threads; at most %u registrations (%u per user), %llu host bytes (%llu per user)",
-		  o->place_threads, d->lim.regs, d->lim.regs_user, (unsigned long long)d->lim.bytes,
+	log_debug("placement: %u threads, %u per user; at most %u registrations (%u per user), %llu host bytes (%llu per user)",
+		  o->place_threads, o->place_threads_user, d->lim.regs, d->lim.regs_user, (unsigned long long)d->lim.bytes,
 		  (unsigned long long)d->lim.bytes_user);
 	if (!o->ro && (ret = wback_start(fs, o->fs.writebehind_mb))) {
 		log_err("cannot start write-behind: %s", strerror(-ret));

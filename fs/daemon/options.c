@@ -33,6 +33,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("writebehind_mb=%u", fs.writebehind_mb),
 	OPT("place_threads=%u", place_threads),
 	OPT("place_queue=%u", place_queue),
+	OPT("place_threads_user=%u", place_threads_user),
 	OPT("reg_max=%u", reg_max),
 	OPT("reg_max_user=%u", reg_max_user),
 	OPT("reg_bytes=%s", reg_bytes),
@@ -205,6 +206,8 @@ void options_usage(FILE *f)
 		"  -o place_threads=N  threads that run registrations and placements, apart\n"
 		"                      from the FUSE workers (default: as many as threads)\n"
 		"  -o place_queue=N    requests of one user that may wait for them (default 256)\n"
+		"  -o place_threads_user=N  of those threads, how many one user's requests may\n"
+		"                      hold at once (default: all but one)\n"
 		"  -o reg_max=N, reg_max_user=N  registrations on the mount (default 8192) and\n"
 		"                      per user (default 4096)\n"
 		"  -o reg_bytes=SIZE, reg_bytes_user=SIZE  host buffer bytes registered on the\n"
@@ -383,6 +386,13 @@ int options_check(struct options *o)
 		o->place_queue = PLACEQ_PER_USER;
 	if (o->place_threads > 1024 || o->place_queue > 65536) {
 		fprintf(stderr, "dmafs: place_threads must be 1..1024 and place_queue 1..65536\n");
+		return -1;
+	}
+	if (!o->place_threads_user)
+		o->place_threads_user = PLACEQ_USER_THREADS(o->place_threads);
+	if (o->place_threads_user > o->place_threads) {
+		fprintf(stderr, "dmafs: place_threads_user=%u is more than place_threads=%u: give at most %u (see dmafs --help)\n",
+			o->place_threads_user, o->place_threads, o->place_threads);
 		return -1;
 	}
 	if (o->threads < 1 || o->threads > 1024 || o->fs.commit_interval < 1 || o->fs.commit_interval > 3600 ||

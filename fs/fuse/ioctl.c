@@ -96,6 +96,11 @@ static int ioc_place(struct srv *s, struct ioc *x)
 	return 0;
 }
 
+static int ioc_interrupted(void *req)
+{
+	return fuse_req_interrupted(req);
+}
+
 static void job_run(struct placeq_job *qj)
 {
 	struct ioc *x = container_of(qj, struct ioc, q);
@@ -104,12 +109,15 @@ static void job_run(struct placeq_job *qj)
 	int ret;
 
 	workpool_owner(x->c.uid); /* the pool takes turns between users */
+	/* a client interrupted or killed (the kernel sends INTERRUPT for a signal while it
+	 * waits) stops its request between pieces: its thread is free within a piece */
+	x->c.stop = (struct pipe_stop){ .fn = ioc_interrupted, .arg = x->req };
 	if (x->cmd == DMAFS_IOC_REGISTER) {
 		x->out_len = sizeof(x->u.reg);
 		ret = place_register(s->place, &x->c, &x->u.reg);
 	} else if (x->cmd == DMAFS_IOC_PREFETCH) {
 		x->out_len = sizeof(x->u.prefetch);
-		ret = place_prefetch(s->place, x->ino, &x->u.prefetch);
+		ret = place_prefetch(s->place, &x->c, x->ino, &x->u.prefetch);
 		if (!ret)
 			fs_accessed(fs, x->ino); /* it reads the file */
 	} else {

@@ -97,7 +97,7 @@ static int fill_window(struct fillq *q, const struct range *r, uint64_t from, ui
 	*read = 0;
 	if (!ino)
 		return -ENOENT;
-	ret = pipeline_prefetch_window(q->fs, ino, &from, to, to - from, &f);
+	ret = pipeline_prefetch_window(q->fs, ino, &from, to, to - from, &f, NULL);
 	fs_unhold(q->fs, r->ino);
 	*read = f.read;
 	return ret < 0 ? ret : 0;

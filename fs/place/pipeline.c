@@ -143,7 +143,14 @@ struct pipe {
 	size_t ncs;
 	char *csbuf;
 	const struct tier_chunk *last_fill; /* the chunk it reserved last: the next goes after */
+	const struct pipe_stop *stop; /* the request's: asked before each record is built */
 };
+
+/* The request is to stop (interrupted, its client killed)? */
+static int stopped(const struct pipe *p)
+{
+	return p->stop && p->stop->fn && p->stop->fn(p->stop->arg);
+}
 
 /* Checksum bytes [a, b) of member @tag, read ahead into buf (NULL: the read failed). */
 struct cspan {
@@ -305,6 +312,12 @@ static int cut_chunks(struct pipe *p, uint64_t from, uint64_t to)
 	for (uint64_t off = from; off < to && !ret; off += PIECE) {
 		uint64_t len = MIN(PIECE, to - off);
 
+		size_t e = meta_ext_find(p->ino, off);
+
+		if (e >= p->ino->next || p->ino->ext[e].off >= off + len) {
+			p->fo->skipped += len; /* a hole: nothing to read */
+			continue;
+		}
 		if (tier_has(p->tier, p->ino, off / PIECE, (uint32_t)len)) {
 			p->fo->held += len;
 			continue;
@@ -994,6 +1007,10 @@ static int issue(struct pipe *p)
 		int ret;
 
 		if (!r) {
+			if (stopped(p)) { /* no new reads: what is in flight finishes */
+				fail(p, -EINTR);
+				break;
+			}
 			ret = build(p, &r);
 			if (ret < 0) {
 				fail(p, ret);
@@ -1345,7 +1362,7 @@ int pipeline_run(struct fs *fs, struct inode *ino, const struct pipe_target *t,
 {
 	struct pipe p = { .fs = fs, .ino = ino, .t = t, .verify = verify, .st = t->stage,
 			  .gran = read_granule(fs, verify), .tier = fs->tier, .fsize = ino->a.size,
-			  .nofill = fs->tier && fs->set.tier_fill_idle };
+			  .nofill = fs->tier && fs->set.tier_fill_idle, .stop = t->stop };
 	int ret;
 
 	if (p.tier) /* before any read goes out: a change after it keeps fills out */
@@ -1368,12 +1385,12 @@ int pipeline_run(struct fs *fs, struct inode *ino, const struct pipe_target *t,
 }
 
 int pipeline_prefetch(struct fs *fs, struct inode *ino, uint64_t from, uint64_t to,
-		      struct pipe_fill *out)
+		      struct pipe_fill *out, const struct pipe_stop *stop)
 {
 	static const struct pipe_target none; /* no target: deliver only publishes */
 	struct pipe p = { .fs = fs, .ino = ino, .t = &none, .verify = 1,
 			  .gran = read_granule(fs, 1), .tier = fs->tier, .fsize = ino->a.size,
-			  .fo = out };
+			  .fo = out, .stop = stop };
 	int ret;
 
 	if (!p.tier)
@@ -1388,20 +1405,35 @@ int pipeline_prefetch(struct fs *fs, struct inode *ino, uint64_t from, uint64_t 
 }
 
 int pipeline_prefetch_window(struct fs *fs, struct inode *ino, uint64_t *off, uint64_t end,
-			     uint64_t window, struct pipe_fill *f)
+			     uint64_t window, struct pipe_fill *f, const struct pipe_stop *stop)
 {
-	uint64_t from = ALIGN_DOWN(*off, TIER_CHUNK), stop, to;
+	uint64_t from = ALIGN_DOWN(*off, TIER_CHUNK), last, to;
+	size_t e;
 	int ret;
 
 	wback_wait(fs, ino, 0); /* what was written is on the members before we read */
 	pthread_rwlock_rdlock(&ino->iolock);
-	stop = MIN(end, ino->a.size); /* the size may have changed since the last window */
-	if (from >= stop || *off >= stop) { /* an empty range widens to nothing */
+	last = MIN(end, ino->a.size); /* the size may have changed since the last window */
+	if (from >= last || *off >= last) { /* an empty range widens to nothing */
 		pthread_rwlock_unlock(&ino->iolock);
 		return 1;
 	}
-	to = MIN(ALIGN_UP(MIN(stop, from + window), TIER_CHUNK), ino->a.size);
-	ret = pipeline_prefetch(fs, ino, from, to, f);
+	/* holes are not read: the window starts at the chunk of the next mapped byte */
+	e = meta_ext_find(ino, from);
+	if (e >= ino->next || ino->ext[e].off >= last) {
+		f->skipped += last - from;
+		pthread_rwlock_unlock(&ino->iolock);
+		*off = last;
+		return 1;
+	}
+	if (ino->ext[e].off >= from + TIER_CHUNK) {
+		uint64_t at = ALIGN_DOWN(ino->ext[e].off, TIER_CHUNK);
+
+		f->skipped += at - from;
+		from = at;
+	}
+	to = MIN(ALIGN_UP(MIN(last, from + window), TIER_CHUNK), ino->a.size);
+	ret = pipeline_prefetch(fs, ino, from, to, f, stop);
 	pthread_rwlock_unlock(&ino->iolock);
 	*off = to;
 	return ret;

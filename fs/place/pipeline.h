@@ -35,6 +35,15 @@
 #include "engine/engine.h"
 #include "place/stage.h"
 
+/*
+ * Whether the request a pipeline runs for is to stop (its client was interrupted or
+ * killed): asked between pieces; fn NULL, or the pointer NULL, never stops.
+ */
+struct pipe_stop {
+	int (*fn)(void *arg); /* nonzero: stop */
+	void *arg;
+};
+
 struct pipe_target {
 	int gpu;	  /* 0: host pages at @base; 1: device memory at @base via @stage */
 	char *base;	  /* where buffer offset 0 is (host address or device pointer) */
@@ -42,6 +51,7 @@ struct pipe_target {
 			      * to have it set up on first need */
 	struct stages *stages; /* the mount's pools (host bounce pool on first need) */
 	uint64_t copy_delay_ns;	/* wait before copying a ready piece (0: copy at once) */
+	const struct pipe_stop *stop; /* the request's stop, or NULL */
 };
 
 #define PIPELINE_COPY_DELAY_US 300
@@ -57,7 +67,8 @@ struct pipe_out {
  * Place the validated entries of @p (lengths already clipped to the file) from @ino into
  * @t. Caller holds ino->iolock shared. Returns 0 once every byte has landed (device
  * copies finished), or -EIO (member read error or checksum mismatch, logged), -ENODEV
- * (GPU call failed or staging unavailable), -ENOMEM. On failure nothing is left in
+ * (GPU call failed or staging unavailable), -ENOMEM, -EINTR (t->stop said stop: no new
+ * piece was read after it; what was in flight finished first). On failure nothing is left in
  * flight and every slot taken has been given back. On success, @out is added to (see
  * struct pipe_out).
  */
@@ -68,29 +79,32 @@ int pipeline_run(struct fs *fs, struct inode *ino, const struct pipe_target *t,
 struct pipe_fill {
 	uint64_t read;	  /* read from the members and published into the tier */
 	uint64_t held;	  /* in the tier already (or filled by another placement meanwhile) */
-	uint64_t skipped; /* not kept: no chunk free and none of ours to wait for, or the
-			   * file changed while they were read */
+	uint64_t skipped; /* not kept: no chunk free and none of ours to wait for, the file
+			   * changed while they were read, holes (nothing to read: a
+			   * placement zeroes them), or past what the tier can keep */
 };
 
 /*
  * Read the chunks of @ino's bytes [from, to) that the warm tier lacks into it: @from a
  * multiple of TIER_CHUNK, @to one or the end of the file (clipped there). Every chunk is
- * read whole, its checksums checked, and published; a prefetch larger than the tier
- * evicts its own first chunks (LRU). Caller holds ino->iolock shared. Returns 0 (@out
- * added to), -EOPNOTSUPP (the mount has no tier), -EIO (member read error or checksum
- * mismatch, logged; that chunk is not kept), -ENOMEM.
+ * read whole, its checksums checked, and published; a chunk with no byte mapped (a hole)
+ * is not read. Caller holds ino->iolock shared. Returns 0 (@out added to), -EOPNOTSUPP
+ * (the mount has no tier), -EIO (member read error or checksum mismatch, logged; that
+ * chunk is not kept), -ENOMEM, -EINTR (@stop said stop).
  */
 int pipeline_prefetch(struct fs *fs, struct inode *ino, uint64_t from, uint64_t to,
-		      struct pipe_fill *out);
+		      struct pipe_fill *out, const struct pipe_stop *stop);
 /*
  * One window of a prefetch of @ino's bytes [*@off, @end): the chunks from *@off (rounded
  * down to a chunk) up to @window bytes on, clipped to the file's size now, read into the
- * tier once write-behind's data is on the members, under the file's iolock shared. *@off
- * moves to where the next window starts. Returns 1 when nothing is left (the range is
- * empty, or past the end of the file), 0 after a window, or -errno as pipeline_prefetch;
- * @f is added to. The caller keeps @ino (an open, or fs_hold).
+ * tier once write-behind's data is on the members, under the file's iolock shared. A
+ * window starts at the first chunk from *@off that has a byte mapped: holes cost nothing
+ * (counted skipped). *@off moves to where the next window starts. Returns 1 when nothing
+ * is left (the range is empty, or past the end of the file, or only holes), 0 after a
+ * window, or -errno as pipeline_prefetch; @f is added to. The caller keeps @ino (an
+ * open, or fs_hold).
  */
 int pipeline_prefetch_window(struct fs *fs, struct inode *ino, uint64_t *off, uint64_t end,
-			     uint64_t window, struct pipe_fill *f);
+			     uint64_t window, struct pipe_fill *f, const struct pipe_stop *stop);
 
 #endif

@@ -201,6 +201,8 @@ static int run_one(struct place *pl, const struct place_caller *c, uint64_t ino_
 
 	if (p->count > DMAFS_PLACE_MAX || p->flags)
 		return -EINVAL;
+	if (c->stop.fn && c->stop.fn(c->stop.arg)) /* killed while it waited in the queue */
+		return -EINTR;
 	ret = reg_get(pl, c, p->id, &r);
 	if (ret)
 		return ret;
@@ -217,7 +219,8 @@ static int run_one(struct place *pl, const struct place_caller *c, uint64_t ino_
 	ret = place_validate(p, r->size, ino->a.size);
 	if (!ret) {
 		struct pipe_target t = { .gpu = r->target != DMAFS_TARGET_HOST, .base = r->base,
-					 .stages = pl->stages, .copy_delay_ns = pl->copy_delay_ns };
+					 .stages = pl->stages, .copy_delay_ns = pl->copy_delay_ns,
+					 .stop = &c->stop };
 
 		if (r->target == DMAFS_TARGET_HOST) {
 			ret = reg_host_intact(r, p);
@@ -270,11 +273,13 @@ int place_run(struct place *pl, const struct place_caller *c, uint64_t ino_nr,
 #define PREFETCH_WINDOW (1024ull * TIER_CHUNK)
 
 
-int place_prefetch(struct place *pl, uint64_t ino_nr, struct dmafs_ioc_prefetch *rq)
+int place_prefetch(struct place *pl, const struct place_caller *c, uint64_t ino_nr,
+		   struct dmafs_ioc_prefetch *rq)
 {
 	struct fs *fs = pl->fs;
-	uint64_t t0 = dm_mono_ns(), off, end;
+	uint64_t t0 = dm_mono_ns(), off, end, want, cap;
 	struct pipe_fill f = { 0 };
+	struct tier_stats ts;
 	struct inode *ino;
 	int ret = 0;
 
@@ -282,17 +287,30 @@ int place_prefetch(struct place *pl, uint64_t ino_nr, struct dmafs_ioc_prefetch 
 		return -EINVAL;
 	if (!fs->tier)
 		return -EOPNOTSUPP;
+	if (c->stop.fn && c->stop.fn(c->stop.arg))
+		return -EINTR;
 	pthread_mutex_lock(&fs->meta.lock);
 	ino = meta_iget(&fs->meta, ino_nr);
 	pthread_mutex_unlock(&fs->meta.lock);
 	if (!ino || !S_ISREG(ino->a.mode))
 		return ino ? -EINVAL : -ENOENT;
 	off = rq->offset;
-	end = rq->length > UINT64_MAX - rq->offset ? UINT64_MAX : rq->offset + rq->length;
-	while (!(ret = pipeline_prefetch_window(fs, ino, &off, end, PREFETCH_WINDOW, &f)))
+	want = rq->length > UINT64_MAX - rq->offset ? UINT64_MAX : rq->offset + rq->length;
+	/* A prefetch larger than the tier would evict its own first chunks: it reads at most
+	 * the tier's size, so no request runs longer than filling the tier once. */
+	tier_stats(fs->tier, &ts);
+	cap = ALIGN_DOWN(off, TIER_CHUNK) + ts.size;
+	end = MIN(want, cap < ts.size ? UINT64_MAX : cap);
+	while (!(ret = pipeline_prefetch_window(fs, ino, &off, end, PREFETCH_WINDOW, &f, &c->stop)))
 		;
 	if (ret < 0)
 		return ret;
+	if (want > end) { /* the part past the tier's size, within the file, is skipped */
+		uint64_t size = __atomic_load_n(&ino->a.size, __ATOMIC_RELAXED);
+
+		if (MIN(want, size) > end)
+			f.skipped += MIN(want, size) - end;
+	}
 	rq->bytes_read = f.read;
 	rq->bytes_held = f.held;
 	rq->bytes_skipped = f.skipped;

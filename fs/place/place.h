@@ -14,10 +14,13 @@
 
 #include "dmafs-proto.h"
 #include "engine/engine.h"
+#include "place/pipeline.h"
 
 struct place_caller {
 	pid_t tgid;
 	uid_t uid;
+	/* the request is to stop: its client was interrupted or killed (NULL: never) */
+	struct pipe_stop stop;
 };
 
 /* Bounds on what clients may register (mount options reg_max, reg_max_user, reg_bytes,
@@ -60,20 +63,24 @@ int place_unregister(struct place *pl, const struct place_caller *c, uint64_t id
  * registered. Returns 0 (p's out fields set) or -errno: -EINVAL malformed request,
  * -ENOENT unknown id, -EPERM another process's buffer, -ERANGE past the buffer's end,
  * -EIO member read error, -ENODEV GPU copy failure, -EFAULT the client took its host
- * buffer's memory away (no member is blamed). *@tier_bytes: of p->bytes, those placed
+ * buffer's memory away (no member is blamed), -EINTR c->stop said stop (the client was
+ * interrupted or killed; no piece was read after that). *@tier_bytes: of p->bytes, those placed
  * from the warm tier (DMAFS_IOC_PLACE2 sends it; the p2p path never uses the tier).
  */
 int place_run(struct place *pl, const struct place_caller *c, uint64_t ino,
 	      struct dmafs_ioc_place *p, uint64_t *tier_bytes);
 /*
  * Read file @ino's bytes [rq->offset, +rq->length), widened to whole chunks and clipped at
- * the end of the file, into the mount's warm tier (pipeline_prefetch), a window of chunks
- * at a time under the file's iolock. The caller opened the file for reading. Returns 0
- * (rq's out fields set) or -errno: -EINVAL flags set, or not a regular file, -ENOENT
- * unknown inode, -EOPNOTSUPP the mount has no tier, -EIO member read error or checksum
- * mismatch (what was read before it stays in the tier), -ENOMEM.
+ * the end of the file and at the tier's size (more would evict its own first chunks),
+ * into the mount's warm tier (pipeline_prefetch), a window of chunks at a time under the
+ * file's iolock; holes are not read. The caller opened the file for reading. Returns 0
+ * (rq's out fields set; what was clipped or a hole counts as skipped) or -errno: -EINVAL
+ * flags set, or not a regular file, -ENOENT unknown inode, -EOPNOTSUPP the mount has no
+ * tier, -EIO member read error or checksum mismatch (what was read before it stays in
+ * the tier), -ENOMEM, -EINTR c->stop said stop.
  */
-int place_prefetch(struct place *pl, uint64_t ino, struct dmafs_ioc_prefetch *rq);
+int place_prefetch(struct place *pl, const struct place_caller *c, uint64_t ino,
+		   struct dmafs_ioc_prefetch *rq);
 /* Check the request header and entries against a buffer of @bufsize and a file of
  * @fsize; sets each entry's effective length. Pure: the fuzz target. */
 int place_validate(struct dmafs_ioc_place *p, uint64_t bufsize, uint64_t fsize);
