@@ -125,6 +125,10 @@ static void job_run(struct placeq_job *qj)
 		if (!ret)
 			fs_accessed(fs, x->ino); /* a placement reads the file */
 	}
+	if (ret == -EINTR)
+		log_debug("%s of inode %llu for pid %d (uid %u) stopped: the client was interrupted or killed",
+			  x->cmd == DMAFS_IOC_PREFETCH ? "prefetch" : "placement",
+			  (unsigned long long)x->ino, (int)x->c.tgid, (unsigned)x->c.uid);
 	ioc_reply(x, ret);
 	free(x);
 }

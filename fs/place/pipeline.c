@@ -19,6 +19,7 @@
 #define PIECE STAGE_SLOT	 /* file window a piece stays inside */
 #define QD_PER_MEMBER 32	 /* member reads in flight per member and placement */
 #define QD_MIN 64
+#define QD_SHARE_MIN 8		 /* a request's part of QD_MIN never goes below this */
 #define MAX_RECS 1024
 #define POLL_US 50		 /* wait slice while copies or hashing are outstanding */
 #define PACK_MAX 256		 /* pieces packed into one slot at most */
@@ -144,6 +145,8 @@ struct pipe {
 	char *csbuf;
 	const struct tier_chunk *last_fill; /* the chunk it reserved last: the next goes after */
 	const struct pipe_stop *stop; /* the request's: asked before each record is built */
+	struct share *share;	/* the user's part of qd (share.h), or NULL: all of it */
+	uid_t uid;
 };
 
 /* The request is to stop (interrupted, its client killed)? */
@@ -999,6 +1002,8 @@ static int reap(struct pipe *p)
 /* Submit the reads of every piece that can go now. Returns how many pieces went. */
 static int issue(struct pipe *p)
 {
+	/* this user's part of the queue depth, as the users running requests are now */
+	unsigned qd = p->share ? MAX(QD_SHARE_MIN, p->qd / share_parts(p->share, p->uid)) : p->qd;
 	int n = 0;
 
 	p->starved = 0;
@@ -1019,7 +1024,7 @@ static int issue(struct pipe *p)
 			if (ret == 0)
 				break;
 		}
-		if (p->inflight && p->inflight + r->nops > p->qd) {
+		if (p->inflight && p->inflight + r->nops > qd) {
 			p->pending = r;
 			break;
 		}
@@ -1362,7 +1367,8 @@ int pipeline_run(struct fs *fs, struct inode *ino, const struct pipe_target *t,
 {
 	struct pipe p = { .fs = fs, .ino = ino, .t = t, .verify = verify, .st = t->stage,
 			  .gran = read_granule(fs, verify), .tier = fs->tier, .fsize = ino->a.size,
-			  .nofill = fs->tier && fs->set.tier_fill_idle, .stop = t->stop };
+			  .nofill = fs->tier && fs->set.tier_fill_idle, .stop = t->stop,
+			  .share = t->share, .uid = t->uid };
 	int ret;
 
 	if (p.tier) /* before any read goes out: a change after it keeps fills out */
@@ -1385,12 +1391,13 @@ int pipeline_run(struct fs *fs, struct inode *ino, const struct pipe_target *t,
 }
 
 int pipeline_prefetch(struct fs *fs, struct inode *ino, uint64_t from, uint64_t to,
-		      struct pipe_fill *out, const struct pipe_stop *stop)
+		      struct pipe_fill *out, const struct pipe_target *req)
 {
 	static const struct pipe_target none; /* no target: deliver only publishes */
 	struct pipe p = { .fs = fs, .ino = ino, .t = &none, .verify = 1,
 			  .gran = read_granule(fs, 1), .tier = fs->tier, .fsize = ino->a.size,
-			  .fo = out, .stop = stop };
+			  .fo = out, .stop = req ? req->stop : NULL,
+			  .share = req ? req->share : NULL, .uid = req ? req->uid : 0 };
 	int ret;
 
 	if (!p.tier)
@@ -1405,7 +1412,7 @@ int pipeline_prefetch(struct fs *fs, struct inode *ino, uint64_t from, uint64_t 
 }
 
 int pipeline_prefetch_window(struct fs *fs, struct inode *ino, uint64_t *off, uint64_t end,
-			     uint64_t window, struct pipe_fill *f, const struct pipe_stop *stop)
+			     uint64_t window, struct pipe_fill *f, const struct pipe_target *req)
 {
 	uint64_t from = ALIGN_DOWN(*off, TIER_CHUNK), last, to;
 	size_t e;
@@ -1433,7 +1440,7 @@ int pipeline_prefetch_window(struct fs *fs, struct inode *ino, uint64_t *off, ui
 		from = at;
 	}
 	to = MIN(ALIGN_UP(MIN(last, from + window), TIER_CHUNK), ino->a.size);
-	ret = pipeline_prefetch(fs, ino, from, to, f, stop);
+	ret = pipeline_prefetch(fs, ino, from, to, f, req);
 	pthread_rwlock_unlock(&ino->iolock);
 	*off = to;
 	return ret;

@@ -33,6 +33,7 @@
 
 #include "dmafs-proto.h"
 #include "engine/engine.h"
+#include "place/share.h"
 #include "place/stage.h"
 
 /*
@@ -52,6 +53,9 @@ struct pipe_target {
 	struct stages *stages; /* the mount's pools (host bounce pool on first need) */
 	uint64_t copy_delay_ns;	/* wait before copying a ready piece (0: copy at once) */
 	const struct pipe_stop *stop; /* the request's stop, or NULL */
+	struct share *share;	/* with @uid: the reads in flight are this user's part of the
+				 * queue depth (share.h); NULL: all of it */
+	uid_t uid;
 };
 
 #define PIPELINE_COPY_DELAY_US 300
@@ -90,10 +94,11 @@ struct pipe_fill {
  * read whole, its checksums checked, and published; a chunk with no byte mapped (a hole)
  * is not read. Caller holds ino->iolock shared. Returns 0 (@out added to), -EOPNOTSUPP
  * (the mount has no tier), -EIO (member read error or checksum mismatch, logged; that
- * chunk is not kept), -ENOMEM, -EINTR (@stop said stop).
+ * chunk is not kept), -ENOMEM, -EINTR (@req->stop said stop). @req (may be NULL) gives
+ * only the request's stop and share; its target fields are not used.
  */
 int pipeline_prefetch(struct fs *fs, struct inode *ino, uint64_t from, uint64_t to,
-		      struct pipe_fill *out, const struct pipe_stop *stop);
+		      struct pipe_fill *out, const struct pipe_target *req);
 /*
  * One window of a prefetch of @ino's bytes [*@off, @end): the chunks from *@off (rounded
  * down to a chunk) up to @window bytes on, clipped to the file's size now, read into the
@@ -105,6 +110,6 @@ int pipeline_prefetch(struct fs *fs, struct inode *ino, uint64_t from, uint64_t 
  * open, or fs_hold).
  */
 int pipeline_prefetch_window(struct fs *fs, struct inode *ino, uint64_t *off, uint64_t end,
-			     uint64_t window, struct pipe_fill *f, const struct pipe_stop *stop);
+			     uint64_t window, struct pipe_fill *f, const struct pipe_target *req);
 
 #endif

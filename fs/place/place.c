@@ -35,6 +35,7 @@ int place_init(struct place **out, struct fs *fs, const struct place_limits *lim
 	pl->copy_delay_ns = copy_delay_us * 1000ull;
 	pl->p2p = p2p_new(p2p_force);
 	reg_init(pl);
+	share_init(&pl->share);
 	gpu_set_log(gpu_log_to_daemon);
 	clientfd_init(&pl->shm);
 	ret = usermem_init();
@@ -56,6 +57,7 @@ void place_shutdown(struct place *pl)
 	pl->fillq = NULL;
 	reg_shutdown(pl);
 	stage_shutdown(pl->stages);
+	share_free(&pl->share);
 }
 
 /* ---- capabilities ---- */
@@ -220,7 +222,7 @@ static int run_one(struct place *pl, const struct place_caller *c, uint64_t ino_
 	if (!ret) {
 		struct pipe_target t = { .gpu = r->target != DMAFS_TARGET_HOST, .base = r->base,
 					 .stages = pl->stages, .copy_delay_ns = pl->copy_delay_ns,
-					 .stop = &c->stop };
+					 .stop = &c->stop, .share = &pl->share, .uid = c->uid };
 
 		if (r->target == DMAFS_TARGET_HOST) {
 			ret = reg_host_intact(r, p);
@@ -260,7 +262,9 @@ int place_run(struct place *pl, const struct place_caller *c, uint64_t ino_nr,
 		fillq_busy(pl->fillq, 1);
 		tier_yield(pl->fs->tier, 1);
 	}
+	share_enter(&pl->share, c->uid);
 	ret = run_one(pl, c, ino_nr, p, tier_bytes);
+	share_leave(&pl->share, c->uid);
 	if (pl->fillq) {
 		tier_yield(pl->fs->tier, -1);
 		fillq_busy(pl->fillq, -1);
@@ -279,6 +283,7 @@ int place_prefetch(struct place *pl, const struct place_caller *c, uint64_t ino_
 	struct fs *fs = pl->fs;
 	uint64_t t0 = dm_mono_ns(), off, end, want, cap;
 	struct pipe_fill f = { 0 };
+	struct pipe_target req = { .stop = &c->stop, .share = &pl->share, .uid = c->uid };
 	struct tier_stats ts;
 	struct inode *ino;
 	int ret = 0;
@@ -301,8 +306,10 @@ int place_prefetch(struct place *pl, const struct place_caller *c, uint64_t ino_
 	tier_stats(fs->tier, &ts);
 	cap = ALIGN_DOWN(off, TIER_CHUNK) + ts.size;
 	end = MIN(want, cap < ts.size ? UINT64_MAX : cap);
-	while (!(ret = pipeline_prefetch_window(fs, ino, &off, end, PREFETCH_WINDOW, &f, &c->stop)))
+	share_enter(&pl->share, c->uid);
+	while (!(ret = pipeline_prefetch_window(fs, ino, &off, end, PREFETCH_WINDOW, &f, &req)))
 		;
+	share_leave(&pl->share, c->uid);
 	if (ret < 0)
 		return ret;
 	if (want > end) { /* the part past the tier's size, within the file, is skipped */

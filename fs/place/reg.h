@@ -12,6 +12,7 @@
 
 #include "place/clientfd.h"
 #include "place/place.h"
+#include "place/share.h"
 
 struct client;
 struct gpu;
@@ -50,6 +51,7 @@ struct place {
 	struct clientfd_mounts shm; /* where client memfds live */
 	uint64_t copy_delay_ns;
 	struct fillq *fillq;	/* tier_fill=idle: the fills left for later; NULL otherwise */
+	struct share share;	/* placements and prefetches running, per user */
 	/* Lock order: regs_lock is a leaf; nothing else is taken while it is held. */
 	pthread_mutex_t regs_lock;
 	struct reg *regs;	/* protected by regs_lock */
