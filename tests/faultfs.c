@@ -11,7 +11,8 @@
  * comment.  A read or write overlapping any listed range fails with EIO.  The control
  * file is re-read on every request, so a test changes the faults by rewriting it; a
  * missing or empty control file means no faults.  A line "fsync_delay_ms N" makes every
- * fsync of disk take N ms longer (a drive whose cache flush is slow).
+ * fsync of disk take N ms longer (a drive whose cache flush is slow); a line
+ * "read_delay_ms N" every read (a slow drive: requests that take long).
  */
 #ifndef FUSE_USE_VERSION
 #define FUSE_USE_VERSION 31
@@ -109,12 +110,31 @@ static int ff_open(const char *path, struct fuse_file_info *fi)
 	return 0;
 }
 
+/* The "@name N" line of the control file (fsync_delay_ms, read_delay_ms), 0 without one. */
+static unsigned delay_ms(const char *name)
+{
+	char line[256], fmt[64];
+	unsigned ms = 0;
+	FILE *f = fopen(control_path, "r");
+
+	if (!f)
+		return 0;
+	snprintf(fmt, sizeof(fmt), "%s %%u", name);
+	while (fgets(line, sizeof(line), f))
+		sscanf(line, fmt, &ms);
+	fclose(f);
+	return ms;
+}
+
 static int ff_read(const char *path, char *buf, size_t size, off_t off, struct fuse_file_info *fi)
 {
 	size_t done = 0;
+	unsigned ms = delay_ms("read_delay_ms");
 
 	if (is_bad(off, size))
 		return -EIO;
+	if (ms)
+		usleep(ms * 1000u);
 	while (done < size) {
 		ssize_t r = pread(image_fd, buf + done, size - done, off + done);
 
@@ -150,24 +170,9 @@ static int ff_write(const char *path, const char *buf, size_t size, off_t off,
 	return done;
 }
 
-/* The fsync_delay_ms line of the control file, 0 without one. */
-static unsigned fsync_delay_ms(void)
-{
-	char line[256];
-	unsigned ms = 0;
-	FILE *f = fopen(control_path, "r");
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		sscanf(line, "fsync_delay_ms %u", &ms);
-	fclose(f);
-	return ms;
-}
-
 static int ff_fsync(const char *path, int datasync, struct fuse_file_info *fi)
 {
-	unsigned ms = fsync_delay_ms();
+	unsigned ms = delay_ms("fsync_delay_ms");
 
 	if (ms)
 		usleep(ms * 1000u);
