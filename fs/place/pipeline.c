@@ -533,7 +533,8 @@ static int take_slot(struct pipe *p, int *slot)
 		stage_enter(p->st);
 		p->entered = 1;
 	}
-	*slot = stage_take(p->st, p->held);
+	/* the user's part of the slots, as of the reads (share.h), or the placement's */
+	*slot = stage_take(p->st, p->held, p->share ? share_parts(p->share, p->uid) : 0);
 	if (*slot < 0) {
 		p->starved = 1;
 		return 0;

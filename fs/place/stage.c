@@ -340,12 +340,14 @@ void stage_leave(struct stage *s)
 	pthread_mutex_unlock(&s->lock);
 }
 
-int stage_take(struct stage *s, unsigned held)
+int stage_take(struct stage *s, unsigned held, unsigned parts)
 {
 	int slot = -1;
 
 	pthread_mutex_lock(&s->lock);
-	if (s->nfree && held < MAX(STAGE_MIN_SHARE, s->nslots / MAX(1u, s->users)))
+	if (!parts)
+		parts = MAX(1u, s->users);
+	if (s->nfree && held < MAX(STAGE_MIN_SHARE, s->nslots / parts))
 		slot = (int)s->free[--s->nfree];
 	pthread_mutex_unlock(&s->lock);
 	return slot;

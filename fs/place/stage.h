@@ -79,10 +79,11 @@ void stage_enter(struct stage *s);
 void stage_leave(struct stage *s);
 /*
  * Take a free slot for a placement that holds @held already. Returns the slot number, or
- * -1 when none is free or the caller holds its share (nslots / users, at least
- * STAGE_MIN_SHARE).
+ * -1 when none is free or the caller holds its share: nslots / @parts (the placement's
+ * user's part, share.h: users times that user's requests running), or nslots / users of
+ * @s when @parts is 0; at least STAGE_MIN_SHARE.
  */
-int stage_take(struct stage *s, unsigned held);
+int stage_take(struct stage *s, unsigned held, unsigned parts);
 /* Give a slot back (its data delivered: copied out, or its device copy finished). */
 void stage_put(struct stage *s, unsigned slot);
 /* Block until a slot comes back or @timeout_us passes: for a placement holding none. */
