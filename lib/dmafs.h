@@ -301,15 +301,15 @@ int dmafs_place_files(struct dmafs_buf *b, const char *const *paths,
  * tier=; dmafs(8), Warm tier), so that later placements of them, by any process, copy
  * from the daemon's memory instead of reading the members. No buffer is needed. The range
  * widens to whole tier chunks (1 MiB, file-offset aligned) and stops at the end of the
- * file; every chunk the tier does not hold is read, its checksums checked, and kept. A
- * range larger than the tier cycles it (least recently used chunks go first, this call's
- * own included): chunks near the end of the range stay (reads finish out of order, so not
- * exactly the last ones). @res (may be NULL) gets the bytes read into
+ * file; every chunk the tier does not hold is read, its checksums checked, and kept. At
+ * most the tier's size is read, from the start of the range (the rest of a larger range
+ * is not: it would only evict this call's own first chunks), and holes are never read
+ * (a placement zeroes them). @res (may be NULL) gets the bytes read into
  * the tier by this call, the path DMAFS_PATH_HOST (O_DIRECT reads into host memory, the
  * daemon's) and the wall time; @held (may be NULL) the bytes of the widened range the
- * tier held already. Both together fall short of the range only where the file changed
- * while it was read, or the tier had no chunk to spare (all in use by copies). There is
- * no fallback off dmafs. Returns 0, or:
+ * tier held already. Both together fall short of the range where it is larger than the
+ * tier, has holes, the file changed while it was read, or the tier had no chunk to spare
+ * (all in use by copies). There is no fallback off dmafs. Returns 0, or:
  *   -EBADF       fd not open, or not open for reading
  *   -EISDIR      fd is a directory
  *   -EINVAL      fd not a regular file

@@ -96,9 +96,15 @@ static int ioc_place(struct srv *s, struct ioc *x)
 	return 0;
 }
 
-static int ioc_interrupted(void *req)
+/*
+ * The client is being killed. The kernel sends INTERRUPT for any signal the waiting thread
+ * gets; one it handles (SIGCHLD, a profiler's timer, Python's SIGINT) must not cut the
+ * placement short (the library would only issue it again), so only a thread with SIGKILL
+ * pending, or gone, stops it.
+ */
+static int ioc_killed(void *req)
 {
-	return fuse_req_interrupted(req);
+	return fuse_req_interrupted(req) && place_killed(fuse_req_ctx(req)->pid);
 }
 
 static void job_run(struct placeq_job *qj)
@@ -109,9 +115,9 @@ static void job_run(struct placeq_job *qj)
 	int ret;
 
 	workpool_owner(x->c.uid); /* the pool takes turns between users */
-	/* a client interrupted or killed (the kernel sends INTERRUPT for a signal while it
-	 * waits) stops its request between pieces: its thread is free within a piece */
-	x->c.stop = (struct pipe_stop){ .fn = ioc_interrupted, .arg = x->req };
+	/* a client killed while it waits stops its request between pieces: its thread is
+	 * free within a piece */
+	x->c.stop = (struct pipe_stop){ .fn = ioc_killed, .arg = x->req };
 	if (x->cmd == DMAFS_IOC_REGISTER) {
 		x->out_len = sizeof(x->u.reg);
 		ret = place_register(s->place, &x->c, &x->u.reg);
@@ -126,7 +132,7 @@ static void job_run(struct placeq_job *qj)
 			fs_accessed(fs, x->ino); /* a placement reads the file */
 	}
 	if (ret == -EINTR)
-		log_debug("%s of inode %llu for pid %d (uid %u) stopped: the client was interrupted or killed",
+		log_debug("%s of inode %llu for pid %d (uid %u) stopped: the client was killed",
 			  x->cmd == DMAFS_IOC_PREFETCH ? "prefetch" : "placement",
 			  (unsigned long long)x->ino, (int)x->c.tgid, (unsigned)x->c.uid);
 	ioc_reply(x, ret);

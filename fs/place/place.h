@@ -19,7 +19,7 @@
 struct place_caller {
 	pid_t tgid;
 	uid_t uid;
-	/* the request is to stop: its client was interrupted or killed (NULL: never) */
+	/* the request is to stop: its client was killed (NULL: never) */
 	struct pipe_stop stop;
 };
 
@@ -45,6 +45,12 @@ int place_init(struct place **out, struct fs *fs, const struct place_limits *lim
 void place_shutdown(struct place *pl);
 /* Thread id from a FUSE request -> process id, from /proc. Returns 0 or -ESRCH. */
 int place_tgid(pid_t tid, pid_t *tgid);
+/*
+ * Is the thread @tid dying: SIGKILL pending (the kernel adds it for every fatal signal, so
+ * a default SIGTERM or SIGINT counts too, a signal with a handler does not), or gone?
+ * From /proc/@tid/status.
+ */
+int place_killed(pid_t tid);
 
 int place_info(struct place *pl, uint64_t ino, struct dmafs_ioc_info *out);
 /*
@@ -64,7 +70,7 @@ int place_unregister(struct place *pl, const struct place_caller *c, uint64_t id
  * -ENOENT unknown id, -EPERM another process's buffer, -ERANGE past the buffer's end,
  * -EIO member read error, -ENODEV GPU copy failure, -EFAULT the client took its host
  * buffer's memory away (no member is blamed), -EINTR c->stop said stop (the client was
- * interrupted or killed; no piece was read after that). *@tier_bytes: of p->bytes, those placed
+ * killed; no piece was read after that). *@tier_bytes: of p->bytes, those placed
  * from the warm tier (DMAFS_IOC_PLACE2 sends it; the p2p path never uses the tier).
  */
 int place_run(struct place *pl, const struct place_caller *c, uint64_t ino,

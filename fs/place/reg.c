@@ -3,6 +3,7 @@
 #include "place/reg.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <poll.h>
@@ -61,6 +62,26 @@ int place_tgid(pid_t tid, pid_t *tgid)
 	}
 	fclose(f);
 	return ret;
+}
+
+int place_killed(pid_t tid)
+{
+	char path[64], line[256];
+	unsigned long long mask;
+	int killed = 1; /* no status: the thread is gone */
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
+	f = fopen(path, "re");
+	if (!f)
+		return 1;
+	killed = 0;
+	while (fgets(line, sizeof(line), f))
+		if ((!strncmp(line, "SigPnd:", 7) || !strncmp(line, "ShdPnd:", 7)) &&
+		    sscanf(line + 7, "%llx", &mask) == 1 && (mask & (1ull << (SIGKILL - 1))))
+			killed = 1;
+	fclose(f);
+	return killed;
 }
 
 /* Has the process behind @pidfd exited? A pidfd polls readable from its exit on, zombie
