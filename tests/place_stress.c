@@ -209,7 +209,14 @@ static void placer(const char *mnt, const char *path, int k)
 			}
 		}
 		memset(p, FILL, fsize + 8192);
-		ret = dmafs_place(b, fd, ev, (size_t)n, &res);
+		if (random() % 4 == 0) { /* the whole file by path: opened, sized and closed */
+			n = 1;
+			ret = dmafs_place_file(b, path, boff, &res);
+			ev[0] = (struct dmafs_extent){ .file_offset = 0, .length = res.bytes,
+						      .buffer_offset = boff };
+		} else {
+			ret = dmafs_place(b, fd, ev, (size_t)n, &res);
+		}
 		if (ret) {
 			fprintf(stderr, "place_stress: placer %d: placing %s: %s\n", k, path,
 				dmafs_strerror(ret));
