@@ -16,7 +16,7 @@ refused() {
 	[ $rc != 0 ] || t_fail "dmafs-bench ${*:1:$#-1}: accepted (exit 0): $(tail -3 "$T_WORK/out")"
 	[ $rc != 124 ] || t_fail "dmafs-bench ${*:1:$#-1}: still running after 30 s (a benchmark started)"
 	grep -q -- "$want" "$T_WORK/out" || t_fail "dmafs-bench ${*:1:$#-1}: no message '$want': $(cat "$T_WORK/out")"
-	grep -q "^dmafs-bench posix: \|^dmafs-bench: place: a " "$T_WORK/out" &&
+	grep -q "^dmafs-bench posix: \|^dmafs-bench: place: a \|^dmafs-bench: fair: writing" "$T_WORK/out" &&
 		t_fail "dmafs-bench ${*:1:$#-1}: a benchmark ran: $(cat "$T_WORK/out")"
 	t_log "refused: ${*:1:$#-1}"
 }
@@ -34,5 +34,10 @@ refused models --member-gb x "models: --member-gb must be a number of GiB (got '
 refused tp --gpus x "argument --gpus: invalid int value"
 refused tp --no-such-option "unrecognized arguments: --no-such-option"
 refused host --member-gb x "host: --member-gb must be a number of GiB"
+refused fair --members 0 "fair: --members wants a positive number (got '0')"
+refused fair --member-gb 1.5 "fair: --member-gb wants a whole number of GiB (got '1.5')"
+refused fair --target gpu "fair: --target must be host, cuda:N or hip:N (got 'gpu')"
+refused fair --rounds x "fair: --rounds wants a positive number (got 'x')"
+refused fair --no-such-option "fair: unknown option '--no-such-option'"
 refused no-such-benchmark "unknown benchmark 'no-such-benchmark'"
 t_log "PASS"
