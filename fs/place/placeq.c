@@ -139,7 +139,6 @@ static void *main_loop(void *arg)
 	pthread_mutex_lock(&Q->lock);
 	for (;;) {
 		struct placeq_job *j;
-
 		uid_t uid;
 
 		while (!(j = take(Q)) && !(Q->stopping && !Q->ring))
