@@ -145,9 +145,16 @@ fi
 
 [ $errors = 0 ] || t_fail "$errors problem(s) with the installed files (see above)"
 
-t_log "make uninstall DESTDIR=$D leaves no file"
+# the installed module run once, as a user would: Python writes its __pycache__ there
+if [ -n "${pythondir:-}" ] && [ -d "$D$pythondir/dmafs" ] && [ -x "${PYTHON:-}" ]; then
+	PYTHONPATH=$D$pythondir "$PYTHON" -c 'import dmafs' 2>/dev/null
+	[ -d "$D$pythondir/dmafs/__pycache__" ] || t_log "  (no __pycache__ written by $PYTHON)"
+fi
+t_log "make uninstall DESTDIR=$D leaves no file, and no folder of dmafs's"
 env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -C "$top_builddir" uninstall DESTDIR="$D" \
 	>"$T_WORK/uninstall.log" 2>&1 || t_fail "make uninstall failed: $(tail -n 20 "$T_WORK/uninstall.log")"
 left=$(cd "$D" && find . ! -type d | sort)
 [ -z "$left" ] || t_fail "make uninstall left: $(echo $left)"
+left=$(cd "$D" && find . -type d \( -name dmafs -o -name models -o -name __pycache__ \) | sort)
+[ -z "$left" ] || t_fail "make uninstall left folders: $(echo $left)"
 t_log "PASS"
