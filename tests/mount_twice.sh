@@ -2,7 +2,8 @@
 # Description: one filesystem mounted twice: the second dmafs (read-write or read-only,
 # members as image files or as loop devices) fails without mounting, and its message says
 # that a dmafs filesystem is served by one daemon, names the mount that has it and the
-# bind mount to use; that bind mount then shows the same files both ways.
+# bind mount to use; that bind mount then shows the same files both ways. dmafs-fsck and
+# mkfs.dmafs --force on the mounted members say to unmount it first (not to bind-mount).
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/t_lib.sh"
 t_require_root_fuse
@@ -24,6 +25,21 @@ second() {
 	t_log "refused: $out"
 }
 
+# offline TOOL ARGS... - an offline tool on the members of the filesystem mounted on $M
+# fails and says to unmount it first
+offline() {
+	local out rc
+	out=$("$@" 2>&1)
+	rc=$?
+	[ $rc != 0 ] || t_fail "$* on a mounted filesystem exited 0: $out"
+	case $out in
+	*"mounted on $M: unmount it first (umount $M)"*) ;;
+	*) t_fail "$*: the message does not say to unmount $M first: $out" ;;
+	esac
+	case $out in *bind*) t_fail "$*: the message speaks of a bind mount: $out" ;; esac
+	t_log "refused: $out"
+}
+
 t_log "image files"
 t_images 2 128M
 t_mkfs "${T_IMGS[@]}"
@@ -31,6 +47,9 @@ M=$T_WORK/mnt
 t_mount "$T_MEMBERS" "$M"
 second "$T_MEMBERS" "$M" ""
 second "$T_MEMBERS" "$M" ro
+offline "$top_builddir/tools/dmafs-fsck" "$T_MEMBERS"
+offline "$top_builddir/tools/dmafs-fsck" --repair "$T_MEMBERS"
+offline "$MKFS" --force "${T_IMGS[@]}"
 t_log "the bind mount it points to"
 B=$T_WORK/bind
 mkdir -p "$B"

@@ -551,7 +551,7 @@ int main(int argc, char **argv)
 	for (int i = optind; i < argc; i++)
 		snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i > optind ? "," : "", argv[i]);
 	tty = isatty(2);
-	n = members_open(list, !repair, &ms, err, sizeof(err));
+	n = members_open(list, (repair ? 0 : MEMBER_RDONLY) | MEMBER_OFFLINE, &ms, err, sizeof(err));
 	if (n < 0) {
 		tool_err("%s", err);
 		return FSCK_EXIT_ERR;

@@ -125,7 +125,7 @@ static int open_member(const struct mkfs_opt *o, struct member *m, int i, const 
 
 	if (o->size && prepare_image(path, o->size))
 		return -1;
-	if (member_open(m, path, 0, err, sizeof(err))) {
+	if (member_open(m, path, MEMBER_OFFLINE, err, sizeof(err))) {
 		/* err is "PATH: reason" */
 		const char *why = strncmp(err, path, strlen(path)) ? err : err + strlen(path);
 

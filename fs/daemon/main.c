@@ -75,7 +75,7 @@ static int mount_members(struct daemon *d)
 	char err[1024];
 	int ret;
 
-	d->nms = members_open(o->members, o->ro, &d->ms, err, sizeof(err));
+	d->nms = members_open(o->members, o->ro ? MEMBER_RDONLY : 0, &d->ms, err, sizeof(err));
 	if (d->nms < 0) {
 		fprintf(stderr, "dmafs: %s\n", err);
 		return -1;

@@ -86,11 +86,15 @@ int busy_mounted(const char *path)
 	return served_by(path, mnt, sizeof(mnt));
 }
 
-void busy_explain(const char *path, const char *otherwise, char *err, size_t errlen)
+void busy_explain(const char *path, const char *otherwise, int offline, char *err, size_t errlen)
 {
 	char mnt[PATH_MAX];
 
-	if (served_by(path, mnt, sizeof(mnt)))
+	if (served_by(path, mnt, sizeof(mnt)) && offline)
+		snprintf(err, errlen,
+			 "%s: this filesystem is mounted on %s: unmount it first (umount %s)",
+			 path, mnt, mnt);
+	else if (served_by(path, mnt, sizeof(mnt)))
 		snprintf(err, errlen,
 			 "%s: this filesystem is mounted on %s already, and a dmafs filesystem is served by one daemon: to show it at another place as well, bind-mount that mount (mount --bind %s DIR)",
 			 path, mnt, mnt);

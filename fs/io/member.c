@@ -17,7 +17,8 @@
 #include "io/busy.h"
 
 /* A daemon that was just unmounted may still be writing its last commit: wait a bit. */
-static int open_waiting(struct member *m, const char *path, int flags, char *err, size_t errlen)
+static int open_waiting(struct member *m, const char *path, int flags, int offline, char *err,
+			size_t errlen)
 {
 	int ret;
 
@@ -34,8 +35,8 @@ static int open_waiting(struct member *m, const char *path, int flags, char *err
 	if (m->fd < 0) {
 		ret = -errno;
 		if (errno == EBUSY)
-			busy_explain(path, "device is busy (mounted or in use by another program)", err,
-				     errlen);
+			busy_explain(path, "device is busy (mounted or in use by another program)",
+				     offline, err, errlen);
 		else if (errno == EINVAL)
 			snprintf(err, errlen, "%s: O_DIRECT not supported by the filesystem holding this image (tmpfs before Linux 6.6?); use a loop device", path);
 		else
@@ -46,7 +47,8 @@ static int open_waiting(struct member *m, const char *path, int flags, char *err
 }
 
 /* images are locked with flock, block devices by O_EXCL */
-static int lock_image(struct member *m, const char *path, int rdonly, char *err, size_t errlen)
+static int lock_image(struct member *m, const char *path, int rdonly, int offline, char *err,
+		      size_t errlen)
 {
 	int ret;
 
@@ -63,8 +65,9 @@ static int lock_image(struct member *m, const char *path, int rdonly, char *err,
 			snprintf(err, errlen, "%s: cannot lock it: %s", path, strerror(-ret));
 		else
 			busy_explain(path,
-				     "in use by another dmafs daemon, which holds its lock: a dmafs filesystem is served by one daemon (bind-mount its mount to show it at another place: mount --bind MOUNTPOINT DIR)",
-				     err, errlen);
+				     offline ? "in use by a dmafs daemon, which holds its lock: unmount its filesystem first" :
+					       "in use by another dmafs daemon, which holds its lock: a dmafs filesystem is served by one daemon (bind-mount its mount to show it at another place: mount --bind MOUNTPOINT DIR)",
+				     offline, err, errlen);
 		return ret;
 	}
 	return 0;
@@ -111,9 +114,10 @@ static int read_geometry(struct member *m, const struct stat *st, const char *pa
 	return 0;
 }
 
-int member_open(struct member *m, const char *path, int rdonly, char *err, size_t errlen)
+int member_open(struct member *m, const char *path, int mflags, char *err, size_t errlen)
 {
 	struct stat st;
+	int rdonly = mflags & MEMBER_RDONLY, offline = !!(mflags & MEMBER_OFFLINE);
 	int flags = (rdonly ? O_RDONLY : O_RDWR) | O_DIRECT | O_CLOEXEC;
 	int ret;
 
@@ -135,10 +139,10 @@ int member_open(struct member *m, const char *path, int rdonly, char *err, size_
 		snprintf(err, errlen, "%s: not a block device or regular file", path);
 		return -EINVAL;
 	}
-	ret = open_waiting(m, path, flags, err, errlen);
+	ret = open_waiting(m, path, flags, offline, err, errlen);
 	if (ret)
 		return ret;
-	ret = lock_image(m, path, rdonly, err, errlen);
+	ret = lock_image(m, path, rdonly, offline, err, errlen);
 	if (ret)
 		return ret;
 	return read_geometry(m, &st, path, err, errlen);

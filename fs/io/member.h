@@ -23,12 +23,19 @@ struct member {
 	int sb_from_copy; /* primary superblock was bad; the copy was used */
 };
 
+/* Flags of member_open() and members_open(). */
+#define MEMBER_RDONLY 1	 /* open read-only (an image file's lock shared) */
+#define MEMBER_OFFLINE 2 /* for a tool that works on an unmounted filesystem (mkfs, fsck):
+			  * a member in use by a mount is reported with "unmount it first",
+			  * not with how to show the mount elsewhere */
+
 /*
- * Open @path read-write (or read-only) with O_DIRECT, exclusively (O_EXCL for block
- * devices, which fails if mounted or in use; an flock for image files). Fills path, fd,
- * is_blkdev, size, lbs. On failure returns -errno and writes a one-line reason to @err.
+ * Open @path read-write (or read-only with MEMBER_RDONLY in @flags) with O_DIRECT,
+ * exclusively (O_EXCL for block devices, which fails if mounted or in use; an flock for
+ * image files). Fills path, fd, is_blkdev, size, lbs. On failure returns -errno and writes
+ * a one-line reason to @err.
  */
-int member_open(struct member *m, const char *path, int rdonly, char *err, size_t errlen);
+int member_open(struct member *m, const char *path, int flags, char *err, size_t errlen);
 void member_close(struct member *m);
 /* Aligned pread/pwrite helpers for small metadata I/O. Return 0 or -errno (-EIO if short). */
 int member_pread(struct member *m, void *buf, size_t len, uint64_t off);
@@ -44,13 +51,13 @@ const char *member_sb_errstr(int err);
 /* Write the superblock and its copy, then fdatasync. Returns 0 or -errno. */
 int member_write_sb(struct member *m);
 /*
- * Open and verify a comma-separated member list, or the members of the filesystem that
+ * Open (member_open's @flags) and verify a comma-separated member list, or the members of the filesystem that
  * @list names (LABEL=, UUID=, dmafs:LABEL=, dmafs:UUID=), found on the block devices by
  * scan_members() (scan.h). On success returns the count and *out (array, owned by the
  * caller, free with members_close). On failure returns -errno and writes one line naming
  * the offending member, or the missing one, to @err.
  */
-int members_open(const char *list, int rdonly, struct member **out, char *err, size_t errlen);
+int members_open(const char *list, int flags, struct member **out, char *err, size_t errlen);
 void members_close(struct member *ms, int n);
 
 #endif
