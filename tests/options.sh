@@ -88,13 +88,17 @@ if "$DMAFS" -o no_such_option_xyz "$T_MEMBERS" "$M" 2>"$T_WORK/err"; then
 	t_fail "unknown option accepted"
 fi
 t_is_mounted "$M" && t_fail "mounted despite an unknown option"
-[ -s "$T_WORK/err" ] || t_fail "no message for an unknown option"
-for bad in copy_delay_us=100001 staging_mb=3; do
-	if "$DMAFS" -o $bad "$T_MEMBERS" "$M" 2>"$T_WORK/err"; then
+grep -q "no_such_option_xyz" "$T_WORK/err" && grep -q "dmafs --help" "$T_WORK/err" ||
+	t_fail "the message for an unknown option names neither it nor where to look: $(cat "$T_WORK/err")"
+for bad in "copy_delay_us=100001:want 0 to 100000" "staging_mb=3:want 4 to 65536" "commit=-1:want 1 to 3600"; do
+	opt=${bad%%:*}
+	if "$DMAFS" -o "$opt" "$T_MEMBERS" "$M" 2>"$T_WORK/err"; then
 		t_is_mounted "$M" && fusermount3 -u "$M"
-		t_fail "-o $bad accepted"
+		t_fail "-o $opt accepted"
 	fi
-	grep -q "${bad%%=*} " "$T_WORK/err" || t_fail "-o $bad: the message does not name the option: $(cat "$T_WORK/err")"
+	# the option as given and its own range, not a list of every option's
+	grep -q "$opt: ${bad#*:}" "$T_WORK/err" && [ "$(wc -l <"$T_WORK/err")" = 1 ] ||
+		t_fail "-o $opt: the message does not name the option and its range alone: $(cat "$T_WORK/err")"
 done
 "$DMAFS" "$T_MEMBERS" "$T_WORK/no/such/dir" 2>"$T_WORK/err" && t_fail "mount on a missing mount point succeeded"
 [ -s "$T_WORK/err" ] || t_fail "no message for a missing mount point"

@@ -218,8 +218,10 @@ static int serve(struct daemon *d, struct fuse_args *args)
 	int ret = 1, err;
 
 	d->se = fuse_session_new(args, &daemon_ops, sizeof(daemon_ops), &d->srv);
-	if (!d->se)
+	if (!d->se) { /* libfuse said which option above, not what to do */
+		fprintf(stderr, "dmafs: an option is neither dmafs's nor FUSE's (named above): dmafs --help lists the common ones, dmafs(8) all\n");
 		return 1;
+	}
 	if (fuse_set_signal_handlers(d->se))
 		goto out_session;
 	if (fuse_session_mount(d->se, o->mountpoint)) {

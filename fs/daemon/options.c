@@ -388,17 +388,36 @@ int options_check(struct options *o)
 		fprintf(stderr, "dmafs: place_threads must be 1..1024 and place_queue 1..65536\n");
 		return -1;
 	}
+	{
+		/* each option out of its range is named with the value given */
+		const struct {
+			const char *name, *unit;
+			unsigned v, lo, hi;
+		} r[] = {
+			{ "threads", "", o->threads, 1, 1024 },
+			{ "commit", " seconds", o->fs.commit_interval, 1, 3600 },
+			{ "staging_mb", " MiB", o->staging_mb, 4, 65536 },
+			{ "writebehind_mb", " MiB", o->fs.writebehind_mb, 0, 65536 },
+			{ "copy_delay_us", " microseconds", o->copy_delay_us, 0, 100000 },
+		};
+		int bad = 0;
+
+		for (size_t i = 0; i < sizeof(r) / sizeof(r[0]); i++)
+			if (r[i].v < r[i].lo || r[i].v > r[i].hi) {
+				/* a negative value given reads back as a large one: shown as given */
+				fprintf(stderr, "dmafs: %s=%lld: want %u to %u%s (see dmafs --help)\n",
+					r[i].name, r[i].v > INT_MAX ? (long long)(int)r[i].v : (long long)r[i].v,
+					r[i].lo, r[i].hi, r[i].unit);
+				bad = 1;
+			}
+		if (bad)
+			return -1;
+	}
 	if (!o->place_threads_user)
 		o->place_threads_user = PLACEQ_USER_THREADS(o->place_threads);
 	if (o->place_threads_user > o->place_threads) {
 		fprintf(stderr, "dmafs: place_threads_user=%u is more than place_threads=%u: give at most %u (see dmafs --help)\n",
 			o->place_threads_user, o->place_threads, o->place_threads);
-		return -1;
-	}
-	if (o->threads < 1 || o->threads > 1024 || o->fs.commit_interval < 1 || o->fs.commit_interval > 3600 ||
-	    o->staging_mb < 4 || o->staging_mb > 65536 || o->fs.writebehind_mb > 65536 ||
-	    o->copy_delay_us > 100000) {
-		fprintf(stderr, "dmafs: threads must be 1..1024, commit 1..3600 seconds, staging_mb 4..65536, writebehind_mb 0..65536, copy_delay_us 0..100000\n");
 		return -1;
 	}
 	if (o->p2p && strcmp(o->p2p, "auto") && strcmp(o->p2p, "off") && strcmp(o->p2p, "force")) {
