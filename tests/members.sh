@@ -3,7 +3,8 @@
 # out of order, extra/duplicate/blank/nonexistent/already-mounted members are refused with
 # exit 1 and ONE stderr line naming the member; a corrupt primary superblock mounts from the
 # copy with a warning naming the member; both copies corrupt is refused naming the member;
-# the metadata log mirror on member 1 replaces a destroyed log on member 0 and vice versa.
+# the metadata log mirror on member 1 replaces a destroyed log on member 0 and vice versa;
+# members given as separate words mount as the comma list does.
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/t_lib.sh"
 t_require_root_fuse
@@ -67,6 +68,13 @@ M=$T_WORK/mnt2
 mkdir -p "$M"
 refused "filesystem already mounted elsewhere" "$(csv "${A[@]}")" "${A[0]}"
 M=$M_KEEP
+t_umount "$M"
+
+t_log "members as separate words (dmafs A B C MOUNTPOINT), as mkfs.dmafs takes them"
+"$DMAFS" "${A[@]}" "$M" 2>"$T_WORK/err" || t_fail "dmafs ${A[*]} $M: $(cat "$T_WORK/err")"
+t_register mnt "$M"
+t_wait_mounted "$M" 30 || t_fail "dmafs ${A[*]} $M exited 0 but did not mount"
+[ "$(sha256sum <"$M/data")" = "$sum" ] || t_fail "data changed (members as words)"
 t_umount "$M"
 
 t_log "corrupt primary superblock of member 1: mounts from the copy, warns naming the member"

@@ -151,20 +151,20 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *out)
 		o->version = 1;
 		return 0;
 	case FUSE_OPT_KEY_NONOPT:
-		if (!o->members) {
-			o->members = strdup(arg);
-			return 0;
-		}
-		if (!o->mountpoint) {
-			o->mountpoint = realpath(arg, NULL);
-			if (!o->mountpoint) {
-				fprintf(stderr, "dmafs: mount point %s: %s\n", arg, strerror(errno));
+		/* MEMBER,MEMBER MOUNTPOINT or MEMBER MEMBER ... MOUNTPOINT (as mkfs.dmafs takes
+		 * them): the last word is the mount point, the ones before it the members */
+		if (o->mountpoint) {
+			char *m = o->members;
+
+			if (asprintf(&o->members, "%s%s%s", m ? m : "", m ? "," : "", o->mountpoint) < 0) {
+				o->members = m;
 				return -1;
 			}
-			return 0;
+			free(m);
+			free(o->mountpoint);
 		}
-		fprintf(stderr, "dmafs: unexpected argument '%s'\n", arg);
-		return -1;
+		o->mountpoint = strdup(arg);
+		return o->mountpoint ? 0 : -1;
 	case FUSE_OPT_KEY_OPT:
 		if (!strncmp(arg, "attr_timeout=", 13)) {
 			o->attr_timeout = atof(arg + 13);
@@ -183,6 +183,7 @@ void options_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: dmafs [-f] [-d] [-o OPTION[,OPTION...]] MEMBER[,MEMBER...] MOUNTPOINT\n"
+		"       dmafs [-f] [-d] [-o OPTION[,OPTION...]] MEMBER [MEMBER...] MOUNTPOINT\n"
 		"       dmafs [-f] [-d] [-o OPTION[,OPTION...]] LABEL=LABEL|UUID=UUID MOUNTPOINT\n"
 		"\n"
 		"Mount the dmafs filesystem made of MEMBERs (in order) at MOUNTPOINT, or the one\n"
@@ -330,7 +331,23 @@ int options_parse(struct options *o, struct fuse_args *args)
 			       .threads = THREADS_AUTO, .readahead_kb = 16384, .staging_mb = 64,
 			       .copy_delay_us = PIPELINE_COPY_DELAY_US, .attr_timeout = 1.0,
 			       .entry_timeout = 1.0 };
-	return fuse_opt_parse(args, o, opt_spec, opt_proc) == -1 ? -1 : 0;
+	if (fuse_opt_parse(args, o, opt_spec, opt_proc) == -1)
+		return -1;
+	if (o->mountpoint && !o->members) { /* one word: the members, no mount point */
+		o->members = o->mountpoint;
+		o->mountpoint = NULL;
+	}
+	if (o->mountpoint) {
+		char *real = realpath(o->mountpoint, NULL);
+
+		if (!real) {
+			fprintf(stderr, "dmafs: mount point %s: %s\n", o->mountpoint, strerror(errno));
+			return -1;
+		}
+		free(o->mountpoint);
+		o->mountpoint = real;
+	}
+	return 0;
 }
 
 /*
