@@ -811,11 +811,12 @@ static int list_filesystems(const char *name)
 	}
 	/* a list that may be short says so where scripts parsing the output do not look */
 	if (r.denied)
-		tool_err("%d block device%s could not be opened (permission denied%s): the list may be incomplete",
-			r.denied, r.denied == 1 ? "" : "s", geteuid() ? "; run as root" : "");
+		tool_err("%d block device%s could not be opened (%s%s: permission denied%s): the list may be incomplete",
+			r.denied, r.denied == 1 ? "" : "s", r.denied_path, r.denied > 1 ? " and others" : "",
+			geteuid() ? "; run as root" : "");
 	if (r.failed)
-		tool_err("%d block device%s could not be read: the list may be incomplete",
-			r.failed, r.failed == 1 ? "" : "s");
+		tool_err("%d block device%s could not be read (%s%s): the list may be incomplete",
+			r.failed, r.failed == 1 ? "" : "s", r.failed_path, r.failed > 1 ? " and others" : "");
 	if (!shown && !json && unusable == 0)
 		tool_err("image files are not scanned: attach them with losetup -f --show IMAGE");
 	free(fs);

@@ -155,12 +155,14 @@ static int probe(const char *name, struct scan_result *r, uint8_t *buf)
 	if (fd < 0 && errno == EINVAL)
 		fd = open(d.path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0) {
-		if (errno == EACCES || errno == EPERM)
-			r->denied++;
-		else if (errno == ENOMEDIUM || errno == ENXIO || errno == ENODEV)
+		if (errno == EACCES || errno == EPERM) {
+			if (!r->denied++)
+				snprintf(r->denied_path, sizeof(r->denied_path), "%s", d.path);
+		} else if (errno == ENOMEDIUM || errno == ENXIO || errno == ENODEV) {
 			r->candidates--; /* nothing there after all */
-		else
-			r->failed++;
+		} else if (!r->failed++) {
+			snprintf(r->failed_path, sizeof(r->failed_path), "%s", d.path);
+		}
 		return 0;
 	}
 	ret = read_block(&fd, d.path, buf, 0);
@@ -183,7 +185,8 @@ static int probe(const char *name, struct scan_result *r, uint8_t *buf)
 	if (ret == -ENODATA)
 		return 0; /* not dmafs */
 	if (ret == -EIO || (ret < 0 && ret != -EBADMSG && ret != -EUCLEAN && ret != -EPROTONOSUPPORT)) {
-		r->failed++;
+		if (!r->failed++)
+			snprintf(r->failed_path, sizeof(r->failed_path), "%s", d.path);
 		return 0;
 	}
 	d.err = ret;
@@ -363,10 +366,12 @@ static const char *scan_note(const struct scan_result *r, char *buf, size_t len)
 			 r->candidates - r->denied - r->failed == 1 ? "" : "s");
 
 	if (r->denied)
-		k += snprintf(buf + k, len - MIN((size_t)k, len), ", %d could not be opened: permission denied%s",
-			      r->denied, geteuid() ? " (run as root)" : "");
+		k += snprintf(buf + k, len - MIN((size_t)k, len), ", %d could not be opened (%s%s): permission denied%s",
+			      r->denied, r->denied_path, r->denied > 1 ? " and others" : "",
+			      geteuid() ? " (run as root)" : "");
 	if (r->failed)
-		snprintf(buf + k, len - MIN((size_t)k, len), ", %d failed to read", r->failed);
+		snprintf(buf + k, len - MIN((size_t)k, len), ", %d failed to read (%s%s)", r->failed,
+			 r->failed_path, r->failed > 1 ? " and others" : "");
 	return buf;
 }
 
@@ -483,7 +488,7 @@ int scan_members(const char *source, char ***paths, char *err, size_t errlen)
 {
 	struct scan_result r;
 	struct scan_fs *fs = NULL, *hit = NULL;
-	char note[160];
+	char note[800];
 	const char *v;
 	size_t vlen;
 	int kind = scan_source_kind(source, &v, &vlen), nfs, hits = 0, ret;

@@ -50,6 +50,8 @@ struct scan_result {
 	int candidates;		/* block devices whose first block was read */
 	int denied;		/* candidates this process may not open (EACCES, EPERM) */
 	int failed;		/* candidates that could not be read for another reason */
+	char denied_path[300];	/* the first of them ("" when none), for messages */
+	char failed_path[300];
 };
 
 /*
