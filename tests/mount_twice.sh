@@ -3,7 +3,8 @@
 # members as image files or as loop devices) fails without mounting, and its message says
 # that a dmafs filesystem is served by one daemon, names the mount that has it and the
 # bind mount to use; that bind mount then shows the same files both ways. dmafs-fsck and
-# mkfs.dmafs --force on the mounted members say to unmount it first (not to bind-mount).
+# mkfs.dmafs --force on the mounted members say to unmount it first (not to bind-mount);
+# all of this at once for a filesystem mounted by LABEL= too.
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/t_lib.sh"
 t_require_root_fuse
@@ -62,9 +63,22 @@ t_umount "$M"
 
 t_log "loop devices"
 t_loops 2 128M
-t_mkfs "${T_LOOPDEVS[@]}"
+LABEL=mt$$
+t_mkfs -L "$LABEL" "${T_LOOPDEVS[@]}"
 M2=$T_WORK/mnt2
 t_mount "$T_MEMBERS" "$M2"
 second "$T_MEMBERS" "$M2" ""
+t_umount "$M2"
+
+t_log "mounted by LABEL=: a mount by the members, fsck and mkfs see it at once"
+t_mount "LABEL=$LABEL" "$M2"
+M=$M2
+t0=$(date +%s%N)
+second "$T_MEMBERS" "$M2" ""
+offline "$top_builddir/tools/dmafs-fsck" "LABEL=$LABEL"
+offline "$MKFS" --force "${T_LOOPDEVS[@]}"
+ms=$((($(date +%s%N) - t0) / 1000000))
+# before, each waited out 50 retries of the exclusive open (5 s) and then named no mount
+((ms < 4000)) || t_fail "the three refusals took $ms ms: they waited for the members instead of finding the mount"
 t_umount "$M2"
 t_log "PASS"

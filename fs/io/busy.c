@@ -14,6 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "util/mountrec.h"
 
 /* Undo mountinfo's octal escapes (\040 for a space, ...) in place. */
 static void unescape(char *s)
@@ -44,6 +47,52 @@ static int lists(char *source, const char *real)
 	return 0;
 }
 
+/*
+ * Is @real one of the members in a daemon record's list (mountrec.h: commas and
+ * backslashes in a path escaped with a backslash)?
+ */
+static int rec_lists(const char *members, const char *real)
+{
+	char one[PATH_MAX], r[PATH_MAX];
+	size_t k = 0;
+
+	for (const char *c = members;; c++) {
+		if (*c == '\\' && c[1]) {
+			if (k + 1 < sizeof(one))
+				one[k++] = *++c;
+			continue;
+		}
+		if (*c == ',' || !*c) {
+			one[k] = '\0';
+			if (k && realpath(one, r) && !strcmp(r, real))
+				return 1;
+			k = 0;
+			if (!*c)
+				return 0;
+			continue;
+		}
+		if (k + 1 < sizeof(one))
+			one[k++] = *c;
+	}
+}
+
+/*
+ * Does the daemon serving device @dev ("major:minor") have @real among its members? For
+ * a mount by LABEL= or UUID=, whose source names no member: its record says.
+ */
+static int record_lists(const char *dev, const char *real)
+{
+	struct mountrec *rec;
+	unsigned major, minor;
+	int found;
+
+	if (sscanf(dev, "%u:%u", &major, &minor) != 2 || !(rec = malloc(sizeof(*rec))))
+		return 0;
+	found = mountrec_find_live(major, minor, getuid(), rec) == 0 && rec_lists(rec->members, real);
+	free(rec);
+	return found;
+}
+
 /* The mount point of the dmafs mount whose source lists @path into @mnt; 0 if none. */
 static int served_by(const char *path, char *mnt, size_t len)
 {
@@ -68,7 +117,7 @@ static int served_by(const char *path, char *mnt, size_t len)
 		if (k < 5 || !type || !source || strcmp(type, "fuse.dmafs"))
 			continue;
 		unescape(source);
-		if (lists(source, real)) {
+		if (lists(source, real) || (strchr(source, '=') && record_lists(fields[2], real))) {
 			unescape(fields[4]);
 			snprintf(mnt, len, "%s", fields[4]);
 			found = 1;

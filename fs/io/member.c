@@ -20,19 +20,19 @@
 static int open_waiting(struct member *m, const char *path, int flags, int offline, char *err,
 			size_t errlen)
 {
-	int ret;
+	int ret, e = 0;
 
 	for (int tries = 0; tries < 50; tries++) {
 		m->fd = open(path, flags);
-		if (m->fd >= 0 || errno != EBUSY)
+		e = errno; /* what busy_mounted() and usleep() do to errno does not count */
+		if (m->fd >= 0 || e != EBUSY)
 			break;
-		if (busy_mounted(path)) { /* a mounted daemon does not let go */
-			errno = EBUSY;
+		if (busy_mounted(path)) /* a mounted daemon does not let go */
 			break;
-		}
 		usleep(100000);
 	}
 	if (m->fd < 0) {
+		errno = e;
 		ret = -errno;
 		if (errno == EBUSY)
 			busy_explain(path, "device is busy (mounted or in use by another program)",
