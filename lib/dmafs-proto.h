@@ -153,8 +153,10 @@ struct dmafs_ioc_prefetch {
 	uint32_t reserved;
 	uint64_t bytes_read; /* out: bytes read from the members and kept in the tier now */
 	uint64_t bytes_held; /* out: bytes of the widened range the tier held already */
-	uint64_t bytes_skipped; /* out: bytes not kept: no chunk of the tier was free (all in
-				 * use by copies), or the file changed while they were read */
+	uint64_t bytes_skipped; /* out: bytes not kept: past the tier's size (a request reads
+				 * at most that much), holes (never read), no chunk of the
+				 * tier free (all in use by copies), or the file changed
+				 * while they were read */
 	uint64_t elapsed_ns; /* out: time inside the daemon */
 	char reserved2[8];
 };

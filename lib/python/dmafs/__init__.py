@@ -137,7 +137,7 @@ def prefetch(path):
     so that a later load of them, by this process or any other, copies from the daemon's
     memory instead of reading the drives. Nothing is placed and no memory of this process
     is used; the tier's size bounds what stays (of a model larger than the tier, chunks
-    near the end of its last files stay).
+    near the end of its last files stay; each file is read at most up to the tier's size).
 
     path: a file, or what load() accepts (a directory of .safetensors files, an index.json,
     a Hugging Face cache snapshot); a plain file is prefetched whole whatever it holds.
