@@ -179,8 +179,9 @@ static uint64_t t_create(struct fs *fs, uint64_t parent, const char *name)
 static uint64_t t_lookup(struct fs *fs, uint64_t parent, const char *name)
 {
 	struct stat st;
+	int cache_name;
 
-	return fs_lookup(fs, parent, name, &st) ? 0 : st.st_ino;
+	return fs_lookup(fs, parent, name, &st, &cache_name) ? 0 : st.st_ino;
 }
 
 /* Byte pattern that depends on the file offset and a seed. */

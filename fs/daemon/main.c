@@ -207,6 +207,12 @@ static int start_services(struct daemon *d)
 		log_err("cannot start the commit thread");
 		return -1;
 	}
+	d->srv.se = d->se;
+	if ((ret = inval_start(&d->srv))) {
+		log_err("cannot start the thread that drops names from the kernel's cache: %s",
+			strerror(-ret));
+		return -1;
+	}
 	return 0;
 }
 
@@ -244,6 +250,7 @@ static int serve(struct daemon *d, struct fuse_args *args)
 		fuse_loop_cfg_destroy(cfg);
 	}
 	placeq_stop(d->srv.placeq); /* before the session goes: the queued requests are answered */
+	inval_stop(&d->srv);
 	fuse_session_unmount(d->se);
 out_signals:
 	fuse_remove_signal_handlers(d->se);

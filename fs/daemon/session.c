@@ -294,6 +294,7 @@ const struct fuse_lowlevel_ops daemon_ops = {
 	.fallocate = op_fallocate,
 	.opendir = op_opendir,
 	.readdir = op_readdir,
+	.readdirplus = op_readdirplus,
 	.releasedir = op_releasedir,
 	.fsyncdir = op_fsyncdir,
 	.statfs = op_statfs,

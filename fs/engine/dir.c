@@ -39,8 +39,9 @@ void fs_releasedir(struct fs *fs, uint64_t ino)
 	pthread_mutex_unlock(&fs->meta.lock);
 }
 
-int fs_readdir(struct fs *fs, uint64_t ino, uint64_t off, uint64_t *limit,
-	       int (*fill)(void *arg, const char *name, const struct stat *st, uint64_t next),
+int fs_readdir(struct fs *fs, uint64_t ino, uint64_t off, uint64_t *limit, int plus,
+	       int (*fill)(void *arg, const char *name, const struct stat *st, uint64_t gen,
+			   int cache_name, uint64_t next),
 	       void *arg)
 {
 	struct inode *i;
@@ -60,14 +61,14 @@ int fs_readdir(struct fs *fs, uint64_t ino, uint64_t off, uint64_t *limit,
 	if (off < 1) {
 		st.st_ino = ino;
 		st.st_mode = S_IFDIR;
-		if (fill(arg, ".", &st, 1))
+		if (fill(arg, ".", &st, 0, 0, 1))
 			goto out;
 		off = 1;
 	}
 	if (off < 2) {
 		st.st_ino = i->dir->parent ? i->dir->parent : FMT_ROOT_INO;
 		st.st_mode = S_IFDIR;
-		if (fill(arg, "..", &st, 2))
+		if (fill(arg, "..", &st, 0, 0, 2))
 			goto out;
 		off = 2;
 	}
@@ -81,9 +82,19 @@ int fs_readdir(struct fs *fs, uint64_t ino, uint64_t off, uint64_t *limit,
 		if (!de)
 			continue;
 		c = meta_iget(&fs->meta, de->ino);
+		if (plus && c) {
+			/* as a lookup: all attributes, and the kernel holds a reference */
+			fs_stat(fs, c, &st);
+			if (fill(arg, de->name, &st, c->a.generation, fs_name_cacheable(c),
+				 i->dir->cookies[s] + 3))
+				break;
+			c->nlookup++;
+			continue;
+		}
+		memset(&st, 0, sizeof(st));
 		st.st_ino = de->ino;
 		st.st_mode = c ? c->a.mode & S_IFMT : 0;
-		if (fill(arg, de->name, &st, i->dir->cookies[s] + 3))
+		if (fill(arg, de->name, &st, 0, 0, i->dir->cookies[s] + 3))
 			break;
 	}
 out:

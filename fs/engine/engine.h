@@ -139,7 +139,16 @@ int fs_setattr(struct fs *fs, const struct fs_ctx *c, uint64_t ino, const struct
  * directory @parent (the root's is the root): the kernel asks for them only to turn a
  * file handle back into an inode (FUSE_CAP_EXPORT_SUPPORT).
  */
-int fs_lookup(struct fs *fs, uint64_t parent, const char *name, struct stat *st);
+int fs_lookup(struct fs *fs, uint64_t parent, const char *name, struct stat *st,
+	      int *cache_name);
+/*
+ * May the kernel keep a name of @i without revalidating it (fuse/ops.h)? A directory's,
+ * and one of a file that has had one name only since the mount. Locked.
+ */
+static inline int fs_name_cacheable(const struct inode *i)
+{
+	return i->dir || (i->a.nlink == 1 && !i->several_names);
+}
 /* The generation number of @ino (0 when gone): with the inode number, what a file handle
  * names. */
 uint64_t fs_generation(struct fs *fs, uint64_t ino);
@@ -151,7 +160,12 @@ void fs_forget(struct fs *fs, uint64_t ino, uint64_t n);
  */
 int fs_mknod(struct fs *fs, const struct fs_ctx *c, uint64_t parent, const char *name,
 	     mode_t mode, dev_t rdev, const char *target, struct stat *st);
-int fs_link(struct fs *fs, uint64_t ino, uint64_t parent, const char *name, struct stat *st);
+/* *@single_dir: the directory of the inode's only name before this link (0: it had more) */
+int fs_link(struct fs *fs, uint64_t ino, uint64_t parent, const char *name, struct stat *st,
+	    uint64_t *single_dir);
+/* The name of @ino in directory @dir (the first, if several) into @name; its length, or
+ * -ENOENT, or -ENAMETOOLONG when it does not fit @size with its NUL. */
+int fs_name_in(struct fs *fs, uint64_t dir, uint64_t ino, char *name, size_t size);
 int fs_unlink(struct fs *fs, uint64_t parent, const char *name, int rmdir);
 /*
  * rename(2) with renameat2(2)'s @flags RENAME_NOREPLACE, RENAME_EXCHANGE and
@@ -206,10 +220,15 @@ void fs_releasedir(struct fs *fs, uint64_t ino);
  * Walk a directory from offset @off (0: the start, which also renews *@limit, as
  * rewinddir(3) must show the directory as it is now; "." is 1, ".." 2, and an entry's
  * offset is the one readdir gave with it): entries made before *@limit. @fill returns
- * non-zero when the reply is full; it gets each entry's offset.
+ * non-zero when the reply is full; it gets each entry's offset. With @plus (readdirplus)
+ * an entry comes with all its attributes and generation, and each one @fill took counts
+ * as a lookup (the caller forgets them if the reply fails); "." and ".." come as without
+ * it, generation 0, uncounted. A name whose inode is gone comes with st_mode 0.
+ * @cache_name: fs_name_cacheable() (plus only).
  */
-int fs_readdir(struct fs *fs, uint64_t ino, uint64_t off, uint64_t *limit,
-	       int (*fill)(void *arg, const char *name, const struct stat *st, uint64_t next),
+int fs_readdir(struct fs *fs, uint64_t ino, uint64_t off, uint64_t *limit, int plus,
+	       int (*fill)(void *arg, const char *name, const struct stat *st, uint64_t gen,
+			   int cache_name, uint64_t next),
 	       void *arg);
 
 /* xattr.c: extended attributes and the layout text */

@@ -36,7 +36,8 @@ static int lookup_locked(struct fs *fs, uint64_t parent, const char *name, struc
 	return 0;
 }
 
-int fs_lookup(struct fs *fs, uint64_t parent, const char *name, struct stat *st)
+int fs_lookup(struct fs *fs, uint64_t parent, const char *name, struct stat *st,
+	      int *cache_name)
 {
 	struct inode *dir, *child = NULL;
 	struct dentry *de;
@@ -58,6 +59,7 @@ int fs_lookup(struct fs *fs, uint64_t parent, const char *name, struct stat *st)
 	if (!ret) {
 		child->nlookup++;
 		fs_stat(fs, child, st);
+		*cache_name = fs_name_cacheable(child);
 	}
 	pthread_mutex_unlock(&fs->meta.lock);
 	return ret;
@@ -214,13 +216,15 @@ out:
 	return ret;
 }
 
-int fs_link(struct fs *fs, uint64_t ino, uint64_t parent, const char *name, struct stat *st)
+int fs_link(struct fs *fs, uint64_t ino, uint64_t parent, const char *name, struct stat *st,
+	    uint64_t *single_dir)
 {
 	struct inode *dir, *child, *src;
 	struct dentry *de;
 	int64_t now = fs_now();
 	int ret = check_name(name);
 
+	*single_dir = 0;
 	if (ret)
 		return ret;
 	ret = fs_begin(fs, REC_ROOM, 1);
@@ -240,8 +244,13 @@ int fs_link(struct fs *fs, uint64_t ino, uint64_t parent, const char *name, stru
 		ret = -EMLINK;
 	if (!ret && (fs_undeletable(src) || fs_immutable(dir)))
 		ret = -EPERM; /* vfs_link(), may_create() */
-	if (!ret)
+	if (!ret) {
+		uint64_t was = src->a.nlink == 1 ? src->parent : 0;
+
 		ret = rec_link(fs, parent, ino, name);
+		if (!ret)
+			*single_dir = was;
+	}
 	if (!ret) {
 		src->a.nlink++;
 		src->a.ctime = now;
@@ -525,6 +534,30 @@ int fs_readlink(struct fs *fs, uint64_t ino, char *buf, size_t len)
 		ret = -EINVAL;
 	else
 		snprintf(buf, len, "%s", i->symlink);
+	pthread_mutex_unlock(&fs->meta.lock);
+	return ret;
+}
+
+int fs_name_in(struct fs *fs, uint64_t dir, uint64_t ino, char *name, size_t size)
+{
+	struct inode *d;
+	int ret = -ENOENT;
+
+	pthread_mutex_lock(&fs->meta.lock);
+	d = meta_iget(&fs->meta, dir);
+	for (size_t s = 0; d && d->dir && s < d->dir->nslots; s++) {
+		struct dentry *de = d->dir->slots[s];
+
+		if (!de || de->ino != ino)
+			continue;
+		if ((size_t)de->namelen + 1 > size) {
+			ret = -ENAMETOOLONG;
+		} else {
+			memcpy(name, de->name, (size_t)de->namelen + 1);
+			ret = de->namelen;
+		}
+		break;
+	}
 	pthread_mutex_unlock(&fs->meta.lock);
 	return ret;
 }

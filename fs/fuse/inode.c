@@ -27,7 +27,7 @@ int ops_durable(fuse_req_t req, int ret, int dirop)
 	return c ? c : ret;
 }
 
-void ops_entry(fuse_req_t req, int ret, const struct stat *st)
+void ops_entry(fuse_req_t req, int ret, const struct stat *st, int cache_name)
 {
 	struct fuse_entry_param e;
 
@@ -40,7 +40,7 @@ void ops_entry(fuse_req_t req, int ret, const struct stat *st)
 	e.generation = fs_generation(ops_fs(req), st->st_ino); /* held by the lookup just counted */
 	e.attr = *st;
 	e.attr_timeout = ops_srv(req)->opts.attr_timeout;
-	e.entry_timeout = ops_entry_timeout(req, st->st_mode);
+	e.entry_timeout = ops_entry_timeout(req, cache_name);
 	if (fuse_reply_entry(req, &e) == -ENOENT) /* interrupted: the kernel holds no reference */
 		fs_forget(ops_fs(req), st->st_ino, 1);
 }
@@ -48,7 +48,8 @@ void ops_entry(fuse_req_t req, int ret, const struct stat *st)
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct stat st;
-	int ret = fs_lookup(ops_fs(req), parent, name, &st);
+	int cache_name = 0;
+	int ret = fs_lookup(ops_fs(req), parent, name, &st, &cache_name);
 
 	if (ret == -ENOENT) {
 		/* negative entry: cached for entry_timeout */
@@ -57,7 +58,7 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_entry(req, &e);
 		return;
 	}
-	ops_entry(req, ret, &st);
+	ops_entry(req, ret, &st, cache_name);
 }
 
 void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)

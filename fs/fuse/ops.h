@@ -30,6 +30,8 @@ struct srv {
 	/* the kernel mount's device, once known: DMAFS_IOC_MODE checks it is read-only */
 	unsigned dev_major, dev_minor;
 	int dev_known;
+	struct fuse_session *se; /* for notifications to the kernel (inval.c) */
+	struct inval *inval;	 /* names to drop from the kernel's cache (inval.c) */
 };
 
 static inline struct srv *ops_srv(fuse_req_t req) { return fuse_req_userdata(req); }
@@ -42,21 +44,23 @@ static inline struct fs *ops_fs(fuse_req_t req) { return &ops_srv(req)->fs; }
 #define OPS_FH(flags) ((uint64_t)((flags) & O_ACCMODE) + 1)
 #define OPS_FH_READABLE(fh) ((fh) == O_RDONLY + 1 || (fh) == O_RDWR + 1)
 
-void ops_entry(fuse_req_t req, int ret, const struct stat *st);
+void ops_entry(fuse_req_t req, int ret, const struct stat *st, int cache_name);
 /*
- * Entry timeout for a name of an inode of this type. Only directories get entry_timeout:
- * the name of anything that can have hard links is revalidated (a LOOKUP) at every path
- * walk. The kernel keeps its own copy of the link count and, on unlink or rename over a
- * name, decrements it without asking us; a GETATTR or LOOKUP reply computed after our
- * unlink but applied by the kernel before that decrement leaves the count one too low,
- * 0 for a file that still has a name, and link(2) from a cached name of it then fails
- * with ENOENT (vfs_link refuses inodes with i_nlink 0) without reaching us. A LOOKUP
- * sent after the decrement carries the true count and is applied, so revalidating the
- * name before each use repairs the count before link(2) looks at it.
+ * Entry timeout for a name: entry_timeout where the engine says the kernel may keep it
+ * (fs_name_cacheable: a directory, or a file that has had one name only since the mount),
+ * else 0, a LOOKUP at every path walk. The kernel keeps its own copy of the link count
+ * and, on unlink or rename over a name, decrements it without asking us; a GETATTR or
+ * LOOKUP reply computed after our unlink but applied by the kernel before that decrement
+ * leaves the count one too low, 0 for a file that still has a name, and link(2) from a
+ * cached name of it then fails with ENOENT (vfs_link refuses inodes with i_nlink 0)
+ * without reaching us. A LOOKUP sent after the decrement carries the true count, so
+ * revalidating the names of a file that has had several before each use repairs the
+ * count before link(2) looks at it. When link(2) gives a file its second name, its first
+ * leaves the kernel's cache (op_link, inval.c).
  */
-static inline double ops_entry_timeout(fuse_req_t req, mode_t mode)
+static inline double ops_entry_timeout(fuse_req_t req, int cache_name)
 {
-	return S_ISDIR(mode) ? ops_srv(req)->opts.entry_timeout : 0;
+	return cache_name ? ops_srv(req)->opts.entry_timeout : 0;
 }
 void ops_ctx(fuse_req_t req, struct fs_ctx *c);
 /*
@@ -65,6 +69,13 @@ void ops_ctx(fuse_req_t req, struct fs_ctx *c);
  * Returns @ret, or the commit's error.
  */
 int ops_durable(fuse_req_t req, int ret, int dirop);
+
+/* inval.c: names dropped from the kernel's cache by a thread of their own */
+int inval_start(struct srv *s);
+void inval_stop(struct srv *s);
+/* The name of @ino in @dir goes from the kernel's cache now and once more after
+ * entry_timeout (a LOOKUP answered before the change may be applied after it). */
+void inval_name(struct srv *s, uint64_t dir, uint64_t ino);
 
 /* inode.c */
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
@@ -87,6 +98,8 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
 void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		struct fuse_file_info *fi);
+void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi);
 void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
 /* file.c */

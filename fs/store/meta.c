@@ -189,6 +189,8 @@ static int apply_inode(struct meta *m, const struct fmt_rec *r)
 		if (ino->next && ino->a.start_member != r->a.start_member)
 			return -EUCLEAN;
 		ino->a = r->a;
+		if (r->a.nlink > 1 && !S_ISDIR(r->a.mode))
+			ino->several_names = 1;
 		return 0;
 	}
 	ino = calloc(1, sizeof(*ino));
@@ -196,6 +198,7 @@ static int apply_inode(struct meta *m, const struct fmt_rec *r)
 		return -ENOMEM;
 	ino->ino = ino->h.key = r->ino;
 	ino->a = r->a;
+	ino->several_names = r->a.nlink > 1 && !S_ISDIR(r->a.mode);
 	pthread_once(&iolock_once, iolock_attr_init);
 	pthread_rwlock_init(&ino->iolock, &iolock_attr);
 	if (S_ISDIR(r->a.mode)) {
@@ -395,6 +398,8 @@ static int apply_link(struct meta *m, const struct fmt_rec *r)
 	child = meta_iget(m, r->ino);
 	if (child && child->dir)
 		child->dir->parent = r->dir;
+	else if (child)
+		child->parent = r->dir;
 	return 0;
 }
 

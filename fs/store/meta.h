@@ -71,6 +71,7 @@ struct inode {
 	struct xattr *xattrs;
 	size_t xattr_bytes;
 	struct dir *dir;
+	uint64_t parent;  /* not a directory: the directory its latest name was made in */
 	uint64_t nlookup; /* kernel references (FUSE lookup count) */
 	unsigned nopen;	  /* open file handles */
 	/* Held shared by readers, exclusive by writers and truncate, around member I/O. */
@@ -87,6 +88,8 @@ struct inode {
 	uint32_t tier_n;	      /* chunks held; atomic, changed under the tier's lock */
 	struct tier_chunk *tier_list; /* those chunks; under the tier's lock */
 	int atime_dirty; /* a.atime changed, not logged yet (atime.c); meta.lock */
+	/* had several names since the mount: the kernel revalidates its names (fuse/ops.h) */
+	unsigned char several_names;
 };
 
 struct meta {
