@@ -19,11 +19,15 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: mkfs.dmafs [-s STRIPE_UNIT] [-L LABEL] [--size BYTES] [-f] [-q] MEMBER...\n"
+		"usage: mkfs.dmafs [-s STRIPE_UNIT] [-L LABEL] [--size BYTES] [--log-size BYTES]\n"
+		"                  [-f] [-q] MEMBER...\n"
 		"Format 1 to %d members (block devices or image files) as one dmafs filesystem.\n"
 		"  -s, --stripe-unit SIZE  bytes per stripe unit, power of two, 64K..64M (default 1M)\n"
 		"  -L, --label LABEL       filesystem label (up to 64 bytes)\n"
 		"      --size BYTES        create image files, or extend shorter ones, to BYTES\n"
+		"      --log-size BYTES    each half of the metadata log, which limits the number\n"
+		"                          of files (about 170 bytes each; default: 1/64 of\n"
+		"                          member 0, 4M to 1G)\n"
 		"  -f, --force             overwrite existing filesystems or dmafs members\n"
 		"  -q, --quiet             print only errors\n"
 		"See mkfs.dmafs(8).\n",
@@ -112,7 +116,7 @@ static int prepare_image(const char *path, uint64_t size)
 
 /* What the options ask for. */
 struct mkfs_opt {
-	uint64_t su, size;
+	uint64_t su, size, log_half; /* log_half 0: fmt_log_half_for() */
 	const char *label;
 	int force, quiet;
 };
@@ -159,6 +163,19 @@ static int lay_out(const struct mkfs_opt *o, struct member *ms, int n, uint8_t f
 	for (int i = 0; i < n && i < 2; i++)
 		min_log = MIN(min_log, ms[i].size);
 	*half = fmt_log_half_for(min_log);
+	if (o->log_half) {
+		char s1[32], s2[32], s3[32];
+
+		/* both halves in at most half of members 0 and 1: room for data stays */
+		if (o->log_half > ALIGN_DOWN(min_log / 4, 1u << 20)) {
+			tool_err("--log-size %s: members 0 and 1 hold two halves each; with %s the largest is %s (use larger members 0 and 1, or a smaller --log-size)",
+				 util_fmt_size(o->log_half, s1, sizeof(s1)),
+				 util_fmt_size(min_log, s2, sizeof(s2)),
+				 util_fmt_size(ALIGN_DOWN(min_log / 4, 1u << 20), s3, sizeof(s3)));
+			return -1;
+		}
+		*half = o->log_half;
+	}
 	if (util_uuid_gen(fsid))
 		return -1;
 	for (int i = 0; i < n; i++) {
@@ -250,6 +267,9 @@ static void print_summary(const struct mkfs_opt *o, const struct member *ms, int
 	printf("  stripe unit %s, %d member%s, block size %u, metadata log %s per half on member%s\n",
 	       util_fmt_size(o->su, s1, sizeof(s1)), n, n > 1 ? "s" : "", DMAFS_BLOCK,
 	       util_fmt_size(half, s2, sizeof(s2)), n > 1 ? "s 0 and 1" : " 0");
+	/* as statfs estimates before the first snapshot: see --log-size */
+	printf("  room for about %llu files of one extent (--log-size sets the log's size)\n",
+	       (unsigned long long)((half - half / 16) / FMT_LOG_BYTES_PER_FILE));
 	for (int i = 0; i < n; i++) {
 		uint64_t d = ms[i].sb.data_end - ms[i].sb.data_offset;
 
@@ -291,6 +311,7 @@ int main(int argc, char *argv[])
 		{ "stripe-unit", required_argument, NULL, 's' },
 		{ "label", required_argument, NULL, 'L' },
 		{ "size", required_argument, NULL, 'S' },
+		{ "log-size", required_argument, NULL, 'G' },
 		{ "force", no_argument, NULL, 'f' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -322,6 +343,13 @@ int main(int argc, char *argv[])
 				tool_err("--size '%s': want a size of at least 64M (suffixes K, M, G, T)", optarg);
 				return MKFS_EXIT_ERR;
 			}
+			break;
+		case 'G':
+			if (util_parse_size(optarg, &o.log_half) || o.log_half < (4u << 20)) {
+				tool_err("--log-size '%s': want a size of at least 4M (suffixes K, M, G, T)", optarg);
+				return MKFS_EXIT_ERR;
+			}
+			o.log_half = ALIGN_DOWN(o.log_half, 1u << 20);
 			break;
 		case 'f': o.force = 1; break;
 		case 'q': o.quiet = 1; break;

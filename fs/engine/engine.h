@@ -49,6 +49,7 @@ struct fs {
 	unsigned n;
 	uint32_t su;
 	int ro;
+	int log_full_said; /* the full metadata log was reported (txn.c); meta.lock */
 	struct meta meta;
 	struct alloc alloc;
 	struct journal j;

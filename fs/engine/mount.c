@@ -195,7 +195,7 @@ int fs_unmount(struct fs *fs)
 
 int fs_statfs(struct fs *fs, struct statvfs *sv)
 {
-	uint64_t total = 0, files;
+	uint64_t total = 0, files, per, room;
 
 	for (unsigned i = 0; i < fs->n; i++)
 		total += fs->members[i].sb.data_end - fs->members[i].sb.data_offset;
@@ -218,10 +218,17 @@ int fs_statfs(struct fs *fs, struct statvfs *sv)
 	sv->f_bavail -= MIN(sv->f_bavail, held);
 	pthread_mutex_lock(&fs->meta.lock);
 	files = fs->meta.inodes.n;
+	per = fs->j.snap_inodes >= 1000 ? MAX(64, fs->j.snap_len / fs->j.snap_inodes)
+					 : FMT_LOG_BYTES_PER_FILE;
 	pthread_mutex_unlock(&fs->meta.lock);
-	/* inodes are limited by log space, not a table: estimate ~256 log bytes per inode */
-	sv->f_files = files + fs->j.half / 256;
-	sv->f_ffree = sv->f_favail = fs->j.half / 256;
+	/*
+	 * Inodes are limited by the metadata log, not a table: all metadata must fit a log half
+	 * (less the reserve fs_begin keeps). Free inodes: that room, less what the inodes there
+	 * take at the last snapshot's bytes per inode, over the same.
+	 */
+	room = fs->j.half - MAX(64u << 10, fs->j.half / 16) - 2 * DMAFS_BLOCK;
+	sv->f_ffree = sv->f_favail = room > per * files ? (room - per * files) / per : 0;
+	sv->f_files = files + sv->f_ffree;
 	sv->f_namemax = FMT_NAME_MAX;
 	if (fs->ro)
 		sv->f_flag |= ST_RDONLY;

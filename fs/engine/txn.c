@@ -31,6 +31,14 @@ int fs_begin(struct fs *fs, size_t need, int grows)
 	pthread_mutex_lock(&fs->meta.lock);
 	if (journal_room(&fs->j, need))
 		return 0;
+	if (grows && !fs->log_full_said) {
+		/* said once per mount: df shows free space, so ENOSPC needs its reason */
+		char h[32];
+
+		fs->log_full_said = 1;
+		log_warn("the metadata log is full: %llu inodes fill a log half of %s, so no file, name or extent can be added until some are removed, although data space may be free (df -i shows it); a filesystem for more files is made with mkfs.dmafs --log-size",
+			 (unsigned long long)fs->meta.inodes.n, util_fmt_size(fs->j.half, h, sizeof(h)));
+	}
 	pthread_mutex_unlock(&fs->meta.lock);
 	return -ENOSPC;
 }

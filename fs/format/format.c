@@ -22,7 +22,7 @@ uint64_t fmt_log_half_for(uint64_t min_size)
 	uint64_t h = min_size / 64;
 
 	h = MAX(h, 4ull << 20);
-	h = MIN(h, 256ull << 20);
+	h = MIN(h, FMT_LOG_HALF_MAX_AUTO);
 	return ALIGN_DOWN(h, 1ull << 20);
 }
 

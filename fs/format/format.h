@@ -57,7 +57,14 @@ struct fmt_sb {
  * the member is too small for its regions.
  */
 int fmt_sb_geometry(struct fmt_sb *sb, uint64_t member_size, uint64_t log_half);
-/* Log half size for a filesystem whose log members have @min_size bytes. */
+/*
+ * Log half size for a filesystem whose log members have @min_size bytes: 1/64 of it,
+ * 4 MiB to FMT_LOG_HALF_MAX_AUTO (a half holds about 6 million files at
+ * FMT_LOG_BYTES_PER_FILE each). mkfs.dmafs --log-size chooses another, up to a quarter of @min_size.
+ */
+#define FMT_LOG_HALF_MAX_AUTO (1ull << 30)
+/* Log bytes per file of one extent, to estimate room before there are files to measure */
+#define FMT_LOG_BYTES_PER_FILE 170
 uint64_t fmt_log_half_for(uint64_t min_size);
 /* Does member @index carry a copy of the metadata log? (members 0 and 1) */
 static inline int fmt_has_log(uint32_t index) { return index < 2; }

@@ -390,6 +390,8 @@ static int compact_locked(struct journal *j)
 	h.next_ino = j->meta->next_ino;
 	h.snap_len = snap.len;
 	h.snap_xxh3 = fmt_hash(snap.p, snap.len);
+	j->snap_len = snap.len;
+	j->snap_inodes = j->meta->inodes.n;
 	j->active = half;
 	j->gen = h.gen;
 	j->tail = DMAFS_BLOCK + ALIGN_UP(snap.len, DMAFS_BLOCK);

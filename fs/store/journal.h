@@ -34,6 +34,8 @@ struct journal {
 	uint64_t gen;	   /* generation of the active half */
 	uint64_t next_seq; /* sequence number of the next batch */
 	uint64_t tail;	   /* offset inside the active half where the next batch goes */
+	/* the last snapshot's bytes and inodes (every read-write mount makes one) */
+	uint64_t snap_len, snap_inodes;
 	struct buf pending;
 	/* members written since the last commit; bit i = member i */
 	_Atomic uint64_t dirty;
