@@ -60,7 +60,7 @@ char *fs_layout(struct fs *fs, uint64_t ino, size_t first, int *err)
 		*err = -ENOMEM;
 		return NULL;
 	}
-	b.len = sprintf((char *)b.p, "stripe_unit=%u members=%u start_member=%u size=%llu extents=%zu",
+	b.len = sprintf((char *)b.p, "stripe_unit=%u members=%u start_member=%u size=%llu extents=%u",
 			fs->su, fs->n, i->a.start_member, (unsigned long long)i->a.size, i->next);
 	if (first || n < i->next)
 		b.len += sprintf((char *)b.p + b.len, " first=%zu count=%zu", first, n);

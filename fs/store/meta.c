@@ -239,8 +239,12 @@ static int apply_extent(struct meta *m, const struct fmt_rec *r)
 			return 0;
 		}
 	}
-	if (dm_grow(&ino->ext, &ino->capext, ino->next + 1, sizeof(*ino->ext), 4))
+	/* most files have one extent per member or fewer: no room kept ahead at first */
+	size_t cap = ino->capext;
+
+	if (ino->next == UINT32_MAX || dm_grow(&ino->ext, &cap, ino->next + 1, sizeof(*ino->ext), 1))
 		return -ENOMEM;
+	ino->capext = (uint32_t)cap;
 	memmove(&ino->ext[i + 1], &ino->ext[i], (ino->next - i) * sizeof(ino->ext[0]));
 	ino->ext[i] = (struct extent){ r->off, r->len, r->member, r->moff };
 	ino->next++;
@@ -324,6 +328,8 @@ static int apply_punch(struct meta *m, struct inode *ino, uint64_t off, uint64_t
 
 static int slot_add(struct dir *d, struct dentry *de)
 {
+	if (d->nslots >= UINT32_MAX) /* the slot index in a dentry */
+		return -ENOSPC;
 	if (d->nslots == d->capslots) {
 		/* two arrays of one capacity: it grows once both have */
 		size_t cs = d->capslots, cc = d->capslots;
@@ -333,7 +339,7 @@ static int slot_add(struct dir *d, struct dentry *de)
 			return -ENOMEM;
 		d->capslots = cc;
 	}
-	de->slot = d->nslots;
+	de->slot = (uint32_t)d->nslots;
 	d->cookies[d->nslots] = d->next_cookie++;
 	d->slots[d->nslots++] = de;
 	return 0;
@@ -349,7 +355,7 @@ static void meta_dir_compact(struct dir *d)
 		if (d->slots[i]) {
 			d->slots[k] = d->slots[i];
 			d->cookies[k] = d->cookies[i]; /* cookies move with their entries */
-			d->slots[k]->slot = k;
+			d->slots[k]->slot = (uint32_t)k;
 			k++;
 		}
 	}

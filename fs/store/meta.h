@@ -35,7 +35,7 @@ struct xattr {
 struct dentry {
 	struct hnode h; /* key: fmt_hash(name) */
 	uint64_t ino;
-	size_t slot;	/* index in dir->slots */
+	uint32_t slot;	/* index in dir->slots */
 	uint16_t namelen;
 	char name[];	/* NUL terminated */
 };
@@ -67,13 +67,12 @@ struct inode {
 	struct fmt_attr a;
 	char *symlink;
 	struct extent *ext; /* sorted by off, non-overlapping */
-	size_t next, capext;
+	uint32_t next, capext;
 	struct xattr *xattrs;
 	size_t xattr_bytes;
 	struct dir *dir;
 	uint64_t parent;  /* not a directory: the directory its latest name was made in */
 	uint64_t nlookup; /* kernel references (FUSE lookup count) */
-	unsigned nopen;	  /* open file handles */
 	/* Held shared by readers, exclusive by writers and truncate, around member I/O. */
 	pthread_rwlock_t iolock;
 	/*
@@ -85,8 +84,9 @@ struct inode {
 	struct wbi *wb; /* write-behind state (wback.c); changed under meta.lock */
 	/* What the warm tier holds of the file (engine/tier.h): */
 	uint64_t tier_gen;	      /* bumped by every change of the data; atomic */
-	uint32_t tier_n;	      /* chunks held; atomic, changed under the tier's lock */
 	struct tier_chunk *tier_list; /* those chunks; under the tier's lock */
+	uint32_t tier_n;	      /* chunks held; atomic, changed under the tier's lock */
+	unsigned nopen;		      /* open file handles */
 	int atime_dirty; /* a.atime changed, not logged yet (atime.c); meta.lock */
 	/* had several names since the mount: the kernel revalidates its names (fuse/ops.h) */
 	unsigned char several_names;
