@@ -12,21 +12,80 @@
 
 static void report(const char *msg) { log_warn("mount: %s", msg); }
 
-static int mark_extents(struct inode *ino, void *arg)
+/* An extent in use, with its owner for the message when the metadata is damaged. */
+struct used_ext {
+	struct alloc_range r;
+	uint64_t ino, foff;
+};
+
+struct used_set {
+	struct used_ext *v[FMT_MAX_MEMBERS];
+	size_t n[FMT_MAX_MEMBERS], cap[FMT_MAX_MEMBERS];
+	unsigned nmembers;
+};
+
+static int collect_extents(struct inode *ino, void *arg)
 {
-	struct fs *fs = arg;
+	struct used_set *u = arg;
 
 	for (size_t i = 0; i < ino->next; i++) {
 		const struct extent *e = &ino->ext[i];
+		unsigned m = e->member;
 
-		if (alloc_mark_used(&fs->alloc, e->member, e->moff, e->len)) {
-			log_err("inode %llu: extent at file offset %llu (member %u offset %llu, %u bytes) is outside the data region or overlaps another file; run dmafs-fsck",
-				(unsigned long long)ino->ino, (unsigned long long)e->off, e->member,
-				(unsigned long long)e->moff, e->len);
+		if (m >= u->nmembers) {
+			log_err("inode %llu: extent at file offset %llu names member %u of %u; run dmafs-fsck",
+				(unsigned long long)ino->ino, (unsigned long long)e->off, m, u->nmembers);
 			return -EUCLEAN;
 		}
+		if (dm_grow(&u->v[m], &u->cap[m], u->n[m] + 1, sizeof(*u->v[m]), 1024))
+			return -ENOMEM;
+		u->v[m][u->n[m]++] = (struct used_ext){ { e->moff, e->len }, ino->ino, e->off };
 	}
 	return 0;
+}
+
+static int used_cmp(const void *a, const void *b)
+{
+	const struct used_ext *x = a, *y = b;
+
+	return x->r.off < y->r.off ? -1 : x->r.off > y->r.off;
+}
+
+/*
+ * The allocator's free space: every member's data region less the extents of all files,
+ * sorted per member and laid down in one pass (marking them one by one in inode order
+ * split free ranges in arrays that grew with the file count: 2.3 s for a million files).
+ */
+static int map_space(struct fs *fs)
+{
+	struct used_set u = { .nmembers = fs->n };
+	struct alloc_range *r = NULL;
+	size_t rcap = 0;
+	int ret = meta_for_each(&fs->meta, collect_extents, &u);
+
+	for (unsigned m = 0; m < fs->n && !ret; m++) {
+		size_t bad = 0;
+
+		qsort(u.v[m], u.n[m], sizeof(*u.v[m]), used_cmp);
+		if (dm_grow(&r, &rcap, u.n[m] + 1, sizeof(*r), 1024)) {
+			ret = -ENOMEM;
+			break;
+		}
+		for (size_t i = 0; i < u.n[m]; i++)
+			r[i] = u.v[m][i].r;
+		ret = alloc_set_used(&fs->alloc, m, r, u.n[m], &bad);
+		if (ret == -EUCLEAN) {
+			const struct used_ext *e = &u.v[m][bad];
+
+			log_err("inode %llu: extent at file offset %llu (member %u offset %llu, %llu bytes) is outside the data region or overlaps another file's; run dmafs-fsck",
+				(unsigned long long)e->ino, (unsigned long long)e->foff, m,
+				(unsigned long long)e->r.off, (unsigned long long)e->r.len);
+		}
+	}
+	for (unsigned m = 0; m < fs->n; m++)
+		free(u.v[m]);
+	free(r);
+	return ret;
 }
 
 /*
@@ -59,6 +118,7 @@ static int upgrade(struct fs *fs, char *err, size_t errlen)
 int fs_mount(struct fs *fs, struct member *ms, unsigned n, int ro, char *err, size_t errlen)
 {
 	uint64_t start[FMT_MAX_MEMBERS], end[FMT_MAX_MEMBERS];
+	uint64_t t0 = dm_mono_ns(), t1, t2, t3;
 	int ret;
 
 	memset(fs, 0, sizeof(*fs));
@@ -81,6 +141,7 @@ int fs_mount(struct fs *fs, struct member *ms, unsigned n, int ro, char *err, si
 			 ms[0].path);
 		return -EUCLEAN;
 	}
+	t1 = dm_mono_ns();
 	if (!ro) {
 		ret = meta_cleanup(&fs->meta, report);
 		if (ret > 0)
@@ -93,12 +154,15 @@ int fs_mount(struct fs *fs, struct member *ms, unsigned n, int ro, char *err, si
 	ret = alloc_init(&fs->alloc, n, start, end);
 	if (ret)
 		return ret;
-	ret = meta_for_each(&fs->meta, mark_extents, fs);
+	ret = map_space(fs);
+	if (ret == -ENOMEM)
+		return ret;
 	if (ret) {
 		snprintf(err, errlen, "metadata extents overlap or lie outside the members (see log); run dmafs-fsck");
 		return ret;
 	}
 	fs->meta.alloc = &fs->alloc;
+	t2 = dm_mono_ns();
 	for (unsigned i = 0; i < n; i++) {
 		pthread_mutex_init(&fs->cc[i].lock, NULL);
 		fs->cc[i].blk = util_aligned_alloc(DMAFS_BLOCK);
@@ -124,6 +188,9 @@ int fs_mount(struct fs *fs, struct member *ms, unsigned n, int ro, char *err, si
 			return ret;
 		}
 	}
+	t3 = dm_mono_ns();
+	log_debug("mount: %zu inodes; log read and replayed in %.3f s, checked and space mapped in %.3f s, compacted in %.3f s",
+		  fs->meta.inodes.n, (t1 - t0) / 1e9, (t2 - t1) / 1e9, (t3 - t2) / 1e9);
 	return 0;
 }
 

@@ -107,6 +107,42 @@ int alloc_mark_used(struct alloc *a, uint32_t member, uint64_t off, uint64_t len
 	return carve(m, i, off, len);
 }
 
+int alloc_set_used(struct alloc *a, uint32_t member, const struct alloc_range *used, size_t n,
+		   size_t *bad)
+{
+	struct alloc_member *m;
+	uint64_t pos;
+	size_t k = 0;
+
+	if (member >= a->nmembers)
+		return -EUCLEAN;
+	m = &a->m[member];
+	pos = m->start;
+	/* at most n + 1 gaps */
+	if (dm_grow(&m->free, &m->cap, n + 1, sizeof(*m->free), 64))
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		const struct alloc_range *u = &used[i];
+
+		if (u->len == 0 || u->off < pos || u->off + u->len > m->end ||
+		    u->off + u->len < u->off) {
+			*bad = i;
+			return -EUCLEAN;
+		}
+		if (u->off > pos)
+			m->free[k++] = (struct alloc_range){ pos, u->off - pos };
+		pos = u->off + u->len;
+	}
+	if (pos < m->end)
+		m->free[k++] = (struct alloc_range){ pos, m->end - pos };
+	m->n = k;
+	m->cursor = 0;
+	m->free_bytes = 0;
+	for (size_t i = 0; i < k; i++)
+		m->free_bytes += m->free[i].len;
+	return 0;
+}
+
 int64_t alloc_get(struct alloc *a, uint32_t member, uint64_t goal, uint64_t want, uint64_t *off)
 {
 	struct alloc_member *m = &a->m[member];

@@ -47,6 +47,14 @@ void alloc_destroy(struct alloc *a);
  */
 int alloc_mark_used(struct alloc *a, uint32_t member, uint64_t off, uint64_t len);
 /*
+ * Mark all of @used (@n ranges sorted by off) in use on @member, whose free space is still
+ * the whole data region: the free ranges are the gaps, made in one pass. Returns 0,
+ * -ENOMEM, or -EUCLEAN with *@bad the index of the first range outside the data region or
+ * overlapping the one before it.
+ */
+int alloc_set_used(struct alloc *a, uint32_t member, const struct alloc_range *used, size_t n,
+		   size_t *bad);
+/*
  * Allocate up to @want bytes on @member, at @goal when that offset is free (so a file's run
  * stays contiguous), otherwise next-fit, preferring a free range that holds all of @want.
  * Returns the length allocated (> 0, <= want) with *off set, or -ENOSPC.
