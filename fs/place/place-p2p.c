@@ -10,6 +10,9 @@
 #include "gpu.h"
 #include "place/p2p.h"
 
+/* A member read of at most this: a killed client's request stops within one */
+#define P2P_PIECE (64ull << 20)
+
 struct p2p_piece {
 	uint64_t moff, len, boff;
 };
@@ -20,6 +23,7 @@ struct p2p_job {
 	void *map;
 	struct p2p_piece *pc;
 	size_t n, cap;
+	const struct pipe_stop *stop;
 	int err, started;
 	pthread_t t;
 };
@@ -29,7 +33,13 @@ static void *p2p_member_main(void *arg)
 	struct p2p_job *j = arg;
 
 	for (size_t i = 0; i < j->n && !j->err; i++) {
-		ssize_t got = p2p_read(j->p2p, j->member, j->map, j->pc[i].len, j->pc[i].moff, j->pc[i].boff);
+		ssize_t got;
+
+		if (j->stop && j->stop->fn && j->stop->fn(j->stop->arg)) {
+			j->err = -EINTR;
+			break;
+		}
+		got = p2p_read(j->p2p, j->member, j->map, j->pc[i].len, j->pc[i].moff, j->pc[i].boff);
 
 		if (got != (ssize_t)j->pc[i].len) {
 			log_err("p2p read error on member %u at member offset %llu (+%llu bytes)", j->member,
@@ -42,14 +52,21 @@ static void *p2p_member_main(void *arg)
 
 static int job_add(struct p2p_job *j, uint64_t moff, uint64_t len, uint64_t boff)
 {
-	if (dm_grow(&j->pc, &j->cap, j->n + 1, sizeof(*j->pc), 64))
-		return -ENOMEM;
-	j->pc[j->n++] = (struct p2p_piece){ moff, len, boff };
+	while (len) {
+		uint64_t l = MIN(len, P2P_PIECE);
+
+		if (dm_grow(&j->pc, &j->cap, j->n + 1, sizeof(*j->pc), 64))
+			return -ENOMEM;
+		j->pc[j->n++] = (struct p2p_piece){ moff, l, boff };
+		moff += l;
+		boff += l;
+		len -= l;
+	}
 	return 0;
 }
 
 int place_p2p(struct p2p *P, struct fs *fs, struct inode *ino, struct gpu *g, int dev, void *map,
-	      uint64_t rel, const struct dmafs_ioc_place *p)
+	      uint64_t rel, const struct dmafs_ioc_place *p, const struct pipe_stop *killed)
 {
 	struct p2p_job *jobs = calloc(fs->n, sizeof(*jobs));
 	static const char zero[64 << 10];
@@ -61,6 +78,7 @@ int place_p2p(struct p2p *P, struct fs *fs, struct inode *ino, struct gpu *g, in
 		jobs[m].p2p = P;
 		jobs[m].member = m;
 		jobs[m].map = map;
+		jobs[m].stop = killed;
 	}
 	for (uint32_t i = 0; !ret && i < p->count; i++) {
 		uint64_t off = p->e[i].file_offset, end = off + p->e[i].length;
@@ -96,8 +114,8 @@ int place_p2p(struct p2p *P, struct fs *fs, struct inode *ino, struct gpu *g, in
 	for (unsigned m = 0; m < fs->n; m++) {
 		if (jobs[m].started)
 			pthread_join(jobs[m].t, NULL);
-		if (!ret && jobs[m].err)
-			ret = jobs[m].err;
+		if (jobs[m].err && (!ret || ret == -EINTR))
+			ret = jobs[m].err; /* an I/O error outranks a stop */
 		free(jobs[m].pc);
 	}
 	free(jobs);

@@ -230,7 +230,8 @@ static int run_one(struct place *pl, const struct place_caller *c, uint64_t ino_
 				ret = pipeline_run(fs, ino, &t, p, fs->set.verify_place, &out);
 			path = DMAFS_PATH_HOST;
 		} else if (use_p2p(pl, r)) {
-			ret = place_p2p(pl->p2p, fs, ino, r->gpu, r->dev, r->map, (uint64_t)(r->base - (char *)r->map), p);
+			ret = place_p2p(pl->p2p, fs, ino, r->gpu, r->dev, r->map,
+					(uint64_t)(r->base - (char *)r->map), p, &c->stop);
 			path = DMAFS_PATH_P2P;
 		} else {
 			ret = stage_get(pl->stages, r->target, r->gpu, r->dev, &t.stage);

@@ -91,10 +91,11 @@ int place_prefetch(struct place *pl, const struct place_caller *c, uint64_t ino,
  * @fsize; sets each entry's effective length. Pure: the fuzz target. */
 int place_validate(struct dmafs_ioc_place *p, uint64_t bufsize, uint64_t fsize);
 /* The cuFile path (place-p2p.c): @map is the IPC mapping of the registration on device
- * @dev, @rel the registration's offset inside it. */
+ * @dev, @rel the registration's offset inside it; -EINTR when @killed said stop (checked
+ * before each read of at most 64 MiB). */
 struct gpu;
 struct p2p;
 int place_p2p(struct p2p *P, struct fs *fs, struct inode *ino, struct gpu *g, int dev, void *map,
-	      uint64_t rel, const struct dmafs_ioc_place *p);
+	      uint64_t rel, const struct dmafs_ioc_place *p, const struct pipe_stop *killed);
 
 #endif
