@@ -367,7 +367,7 @@ static int fallocate_reserve(struct fs *fs, struct inode *ino, int keep, uint64_
 	uint64_t from;
 	int ret;
 
-	pthread_rwlock_wrlock(&ino->iolock);
+	dm_rwlock_wrlock(&ino->iolock);
 	from = MIN(off, ino->a.size);
 	ret = reserve(fs, ino, ALIGN_DOWN(off, DMAFS_BLOCK), ALIGN_UP(off + len, DMAFS_BLOCK), &p);
 	if (!ret && p.n)
@@ -380,7 +380,7 @@ static int fallocate_reserve(struct fs *fs, struct inode *ino, int keep, uint64_
 	/* holes became zeroed blocks and the size may have grown: the same bytes, but the
 	 * warm tier lets go of the range rather than reason about it */
 	tier_invalidate(fs->tier, ino, from, off + len);
-	pthread_rwlock_unlock(&ino->iolock);
+	dm_rwlock_unlock(&ino->iolock);
 	free(p.ne);
 	return ret;
 }
@@ -399,7 +399,7 @@ static int fallocate_punch(struct fs *fs, struct inode *ino, uint64_t off, uint6
 	uint64_t part[2][2], size;
 	int np = 0, ret;
 
-	pthread_rwlock_wrlock(&ino->iolock);
+	dm_rwlock_wrlock(&ino->iolock);
 	ret = fs_begin(fs, 512, 0);
 	if (ret)
 		goto out;
@@ -442,7 +442,7 @@ static int fallocate_punch(struct fs *fs, struct inode *ino, uint64_t off, uint6
 			np++;
 	}
 out:
-	pthread_rwlock_unlock(&ino->iolock);
+	dm_rwlock_unlock(&ino->iolock);
 	/*
 	 * The zeros go through fs_write, which takes iolock itself: the kernel holds the
 	 * inode lock across the whole request, so no write or truncate from the mount slips

@@ -109,21 +109,21 @@ ssize_t fs_read(struct fs *fs, uint64_t ino_nr, uint64_t off, size_t size, const
 	if (!S_ISREG(ino->a.mode))
 		return -EINVAL;
 	wback_wait(fs, ino, 0); /* reads see what was written */
-	pthread_rwlock_rdlock(&ino->iolock);
+	dm_rwlock_rdlock(&ino->iolock);
 	end = MIN(off + size, ino->a.size);
 	if (off >= end) {
-		pthread_rwlock_unlock(&ino->iolock);
+		dm_rwlock_unlock(&ino->iolock);
 		return 0;
 	}
 	a = ALIGN_DOWN(off, DMAFS_BLOCK);
 	b = ALIGN_UP(end, DMAFS_BLOCK);
 	buf = fs_thread_buf(0, b - a);
 	if (!buf) {
-		pthread_rwlock_unlock(&ino->iolock);
+		dm_rwlock_unlock(&ino->iolock);
 		return -ENOMEM;
 	}
 	ret = fs_read_blocks(fs, ino, buf, a, b, 1);
-	pthread_rwlock_unlock(&ino->iolock);
+	dm_rwlock_unlock(&ino->iolock);
 	if (ret)
 		return ret;
 	*data = buf + (off - a);

@@ -561,7 +561,7 @@ ssize_t fs_write_inode(struct fs *fs, struct inode *ino, const char *data, size_
 	int ret, nw = 0;
 	char *buf;
 
-	pthread_rwlock_wrlock(&ino->iolock);
+	dm_rwlock_wrlock(&ino->iolock);
 	/* the warm tier's chunks of the bytes written go (from the old end of file when the
 	 * write starts past it), on every way out: blocks rewritten in place stay so */
 	from = MIN(off, ino->a.size);
@@ -601,14 +601,14 @@ ssize_t fs_write_inode(struct fs *fs, struct inode *ino, const char *data, size_
 	ret = log_write(fs, ino, w, nw, end, mtime);
 	fs_end(fs);
 	tier_invalidate(fs->tier, ino, from, b);
-	pthread_rwlock_unlock(&ino->iolock);
+	dm_rwlock_unlock(&ino->iolock);
 	return ret ? ret : (ssize_t)(end - off);
 undo:
 	for (int k = 0; k < nw; k++)
 		cow_undo(fs, &w[k]);
 out:
 	tier_invalidate(fs->tier, ino, from, b);
-	pthread_rwlock_unlock(&ino->iolock);
+	dm_rwlock_unlock(&ino->iolock);
 	return ret;
 }
 
@@ -647,7 +647,7 @@ int fs_truncate_locked_data(struct fs *fs, struct inode *ino, uint64_t size)
 
 	if (size > (1ull << 60))
 		return -EFBIG;
-	pthread_rwlock_wrlock(&ino->iolock);
+	dm_rwlock_wrlock(&ino->iolock);
 	old = ino->a.size;
 	ino->fresh_lo = ino->fresh_hi = 0; /* blocks past the new end go away */
 	if (size < ino->a.size && size % DMAFS_BLOCK && block_mapped(ino, ALIGN_DOWN(size, DMAFS_BLOCK))) {
@@ -691,7 +691,7 @@ int fs_truncate_locked_data(struct fs *fs, struct inode *ino, uint64_t size)
 out:
 	/* the warm tier's chunks from the old or new end on (the new last block was rewritten) */
 	tier_invalidate(fs->tier, ino, MIN(old, size), UINT64_MAX);
-	pthread_rwlock_unlock(&ino->iolock);
+	dm_rwlock_unlock(&ino->iolock);
 	return ret;
 }
 

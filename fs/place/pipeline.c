@@ -1420,17 +1420,17 @@ int pipeline_prefetch_window(struct fs *fs, struct inode *ino, uint64_t *off, ui
 	int ret;
 
 	wback_wait(fs, ino, 0); /* what was written is on the members before we read */
-	pthread_rwlock_rdlock(&ino->iolock);
+	dm_rwlock_rdlock(&ino->iolock);
 	last = MIN(end, ino->a.size); /* the size may have changed since the last window */
 	if (from >= last || *off >= last) { /* an empty range widens to nothing */
-		pthread_rwlock_unlock(&ino->iolock);
+		dm_rwlock_unlock(&ino->iolock);
 		return 1;
 	}
 	/* holes are not read: the window starts at the chunk of the next mapped byte */
 	e = meta_ext_find(ino, from);
 	if (e >= ino->next || ino->ext[e].off >= last) {
 		f->skipped += last - from;
-		pthread_rwlock_unlock(&ino->iolock);
+		dm_rwlock_unlock(&ino->iolock);
 		*off = last;
 		return 1;
 	}
@@ -1442,7 +1442,7 @@ int pipeline_prefetch_window(struct fs *fs, struct inode *ino, uint64_t *off, ui
 	}
 	to = MIN(ALIGN_UP(MIN(last, from + window), TIER_CHUNK), ino->a.size);
 	ret = pipeline_prefetch(fs, ino, from, to, f, req);
-	pthread_rwlock_unlock(&ino->iolock);
+	dm_rwlock_unlock(&ino->iolock);
 	*off = to;
 	return ret;
 }

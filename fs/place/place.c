@@ -217,7 +217,7 @@ static int run_one(struct place *pl, const struct place_caller *c, uint64_t ino_
 	}
 	wback_wait(fs, ino, 0); /* what was written is on the members before we read */
 	/* the size and extent map stay fixed while we read: writers wait */
-	pthread_rwlock_rdlock(&ino->iolock);
+	dm_rwlock_rdlock(&ino->iolock);
 	ret = place_validate(p, r->size, ino->a.size);
 	if (!ret) {
 		struct pipe_target t = { .gpu = r->target != DMAFS_TARGET_HOST, .base = r->base,
@@ -240,7 +240,7 @@ static int run_one(struct place *pl, const struct place_caller *c, uint64_t ino_
 			path = DMAFS_PATH_STAGED;
 		}
 	}
-	pthread_rwlock_unlock(&ino->iolock);
+	dm_rwlock_unlock(&ino->iolock);
 	reg_put(pl, r);
 	if (ret)
 		return ret;

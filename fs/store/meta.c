@@ -10,18 +10,6 @@
 
 _Static_assert(sizeof(uint64_t) >= sizeof(void *), "FUSE inode numbers are our inode numbers");
 
-/* A file's I/O lock lets a waiting writer in before new readers: readers that keep coming
- * (placements of a file, by any user who may read it) cannot hold its writers off for
- * good. Nothing takes the lock shared twice in one thread, which this rule would deadlock. */
-static pthread_rwlockattr_t iolock_attr;
-static pthread_once_t iolock_once = PTHREAD_ONCE_INIT;
-
-static void iolock_attr_init(void)
-{
-	pthread_rwlockattr_init(&iolock_attr);
-	pthread_rwlockattr_setkind_np(&iolock_attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-}
-
 int meta_init(struct meta *m, uint32_t stripe_unit, unsigned nmembers)
 {
 	memset(m, 0, sizeof(*m));
@@ -80,7 +68,6 @@ static void inode_free(struct inode *ino)
 	xattrs_free(ino);
 	free(ino->symlink);
 	free(ino->ext);
-	pthread_rwlock_destroy(&ino->iolock);
 	free(ino);
 }
 
@@ -199,8 +186,6 @@ static int apply_inode(struct meta *m, const struct fmt_rec *r)
 	ino->ino = ino->h.key = r->ino;
 	ino->a = r->a;
 	ino->several_names = r->a.nlink > 1 && !S_ISDIR(r->a.mode);
-	pthread_once(&iolock_once, iolock_attr_init);
-	pthread_rwlock_init(&ino->iolock, &iolock_attr);
 	if (S_ISDIR(r->a.mode)) {
 		ino->dir = dir_new();
 		if (!ino->dir) {

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "store/alloc.h"
+#include "util/rwlock.h"
 #include "format/format.h"
 #include "util/hash.h"
 
@@ -69,12 +70,16 @@ struct inode {
 	struct extent *ext; /* sorted by off, non-overlapping */
 	uint32_t next, capext;
 	struct xattr *xattrs;
-	size_t xattr_bytes;
 	struct dir *dir;
 	uint64_t parent;  /* not a directory: the directory its latest name was made in */
 	uint64_t nlookup; /* kernel references (FUSE lookup count) */
-	/* Held shared by readers, exclusive by writers and truncate, around member I/O. */
-	pthread_rwlock_t iolock;
+	/*
+	 * Held shared by readers, exclusive by writers and truncate, around member I/O. A
+	 * waiting writer goes before new readers: readers that keep coming (placements of a
+	 * file, by any user who may read it) cannot hold its writers off for good. Nothing
+	 * takes it shared twice in one thread, which that rule would deadlock.
+	 */
+	struct dm_rwlock iolock;
 	/*
 	 * File blocks [fresh_lo, fresh_hi) were all allocated by changes of journal epoch
 	 * fresh_epoch: while that epoch lasts, no durable metadata refers to them, so they may
@@ -87,7 +92,8 @@ struct inode {
 	struct tier_chunk *tier_list; /* those chunks; under the tier's lock */
 	uint32_t tier_n;	      /* chunks held; atomic, changed under the tier's lock */
 	unsigned nopen;		      /* open file handles */
-	int atime_dirty; /* a.atime changed, not logged yet (atime.c); meta.lock */
+	uint32_t xattr_bytes;	 /* names and values of xattrs (bounded by the log) */
+	unsigned char atime_dirty; /* a.atime changed, not logged yet (atime.c); meta.lock */
 	/* had several names since the mount: the kernel revalidates its names (fuse/ops.h) */
 	unsigned char several_names;
 };
