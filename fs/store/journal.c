@@ -3,6 +3,7 @@
 #include "store/journal.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -420,6 +421,7 @@ static int compact_locked(struct journal *j)
 	free(io);
 out:
 	buf_free(&snap);
+	malloc_trim(0); /* the snapshot's pages (~150 bytes per file) go back to the system */
 	if (ret) {
 		fail(j, "compaction", ret);
 		free(freed);
