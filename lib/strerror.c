@@ -44,7 +44,9 @@ const char *dmafs_strerror(int err)
 	case EPERM:
 		return "buffer registered by another process (registrations belong to the process that made them)";
 	case ENOENT:
-		return "no such file or directory, or unknown buffer id (already unregistered?)";
+		return "no such file or directory (the file does not exist)";
+	case EIDRM:
+		return "unknown buffer id: the dmafs daemon has no such registration (unregistered already, or the filesystem was remounted since)";
 	case EBADF:
 		return "file descriptor not open for reading";
 	case EXDEV:
