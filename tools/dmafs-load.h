@@ -46,6 +46,12 @@ void load_progress_stop(void);
 int load_notice(const struct dmafs_caps *caps, int target, const char *tname, int used,
 		char *buf, size_t len);
 
+/*
+ * dmafs_session_open() on @path, or, where @path is gone (-ENOENT), on the open file @fd
+ * (/proc/self/fd/N): a file removed after it was opened still has its mount.
+ */
+int load_session_open(const char *path, int fd, struct dmafs_session **s);
+
 /* load-model.c: the model mode. main() hands over every PATH; returns an exit status. */
 int load_models(const struct load_opt *opt, char **paths, int n);
 
