@@ -72,7 +72,9 @@ def load_file(filename, device="cpu", *, threads=0):
     """Load one .safetensors file; like safetensors.torch.load_file(filename, device).
 
     filename: the file (symlinks are followed). device: "cpu", "cuda", "cuda:N", an int
-    N, or a torch.device. threads: placement threads (0: the library's default).
+    N, or a torch.device. threads: placement threads (0: the library's default). The file
+    is opened once, when its header is read, and placed through that descriptor: removing
+    it during the load does not disturb the load.
     Returns {name: tensor}; all tensors are views of one allocation (see the module
     docstring for lifetime). Raises OSError (errno, text, filename) for unreadable or
     malformed files and failed placements, TypeError for a dtype this torch lacks (the

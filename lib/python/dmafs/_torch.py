@@ -316,7 +316,7 @@ class Target:
         torch = _torch()
         self.path, self.dev, self.size = model.path, dev, size
         self.fallback = self.why_posix = self.buf = self.tier_bytes = None
-        self.session = _lib.Session(model.files[0])
+        self.session = model.session()
         try:
             caps = self.session.caps()
             if not caps.on_dmafs:
