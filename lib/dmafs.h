@@ -61,6 +61,14 @@ extern "C" {
 #define DMAFS_PATH_STAGED 2 /* O_DIRECT into pinned staging, pipelined host-to-device copies */
 #define DMAFS_PATH_HOST 3   /* O_DIRECT straight into shared host memory */
 #define DMAFS_PATH_POSIX 4  /* not on dmafs: pread + copy in the calling process */
+/*
+ * cuFile in compatibility mode (since 0.6): the daemon drove cuFile (mount option
+ * p2p=force) where it cannot DMA from the drives into the GPU (no nvidia-fs or P2PDMA), so
+ * cuFile bounced the data through host memory itself. Where a result combines paths it
+ * ranks between P2P and STAGED: P2P < P2P_COMPAT < STAGED < HOST < POSIX, the slowest
+ * reported.
+ */
+#define DMAFS_PATH_P2P_COMPAT 5
 
 /* Targets. */
 #define DMAFS_TARGET_HOST 1
@@ -126,7 +134,10 @@ int dmafs_version(void);
  */
 const char *dmafs_strerror(int err);
 
-/* "p2p", "staged", "host", "posix", or "none" for DMAFS_PATH_NONE and unknown values. */
+/*
+ * "p2p", "p2p-compat", "staged", "host", "posix", or "none" for DMAFS_PATH_NONE and
+ * unknown values.
+ */
 const char *dmafs_path_name(int path);
 
 /*

@@ -16,6 +16,12 @@
 #include "common.h"
 #include "libdmafs-int.h"
 
+/* Speed order of the paths (dmafs.h): P2P_COMPAT, appended to the values later, ranks after P2P. */
+static int rank(int path)
+{
+	return path == DMAFS_PATH_P2P_COMPAT ? 2 * DMAFS_PATH_P2P + 1 : 2 * path;
+}
+
 /* The slower of two paths; NONE (nothing moved) never wins. */
 static int slower(int a, int b)
 {
@@ -23,7 +29,7 @@ static int slower(int a, int b)
 		return b;
 	if (b == DMAFS_PATH_NONE)
 		return a;
-	return a > b ? a : b;
+	return rank(a) > rank(b) ? a : b;
 }
 
 /* ---- posix fallback ---- */

@@ -21,6 +21,8 @@ const char *dmafs_path_name(int path)
 	switch (path) {
 	case DMAFS_PATH_P2P:
 		return "p2p";
+	case DMAFS_PATH_P2P_COMPAT:
+		return "p2p-compat";
 	case DMAFS_PATH_STAGED:
 		return "staged";
 	case DMAFS_PATH_HOST:
