@@ -467,7 +467,10 @@ static void member(int i, const char *path)
 
 static int path_rank(int path)
 {
-	/* Faster paths have smaller numbers; NONE and POSIX never satisfy --require. */
+	/* Faster paths have smaller numbers; NONE and POSIX never satisfy --require. cuFile in
+	 * compatibility mode is no p2p (no DMA into the GPU) but meets staged. */
+	if (path == DMAFS_PATH_P2P_COMPAT)
+		return DMAFS_PATH_STAGED;
 	return path >= DMAFS_PATH_P2P && path <= DMAFS_PATH_HOST ? path : 99;
 }
 

@@ -606,6 +606,18 @@ static int verify_all(struct job *j)
 
 /* ---- notices and output ---- */
 
+int load_slower(int a, int b)
+{
+	/* dmafs.h's order: p2p-compat, appended to the values later, after p2p */
+	int ra = a == DMAFS_PATH_P2P_COMPAT ? 3 : 2 * a, rb = b == DMAFS_PATH_P2P_COMPAT ? 3 : 2 * b;
+
+	if (a == DMAFS_PATH_NONE)
+		return b;
+	if (b == DMAFS_PATH_NONE)
+		return a;
+	return ra > rb ? a : b;
+}
+
 int load_notice(const struct dmafs_caps *caps, int target, const char *tname, int used,
 		char *buf, size_t len)
 {
@@ -617,7 +629,7 @@ int load_notice(const struct dmafs_caps *caps, int target, const char *tname, in
 		return 0;
 	if (used == DMAFS_PATH_POSIX)
 		snprintf(buf, len, "path posix: %s", t->why);
-	else if (t->path != DMAFS_PATH_NONE && used > t->path)
+	else if (t->path != DMAFS_PATH_NONE && used != t->path && load_slower(used, t->path) == used)
 		snprintf(buf, len, "path %s used although the mount offers %s for %s", dmafs_path_name(used),
 			 dmafs_path_name(t->path), tname);
 	else if (target != DMAFS_TARGET_HOST && used != DMAFS_PATH_P2P)
@@ -710,8 +722,8 @@ static void group_paths(struct job *j)
 	for (size_t i = 0; i < j->nfiles; i++) {
 		struct group *gr = &j->groups[j->files[i].group];
 
-		if (!j->files[i].err && j->files[i].res.path > gr->total.path)
-			gr->total.path = j->files[i].res.path;
+		if (!j->files[i].err)
+			gr->total.path = load_slower(gr->total.path, j->files[i].res.path);
 	}
 }
 
@@ -740,8 +752,8 @@ static int load_files(struct job *j, char **paths, int n)
 	place_all(j, &elapsed);
 	for (size_t i = 0; i < j->nfiles; i++) {
 		bytes += j->files[i].res.bytes;
-		if (!j->files[i].err && j->files[i].res.path > path)
-			path = j->files[i].res.path;
+		if (!j->files[i].err)
+			path = load_slower(path, j->files[i].res.path);
 	}
 	group_paths(j);
 	if (j->opt->verify)

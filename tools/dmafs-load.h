@@ -28,6 +28,8 @@ struct load_opt {
 };
 
 double load_gbps(uint64_t bytes, uint64_t ns);
+/* The slower of two DMAFS_PATH_* values, in dmafs.h's order; NONE never wins. */
+int load_slower(int a, int b);
 /* "host", "cuda:N", "hip:N", written into @buf. */
 const char *load_target_name(int target, int device, char *buf, size_t len);
 

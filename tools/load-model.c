@@ -268,8 +268,7 @@ static int place(struct load *l)
 			if (sl->res[i].bytes != l->fsize[sl->files[i]])
 				l->err = -ESTALE;
 		l->total.bytes += sl->total.bytes;
-		if (sl->total.path > l->total.path)
-			l->total.path = sl->total.path;
+		l->total.path = load_slower(l->total.path, sl->total.path);
 	}
 	l->total.elapsed_ns = dm_mono_ns() - t0;
 	if (l->err)
@@ -510,8 +509,7 @@ static void load_one(struct models *run, const char *path)
 	run->ns += l.total.elapsed_ns;
 	run->tensors += dmafs_model_tensors(l.m);
 	run->models++;
-	if (l.total.path > run->path)
-		run->path = l.total.path;
+	run->path = load_slower(run->path, l.total.path);
 out:
 	if (l.slots)
 		close_buffers(&l);

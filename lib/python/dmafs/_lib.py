@@ -22,6 +22,16 @@ import os
 # ---- constants (lib/dmafs.h) ----
 
 PATH_NONE, PATH_P2P, PATH_STAGED, PATH_HOST, PATH_POSIX = 0, 1, 2, 3, 4
+PATH_P2P_COMPAT = 5  # cuFile in compatibility mode (bounces through host memory), since 0.6
+
+
+def slower(a, b):
+    """The slower of two PATH_* values, in dmafs.h's order (p2p, p2p-compat, staged, host,
+    posix); PATH_NONE (nothing moved) never wins."""
+    if a == PATH_NONE or b == PATH_NONE:
+        return a or b
+    rank = {PATH_P2P_COMPAT: 3}
+    return a if rank.get(a, 2 * a) > rank.get(b, 2 * b) else b
 TARGET_HOST, TARGET_CUDA, TARGET_HIP = 1, 2, 3
 MAX_DIMS = 8
 

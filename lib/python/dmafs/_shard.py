@@ -322,7 +322,7 @@ class _Pool:
         res = _lib.Result()
         for r in self.results:
             res.bytes += r.bytes
-            res.path = max(res.path, r.path)
+            res.path = _lib.slower(res.path, r.path)
         return res
 
 
