@@ -184,8 +184,9 @@ int buf_release(struct dmafs_buf *b, int force)
 			__atomic_fetch_and(&b->busy, ~BUF_DEAD, __ATOMIC_ACQ_REL);
 			return ret;
 		}
-		/* Gone already (-ENOENT) or the daemon is gone (-ENOTCONN): the registration
-		 * ended with it. Either way nothing is left to undo on our side. */
+		/* Gone already (the daemon's -ENOENT: an unknown id) or the daemon is gone
+		 * (-ENOTCONN): the registration ended with it. Either way nothing is left to
+		 * undo on our side. */
 		if (ret == -ENOENT || ret == -ENOTCONN)
 			ret = 0;
 	}

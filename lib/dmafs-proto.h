@@ -29,6 +29,11 @@
 #define DMAFS_PATH_STAGED 2 /* O_DIRECT into pinned staging, async host-to-device copies */
 #define DMAFS_PATH_HOST 3   /* O_DIRECT into the client's shared pages (bounce for unaligned parts) */
 #define DMAFS_PATH_POSIX 4  /* libdmafs fallback outside dmafs: pread + copy */
+/* cuFile in compatibility mode (mount option p2p=force without nvidia-fs): cuFile reads
+ * into host memory and copies to the GPU itself; no DMA from the drives into the GPU.
+ * Since dmafs 0.6 (a daemon of 0.5 reported DMAFS_PATH_P2P); clients must take values
+ * they do not know for a path that is not p2p. */
+#define DMAFS_PATH_P2P_COMPAT 5
 
 struct dmafs_ioc_target_info {
 	uint32_t target;   /* DMAFS_TARGET_* */

@@ -61,6 +61,14 @@ extern "C" {
 #define DMAFS_PATH_STAGED 2 /* O_DIRECT into pinned staging, pipelined host-to-device copies */
 #define DMAFS_PATH_HOST 3   /* O_DIRECT straight into shared host memory */
 #define DMAFS_PATH_POSIX 4  /* not on dmafs: pread + copy in the calling process */
+/*
+ * cuFile in compatibility mode (since 0.6): the daemon drove cuFile (mount option
+ * p2p=force) where it cannot DMA from the drives into the GPU (no nvidia-fs or P2PDMA), so
+ * cuFile bounced the data through host memory itself. Where a result combines paths it
+ * ranks between P2P and STAGED: P2P < P2P_COMPAT < STAGED < HOST < POSIX, the slowest
+ * reported.
+ */
+#define DMAFS_PATH_P2P_COMPAT 5
 
 /* Targets. */
 #define DMAFS_TARGET_HOST 1
@@ -126,7 +134,10 @@ int dmafs_version(void);
  */
 const char *dmafs_strerror(int err);
 
-/* "p2p", "staged", "host", "posix", or "none" for DMAFS_PATH_NONE and unknown values. */
+/*
+ * "p2p", "p2p-compat", "staged", "host", "posix", or "none" for DMAFS_PATH_NONE and
+ * unknown values.
+ */
 const char *dmafs_path_name(int path);
 
 /*
@@ -254,7 +265,8 @@ int dmafs_buf_unregister(struct dmafs_buf *b);
  *   -ERANGE    an extent runs past the end of the buffer, or the extents together place
  *              more bytes than the buffer holds
  *   -EPERM     buffer registered by another process
- *   -ENOENT    the daemon does not know the buffer (it was remounted since)
+ *   -EIDRM     the daemon does not know the buffer id (it was unregistered, or the
+ *              filesystem was remounted since); libdmafs before 0.6 said -ENOENT
  *   -EBUSY     the buffer is being unregistered
  *   -EIO       a member read failed, or (mount option verify_place) data failed its
  *              checksum; the daemon logs member and offset
@@ -271,11 +283,14 @@ int dmafs_place(struct dmafs_buf *b, int fd, struct dmafs_extent *ext, size_t n,
 
 /*
  * Place the whole file @path at @buffer_offset of @b, in pieces of 1 GiB so that
- * dmafs_buf_placed() shows progress. The size is taken when the file is opened; a file
- * that shrinks meanwhile is placed short. Same errors as dmafs_place(), and:
+ * dmafs_buf_placed() shows progress. The file is opened once and every piece is read
+ * through that descriptor: removing or renaming the file meanwhile does not disturb the
+ * placement (an unlinked open file stays readable). The size is taken when the file is
+ * opened; a file that shrinks meanwhile is placed short. Same errors as dmafs_place(), and:
  *   -ERANGE  the file does not fit at @buffer_offset
  *   -EINVAL  path NULL, or not a regular file
- *   -ENOENT, -EACCES, ...  from open(2)
+ *   -ENOENT  the file does not exist
+ *   -EACCES, ...  from open(2)
  */
 int dmafs_place_file(struct dmafs_buf *b, const char *path, uint64_t buffer_offset,
 		     struct dmafs_result *res);
@@ -294,6 +309,20 @@ int dmafs_place_file(struct dmafs_buf *b, const char *path, uint64_t buffer_offs
 int dmafs_place_files(struct dmafs_buf *b, const char *const *paths,
 		      const uint64_t *buffer_offsets, size_t n, unsigned threads,
 		      struct dmafs_result *res, struct dmafs_result *total);
+
+/*
+ * dmafs_place_files() for files the caller has open: place each whole file fds[i] (open
+ * for reading, on the session's mount) at buffer_offsets[i], on @threads threads. A
+ * caller that opens its files before it allocates and registers the buffer is not
+ * disturbed by a file removed or renamed in between, and the descriptors stay its own
+ * (they are not closed). Results, return value and errors as dmafs_place_files(), with
+ * dmafs_place()'s -EBADF for a descriptor not open for reading, and -EINVAL when b, fds
+ * or buffer_offsets is NULL (with n > 0).
+ * @see dmafs_place_files
+ */
+int dmafs_place_fds(struct dmafs_buf *b, const int *fds, const uint64_t *buffer_offsets,
+		    size_t n, unsigned threads, struct dmafs_result *res,
+		    struct dmafs_result *total);
 
 /*
  * Read bytes [@offset, @offset + @length) of the open file @fd (on a dmafs mount, opened
@@ -413,7 +442,9 @@ struct dmafs_model;
  * at most DMAFS_MAX_DIMS dims; data_offsets inside the data section and holding exactly
  * the bytes of the shape; no two tensors overlapping; tensor names unique across all
  * files; with an index, every mapped tensor in its shard and every shard tensor mapped.
- * Nothing is placed; files are not kept open.
+ * Nothing is placed. Every file stays open (one descriptor each, close-on-exec) until
+ * dmafs_model_close(), and placements read through those descriptors: a file removed or
+ * replaced by a rename after this call is still the one placed.
  * @err (may be NULL; @errlen bytes, 512 is plenty) gets a message for every error:
  * "PATH: what is wrong", with PATH the file as the user named it, e.g.
  * "m/model-00002-of-00004.safetensors: tensor 'x' data_offsets [10, 20] overlap 'y' [0, 16]".
@@ -439,6 +470,13 @@ void dmafs_model_close(struct dmafs_model *m);
 unsigned dmafs_model_files(const struct dmafs_model *m);
 const char *dmafs_model_file(const struct dmafs_model *m, unsigned i);
 /*
+ * The descriptor the model holds open on file @i (read-only, close-on-exec), valid until
+ * dmafs_model_close(), which closes it: for dmafs_place() or dmafs_session_open() on
+ * "/proc/self/fd/N" where the file may have been removed since dmafs_model_open(). The
+ * caller must not close it. Returns it, or -EINVAL for NULL m or i out of range.
+ */
+int dmafs_model_fd(const struct dmafs_model *m, unsigned i);
+/*
  * Tensors, sorted by (file, offset): their count (0 for NULL), and the i-th (NULL for i
  * out of range or NULL m), valid until dmafs_model_close().
  */
@@ -457,14 +495,15 @@ uint64_t dmafs_model_bytes(const struct dmafs_model *m);
  * 4096-aligned @buffer_offset keeps the daemon's reads direct), one whole-file placement
  * per file through dmafs_place_files() on @threads threads (0: one per file, up to 8),
  * and set every tensor's ptr. @res (may be NULL) gets the bytes of all files, the
- * slowest path used and the wall time. Every file is first checked to be the one that
- * was opened (same inode, size and modification time). Places of one model must not
+ * slowest path used and the wall time. The files are read through the descriptors
+ * dmafs_model_open() kept, each first checked to be unchanged (same size and modification
+ * time); a file removed or renamed since is still placed. Places of one model must not
  * run concurrently (they write the tensors' ptr fields). Returns 0, or, with every ptr
  * NULL and res->path DMAFS_PATH_NONE:
  *   -EINVAL   m or b NULL; and dmafs_place_file()'s -EINVAL
  *   -ERANGE   the model does not fit @b at @buffer_offset
- *   -ESTALE   a file changed since dmafs_model_open() (open the model again)
- *   -ENOENT, -EACCES ...  a file is gone or unreadable now (stat(2), open(2))
+ *   -ESTALE   a file was written or truncated since dmafs_model_open() (open the model
+ *             again)
  *   -EXDEV    a file is on another mount than @b's session (a model must be on one
  *             mount; blobs of an HF cache included)
  *   -EPERM, -EBUSY, -EIO, -ENODEV, -ENOMEM, -ENOTCONN  as dmafs_place()

@@ -106,12 +106,15 @@ int hostmem_alloc(size_t size, struct hostmem *m);
 
 /* place.c */
 /*
- * dmafs_place_files() over parts of files: item i places [file_offsets[i], +lengths[i]) of
- * paths[i] at buffer_offsets[i]; both arrays NULL places whole files.
+ * dmafs_place_files() or dmafs_place_fds() over parts of files: item i places
+ * [file_offsets[i], +lengths[i]) of paths[i] (or, with @paths NULL, of the open file
+ * fds[i]) at buffer_offsets[i]; both offset arrays NULL places whole files. Exactly one
+ * of @paths and @fds is given (-EINVAL otherwise, for n > 0).
  */
-int place_ranges(struct dmafs_buf *b, const char *const *paths, const uint64_t *file_offsets,
-		 const uint64_t *lengths, const uint64_t *buffer_offsets, size_t n,
-		 unsigned threads, struct dmafs_result *res, struct dmafs_result *total);
+int place_ranges(struct dmafs_buf *b, const char *const *paths, const int *fds,
+		 const uint64_t *file_offsets, const uint64_t *lengths,
+		 const uint64_t *buffer_offsets, size_t n, unsigned threads,
+		 struct dmafs_result *res, struct dmafs_result *total);
 /*
  * The checks every call on a client's descriptor makes: @fd is open for reading (not
  * write-only, not O_PATH) on a regular file. Returns its status flags (and @st), or

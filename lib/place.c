@@ -16,6 +16,12 @@
 #include "common.h"
 #include "libdmafs-int.h"
 
+/* Speed order of the paths (dmafs.h): P2P_COMPAT, appended to the values later, ranks after P2P. */
+static int rank(int path)
+{
+	return path == DMAFS_PATH_P2P_COMPAT ? 2 * DMAFS_PATH_P2P + 1 : 2 * path;
+}
+
 /* The slower of two paths; NONE (nothing moved) never wins. */
 static int slower(int a, int b)
 {
@@ -23,7 +29,7 @@ static int slower(int a, int b)
 		return b;
 	if (b == DMAFS_PATH_NONE)
 		return a;
-	return a > b ? a : b;
+	return rank(a) > rank(b) ? a : b;
 }
 
 /* ---- posix fallback ---- */
@@ -222,6 +228,10 @@ static int place_daemon(struct dmafs_buf *b, int fd, struct dmafs_extent *ext, s
 			p->e[k].buffer_offset = ext[i + k].buffer_offset;
 		}
 		ret = place_ioctl(b->s, fd, q);
+		/* The daemon answers ENOENT for a buffer id it does not know (the file is
+		 * open: it cannot be the file); EIDRM keeps that apart from a missing file. */
+		if (ret == -ENOENT)
+			ret = -EIDRM;
 		if (ret)
 			break;
 		for (uint32_t k = 0; k < cnt; k++)
@@ -367,23 +377,29 @@ static int place_range(struct dmafs_buf *b, int fd, uint64_t foff, uint64_t len,
 
 #define WHOLE_FILE UINT64_MAX
 
+/* Place [foff, +len) of the open file @fd (len WHOLE_FILE: all of it) at @boff. */
+static int place_fd(struct dmafs_buf *b, int fd, uint64_t foff, uint64_t len, uint64_t boff,
+		    struct dmafs_result *res)
+{
+	struct stat st;
+
+	if (fstat(fd, &st))
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+	return place_range(b, fd, foff, len == WHOLE_FILE ? (uint64_t)st.st_size : len, boff, res);
+}
+
 /* Place [foff, +len) of @path (len WHOLE_FILE: all of it) at @boff. */
 static int place_path(struct dmafs_buf *b, const char *path, uint64_t foff, uint64_t len,
 		      uint64_t boff, struct dmafs_result *res)
 {
-	struct stat st;
 	int fd, ret;
 
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0)
 		return -errno;
-	if (fstat(fd, &st))
-		ret = -errno;
-	else if (!S_ISREG(st.st_mode))
-		ret = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
-	else
-		ret = place_range(b, fd, foff, len == WHOLE_FILE ? (uint64_t)st.st_size : len, boff,
-				  res);
+	ret = place_fd(b, fd, foff, len, boff, res);
 	close(fd);
 	return ret;
 }
@@ -402,7 +418,8 @@ int dmafs_place_file(struct dmafs_buf *b, const char *path, uint64_t buffer_offs
 
 struct files_job {
 	struct dmafs_buf *b;
-	const char *const *paths;
+	const char *const *paths; /* or, when NULL, fds */
+	const int *fds;
 	const uint64_t *offs;
 	const uint64_t *foffs, *lens; /* NULL: whole files */
 	size_t n;
@@ -417,24 +434,27 @@ static void *files_worker(void *arg)
 	size_t i;
 
 	while ((i = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) < j->n) {
-		if (!j->paths[i])
-			j->err[i] = -EINVAL;
+		uint64_t foff = j->foffs ? j->foffs[i] : 0, len = j->foffs ? j->lens[i] : WHOLE_FILE;
+
+		if (j->paths)
+			j->err[i] = j->paths[i] ? place_path(j->b, j->paths[i], foff, len, j->offs[i],
+							     &j->res[i])
+						: -EINVAL;
 		else
-			j->err[i] = place_path(j->b, j->paths[i], j->foffs ? j->foffs[i] : 0,
-					       j->foffs ? j->lens[i] : WHOLE_FILE, j->offs[i],
-					       &j->res[i]);
+			j->err[i] = place_fd(j->b, j->fds[i], foff, len, j->offs[i], &j->res[i]);
 		if (j->err[i])
 			j->res[i].path = DMAFS_PATH_NONE;
 	}
 	return NULL;
 }
 
-int place_ranges(struct dmafs_buf *b, const char *const *paths, const uint64_t *file_offsets,
-		 const uint64_t *lengths, const uint64_t *buffer_offsets, size_t n,
-		 unsigned threads, struct dmafs_result *res, struct dmafs_result *total)
+int place_ranges(struct dmafs_buf *b, const char *const *paths, const int *fds,
+		 const uint64_t *file_offsets, const uint64_t *lengths,
+		 const uint64_t *buffer_offsets, size_t n, unsigned threads,
+		 struct dmafs_result *res, struct dmafs_result *total)
 {
 	uint64_t t0 = dm_mono_ns();
-	struct files_job j = { .b = b, .paths = paths, .offs = buffer_offsets,
+	struct files_job j = { .b = b, .paths = paths, .fds = fds, .offs = buffer_offsets,
 			       .foffs = file_offsets, .lens = lengths, .n = n };
 	pthread_t *tid = NULL;
 	unsigned started = 0;
@@ -442,7 +462,7 @@ int place_ranges(struct dmafs_buf *b, const char *const *paths, const uint64_t *
 
 	if (total)
 		memset(total, 0, sizeof(*total));
-	if (!b || (n && (!paths || !buffer_offsets)) || !file_offsets != !lengths)
+	if (!b || (n && (!paths == !fds || !buffer_offsets)) || !file_offsets != !lengths)
 		return -EINVAL;
 	if (n == 0)
 		return 0;
@@ -494,5 +514,12 @@ int dmafs_place_files(struct dmafs_buf *b, const char *const *paths,
 		      const uint64_t *buffer_offsets, size_t n, unsigned threads,
 		      struct dmafs_result *res, struct dmafs_result *total)
 {
-	return place_ranges(b, paths, NULL, NULL, buffer_offsets, n, threads, res, total);
+	return place_ranges(b, paths, NULL, NULL, NULL, buffer_offsets, n, threads, res, total);
+}
+
+int dmafs_place_fds(struct dmafs_buf *b, const int *fds, const uint64_t *buffer_offsets,
+		    size_t n, unsigned threads, struct dmafs_result *res,
+		    struct dmafs_result *total)
+{
+	return place_ranges(b, NULL, fds, NULL, NULL, buffer_offsets, n, threads, res, total);
 }

@@ -3,13 +3,17 @@
  * safetensors.c - dmafs_model_*: find the files of a safetensors model (one file, a
  * directory, an index, a Hugging Face cache snapshot), read and validate their headers
  * with st-parse.c, lay the files out in one buffer and place them with
- * dmafs_place_files().
+ * dmafs_place_fds().
  *
  * Layout: every file goes whole (header included) to a 4096-aligned offset, in file
  * order. Placing whole files keeps one request per file (the daemon streams it over all
  * members at full rate; a request per tensor would be hundreds of small ones), and the
  * alignment keeps host placements zero copy. A tensor is then at file base + 8 + N +
  * begin, with the alignment it has in its file.
+ *
+ * Each file is opened once, when its header is read, and placed through that descriptor:
+ * a file removed or renamed between open and place is still the one whose header was
+ * read (POSIX keeps an unlinked open file readable).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -37,9 +41,8 @@ struct mfile {
 	char *name;	/* as listed in its directory or named by the index */
 	uint64_t size;	/* at open */
 	uint64_t base;	/* offset of the file in the model's layout */
-	/* identity at open, to refuse placing a file that changed since (-ESTALE) */
-	dev_t dev;
-	ino_t ino;
+	int fd;		/* open from read_header to dmafs_model_close; -1 before */
+	/* at open, to refuse placing a file that was written since (-ESTALE) */
 	struct timespec mtime;
 	struct st_header h;
 };
@@ -183,7 +186,7 @@ static int open_regular(const char *path, const char *shown, struct stat *st, ch
 	return fd;
 }
 
-/* Read and validate the header of f->path; record the file's identity. */
+/* Open f->path for good (f->fd), read and validate its header; record size and mtime. */
 static int read_header(struct mfile *f, char *err, size_t errlen)
 {
 	uint8_t prefix[8] = { 0 }, *json = NULL;
@@ -195,9 +198,9 @@ static int read_header(struct mfile *f, char *err, size_t errlen)
 	fd = open_regular(f->path, f->shown, &st, err, errlen);
 	if (fd < 0)
 		return fd;
+	/* O_NONBLOCK served the open only (a FIFO); the placements read a regular file */
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 	f->size = (uint64_t)st.st_size;
-	f->dev = st.st_dev;
-	f->ino = st.st_ino;
 	f->mtime = st.st_mtim;
 	if (f->size >= 8 && (ret = pread_all(fd, prefix, 8, 0))) {
 		io = 1;
@@ -221,9 +224,11 @@ static int read_header(struct mfile *f, char *err, size_t errlen)
 	ret = st_parse_header(json, (size_t)n, f->size - 8 - n, &f->h, why, sizeof(why));
 out:
 	free(json);
-	close(fd);
-	if (!ret)
+	if (!ret) {
+		f->fd = fd;
 		return 0;
+	}
+	close(fd);
 	if (io && ret == -ENODATA)
 		return fail(err, errlen, -EINVAL, "%s: file shrank while its header was read",
 			    f->shown);
@@ -276,6 +281,7 @@ static int add_file(struct dmafs_model *m, const char *dir_abs, const char *dir_
 	m->f = f;
 	f = &m->f[m->nfiles];
 	memset(f, 0, sizeof(*f));
+	f->fd = -1;
 	m->nfiles++;
 	f->path = dir_abs ? join(dir_abs, name) : absolute(name);
 	f->shown = dir_shown ? join(dir_shown, name) : strdup(name);
@@ -547,6 +553,8 @@ void dmafs_model_close(struct dmafs_model *m)
 	if (!m)
 		return;
 	for (unsigned i = 0; i < m->nfiles; i++) {
+		if (m->f[i].fd >= 0)
+			close(m->f[i].fd);
 		free(m->f[i].path);
 		free(m->f[i].shown);
 		free(m->f[i].name);
@@ -719,6 +727,11 @@ const char *dmafs_model_file(const struct dmafs_model *m, unsigned i)
 	return m && i < m->nfiles ? m->f[i].path : NULL;
 }
 
+int dmafs_model_fd(const struct dmafs_model *m, unsigned i)
+{
+	return m && i < m->nfiles ? m->f[i].fd : -EINVAL;
+}
+
 size_t dmafs_model_tensors(const struct dmafs_model *m)
 {
 	return m ? m->nt : 0;
@@ -746,15 +759,18 @@ uint64_t dmafs_model_bytes(const struct dmafs_model *m)
 
 /* ---- placing ---- */
 
-/* The file is still the one whose header was read (same inode, size and mtime). */
+/*
+ * The open file still holds what its header described (same size and mtime). Its name
+ * does not matter: a file removed or replaced by a rename is still the open one.
+ */
 static int unchanged(const struct mfile *f)
 {
 	struct stat st;
 
-	if (stat(f->path, &st))
+	if (fstat(f->fd, &st))
 		return -errno;
-	if (st.st_dev != f->dev || st.st_ino != f->ino || (uint64_t)st.st_size != f->size ||
-	    st.st_mtim.tv_sec != f->mtime.tv_sec || st.st_mtim.tv_nsec != f->mtime.tv_nsec)
+	if ((uint64_t)st.st_size != f->size || st.st_mtim.tv_sec != f->mtime.tv_sec ||
+	    st.st_mtim.tv_nsec != f->mtime.tv_nsec)
 		return -ESTALE;
 	return 0;
 }
@@ -763,8 +779,8 @@ int dmafs_model_place(struct dmafs_model *m, struct dmafs_buf *b, uint64_t buffe
 		      unsigned threads, struct dmafs_result *res)
 {
 	struct dmafs_result *per = NULL, total;
-	const char **paths = NULL;
 	uint64_t *offs = NULL;
+	int *fds = NULL;
 	char *base;
 	int ret;
 
@@ -781,19 +797,19 @@ int dmafs_model_place(struct dmafs_model *m, struct dmafs_buf *b, uint64_t buffe
 		if (ret)
 			return ret;
 	}
-	paths = calloc(m->nfiles, sizeof(*paths));
+	fds = calloc(m->nfiles, sizeof(*fds));
 	offs = calloc(m->nfiles, sizeof(*offs));
 	per = calloc(m->nfiles, sizeof(*per));
-	if (!paths || !offs || !per) {
+	if (!fds || !offs || !per) {
 		ret = -ENOMEM;
 		goto out;
 	}
 	for (unsigned i = 0; i < m->nfiles; i++) {
-		paths[i] = m->f[i].path;
+		fds[i] = m->f[i].fd;
 		offs[i] = buffer_offset + m->f[i].base;
 	}
-	ret = dmafs_place_files(b, paths, offs, m->nfiles, threads, per, &total);
-	/* A file that changed between the check and its open is placed short or long. */
+	ret = dmafs_place_fds(b, fds, offs, m->nfiles, threads, per, &total);
+	/* A file that changed between the check and the placement is placed short or long. */
 	for (unsigned i = 0; i < m->nfiles && !ret; i++)
 		if (per[i].bytes != m->f[i].size)
 			ret = -ESTALE;
@@ -808,7 +824,7 @@ int dmafs_model_place(struct dmafs_model *m, struct dmafs_buf *b, uint64_t buffe
 	for (size_t i = 0; i < m->nt; i++)
 		m->t[i].ptr = base + m->t[i].buffer_offset;
 out:
-	free(paths);
+	free(fds);
 	free(offs);
 	free(per);
 	return ret;
@@ -822,17 +838,17 @@ static int place_layout(struct dmafs_model *m, struct dmafs_buf *b, uint64_t at,
 			uint64_t end, unsigned threads, struct dmafs_result *res)
 {
 	struct dmafs_result *per = NULL;
-	const char **paths = NULL;
 	uint64_t *offs = NULL, *foffs = NULL, *lens = NULL;
+	int *fds = NULL;
 	size_t n = 0;
 	int ret;
 
-	paths = calloc(m->nfiles + 1, sizeof(*paths));
+	fds = calloc(m->nfiles + 1, sizeof(*fds));
 	offs = calloc(m->nfiles + 1, sizeof(*offs));
 	foffs = calloc(m->nfiles + 1, sizeof(*foffs));
 	lens = calloc(m->nfiles + 1, sizeof(*lens));
 	per = calloc(m->nfiles + 1, sizeof(*per));
-	if (!paths || !offs || !foffs || !lens || !per) {
+	if (!fds || !offs || !foffs || !lens || !per) {
 		ret = -ENOMEM;
 		goto out;
 	}
@@ -847,7 +863,7 @@ static int place_layout(struct dmafs_model *m, struct dmafs_buf *b, uint64_t at,
 		ret = unchanged(f);
 		if (ret)
 			goto out;
-		paths[n] = f->path;
+		fds[n] = f->fd;
 		foffs[n] = lo - f->base;
 		lens[n] = hi - lo;
 		offs[n] = at + (lo - begin);
@@ -860,15 +876,15 @@ static int place_layout(struct dmafs_model *m, struct dmafs_buf *b, uint64_t at,
 		ret = 0;
 		goto out;
 	}
-	ret = place_ranges(b, paths, foffs, lens, offs, n, threads, per, res);
-	/* A file that changed between the check and its open is placed short. */
+	ret = place_ranges(b, NULL, fds, foffs, lens, offs, n, threads, per, res);
+	/* A file that changed between the check and the placement is placed short. */
 	for (size_t i = 0; i < n && !ret; i++)
 		if (per[i].bytes != lens[i])
 			ret = -ESTALE;
 	if (ret && res)
 		res->path = DMAFS_PATH_NONE;
 out:
-	free(paths);
+	free(fds);
 	free(offs);
 	free(foffs);
 	free(lens);

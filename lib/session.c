@@ -246,7 +246,7 @@ int dmafs_session_caps(struct dmafs_session *s, struct dmafs_caps *caps)
 
 		if (ti->target < 1 || ti->target > DMAFS_TARGET_MAX)
 			continue;
-		t[ti->target]->path = ti->path <= DMAFS_PATH_POSIX ? (int)ti->path : DMAFS_PATH_NONE;
+		t[ti->target]->path = ti->path <= DMAFS_PATH_P2P_COMPAT ? (int)ti->path : DMAFS_PATH_NONE;
 		t[ti->target]->devices = ti->devices;
 		snprintf(t[ti->target]->why, sizeof(t[ti->target]->why), "%s", ti->why);
 	}

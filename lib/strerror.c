@@ -21,6 +21,8 @@ const char *dmafs_path_name(int path)
 	switch (path) {
 	case DMAFS_PATH_P2P:
 		return "p2p";
+	case DMAFS_PATH_P2P_COMPAT:
+		return "p2p-compat";
 	case DMAFS_PATH_STAGED:
 		return "staged";
 	case DMAFS_PATH_HOST:
@@ -44,7 +46,9 @@ const char *dmafs_strerror(int err)
 	case EPERM:
 		return "buffer registered by another process (registrations belong to the process that made them)";
 	case ENOENT:
-		return "no such file or directory, or unknown buffer id (already unregistered?)";
+		return "no such file or directory (the file does not exist)";
+	case EIDRM:
+		return "unknown buffer id: the dmafs daemon has no such registration (unregistered already, or the filesystem was remounted since)";
 	case EBADF:
 		return "file descriptor not open for reading";
 	case EXDEV:

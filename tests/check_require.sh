@@ -22,7 +22,7 @@ best() {
 	"$CHECK" --json "$1" >"$T_WORK/check.json" || t_fail "dmafs-check --json $1 exited $?"
 	t_py -c '
 import json, sys
-rank = {"p2p": 3, "staged": 2, "host": 1}
+rank = {"p2p": 3, "p2p-compat": 2, "staged": 2, "host": 1}
 m = json.load(open(sys.argv[1]))["mount"]
 paths = [t["path"] for t in m.get("placement", {}).values()] if m.get("on_dmafs") else []
 print(max([rank.get(p, 0) for p in paths] + [0]))' "$T_WORK/check.json" ||

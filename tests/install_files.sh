@@ -6,7 +6,7 @@
 # program (bindir, sbindir); every script of tools/ but quickstart; the model JSONs of
 # dmafs-synth-model; dmafs.h and the headers it includes, which compile; dmafs.pc, with
 # which a program links the installed libdmafs.so.0 and runs with its version; the links
-# that mount(8) and umount(8) run. make uninstall then leaves no file behind.
+# that mount(8), umount(8) and fsck(8) run. make uninstall then leaves no file behind.
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/t_lib.sh"
 . "$top_builddir/tests/t_config.sh" || t_fail "no $top_builddir/tests/t_config.sh (configure makes it)"
@@ -91,8 +91,8 @@ for f in "$top_srcdir"/tools/models/*.json; do
 	need "$D$pkgdatadir/models/${f##*/}" "a model of dmafs-synth-model"
 done
 
-t_log "mount(8) and umount(8) helper links"
-for pair in mount.fuse.dmafs:mount.dmafs umount.fuse.dmafs:umount.dmafs; do
+t_log "mount(8), umount(8) and fsck(8) helper links"
+for pair in mount.fuse.dmafs:mount.dmafs umount.fuse.dmafs:umount.dmafs fsck.dmafs:dmafs-fsck; do
 	link=$D$sbindir/${pair%%:*}
 	if [ ! -L "$link" ]; then
 		bad "not installed: ${link#"$D"}, a link to ${pair#*:}"

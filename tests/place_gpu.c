@@ -44,6 +44,14 @@ static uint64_t fsize, ring, su;
 static unsigned members;
 static int target = DMAFS_TARGET_CUDA;
 static int want_staged; /* the mount has p2p=off: every placement must take the staged path */
+/* The direct path the mount offers (dmafs_session_caps): P2P, P2P_COMPAT (cuFile forced
+ * without nvidia-fs) or STAGED; a placement reports it or STAGED, never p2p in compat mode */
+static int mount_path = DMAFS_PATH_STAGED;
+
+static int path_ok(int p)
+{
+	return p == DMAFS_PATH_STAGED || p == mount_path;
+}
 
 static int reg(struct dmafs_session *s, struct gpu *g, void *d, size_t size, struct dmafs_buf **b)
 {
@@ -72,7 +80,8 @@ static int run_client(struct gpu *g, unsigned long long seed)
 	T_EQ(reg(s, g, (char *)d2 + 4096, (1 << 20) - 4096, &b2), 0);
 	T_EQ(dmafs_place_file(b, path, 777, &r), 0);
 	T_EQ(r.bytes, fsize);
-	T_CHECK(r.path == DMAFS_PATH_STAGED || r.path == DMAFS_PATH_P2P, "path %s", dmafs_path_name(r.path));
+	T_CHECK(path_ok(r.path), "path %s (the mount offers %s)", dmafs_path_name(r.path),
+		dmafs_path_name(mount_path));
 	T_EQ(gpu_copy_dtoh(g, 0, back, (char *)d + 777, fsize), 0);
 	T_CHECK(!memcmp(back, ref, fsize), "whole-file placement differs");
 	fd = open(path, O_RDONLY);
@@ -252,8 +261,8 @@ static int place_dev(struct gpu *g, struct dbuf *db, int fd, const struct dmafs_
 			total += t_ext_len(&want[i], fsize);
 		T_CHECK(!want_staged || r.path == DMAFS_PATH_STAGED, "%s: path %s, want staged (p2p=off)", what,
 			dmafs_path_name(r.path));
-		T_CHECK(r.path == DMAFS_PATH_STAGED || r.path == DMAFS_PATH_P2P, "%s: path %s", what,
-			dmafs_path_name(r.path));
+		T_CHECK(path_ok(r.path), "%s: path %s (the mount offers %s)", what, dmafs_path_name(r.path),
+			dmafs_path_name(mount_path));
 		T_CHECK(r.bytes == total, "%s: %llu bytes placed, want %llu", what, (unsigned long long)r.bytes,
 			(unsigned long long)total);
 		t_check_lengths(e, want, n, fsize, what);
@@ -764,6 +773,9 @@ int main(int argc, char **argv)
 		t_ok(dmafs_session_caps(s, &caps), "dmafs_session_caps");
 		su = caps.stripe_unit;
 		members = caps.members;
+		mount_path = target == DMAFS_TARGET_HIP ? caps.hip.path : caps.cuda.path;
+		if (mount_path != DMAFS_PATH_P2P && mount_path != DMAFS_PATH_P2P_COMPAT)
+			mount_path = DMAFS_PATH_STAGED;
 		dmafs_session_close(s);
 	}
 

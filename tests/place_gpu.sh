@@ -77,9 +77,18 @@ t_log "  tier=256M (tier_pin=fill): $p bytes pinned"
 run basic "p2p=force${DMAFS_TEST_MOUNT_OPTS:+,$DMAFS_TEST_MOUNT_OPTS}"
 line=$("$top_builddir/tools/dmafs-check" "$M" 2>&1 | grep -m1 -E '^[[:space:]]*cuda[[:space:]]')
 t_log "  dmafs-check with p2p=force: $(echo $line)"
+# without nvidia-fs cuFile only bounces through host memory: the path says p2p-compat
 case $line in
-*"p2p forced"*) [[ $line =~ ^[[:space:]]*cuda[[:space:]]+p2p[[:space:]] ]] ||
-	t_fail "cuFile loads and p2p=force is on, but CUDA placements do not take the p2p path: $line" ;;
+*"compatibility mode"*) [[ $line =~ ^[[:space:]]*cuda[[:space:]]+p2p-compat[[:space:]] ]] ||
+	t_fail "cuFile is in compatibility mode, but dmafs-check does not say p2p-compat: $line" ;;
+*"p2p: cuFile with nvidia-fs"*) [[ $line =~ ^[[:space:]]*cuda[[:space:]]+p2p[[:space:]] ]] ||
+	t_fail "cuFile loads with nvidia-fs and p2p=force is on, but CUDA placements do not take the p2p path: $line" ;;
+esac
+out=$("$top_builddir/tools/dmafs-load" --target cuda:0 --verify "$M/f" 2>&1) || t_fail "dmafs-load --target cuda:0 with p2p=force: $out"
+t_log "  dmafs-load with p2p=force: $(echo "$out" | grep '^total')"
+case $line in
+*"compatibility mode"*) echo "$out" | grep -q "^total .*  p2p  target" &&
+	t_fail "dmafs-load reports p2p while cuFile is in compatibility mode: $out" ;;
 esac
 t_umount "$M"
 t_log "PASS"

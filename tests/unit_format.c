@@ -302,7 +302,7 @@ static void test_hash_values(void)
 {
 	uint8_t b[DMAFS_BLOCK];
 
-	for (int i = 0; i < DMAFS_BLOCK; i++)
+	for (unsigned i = 0; i < DMAFS_BLOCK; i++)
 		b[i] = (uint8_t)(i * 31 + 7);
 	T_CHECK(fmt_csum(b, 3, 0x12345000ull) == 0xfc5e779fa9c53602ull, "block checksum %016llx",
 		(unsigned long long)fmt_csum(b, 3, 0x12345000ull));
@@ -315,11 +315,31 @@ static void test_hash_values(void)
 	T_CHECK(fmt_csum(b, 3, 0x12346000ull) != fmt_csum(b, 3, 0x12345000ull), "offset not in the seed");
 }
 
+/* The labels mkfs.dmafs and dmafs-label write, and the ones they refuse. */
+static void test_labels(void)
+{
+	static const char *const ok[] = { "", "models", "a b", "Qwen2.5-7B_v1.0", "\xc3\xa9t\xc3\xa9" };
+	static const char *const bad[] = { "a/b", "a,b", "a\"b", "a\\b", " a", "a ", "a\tb", "\x7f" };
+	char why[256], l65[66];
+
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+		T_EQ(fmt_label_check(ok[i], why, sizeof(why)), 0);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		T_EQ(fmt_label_check(bad[i], why, sizeof(why)), -EINVAL);
+	memset(l65, 'x', 65);
+	l65[65] = '\0';
+	T_EQ(fmt_label_check(l65, why, sizeof(why)), -EINVAL);
+	T_CHECK(strstr(why, "at most 64") != NULL, "a long label's reason");
+	l65[64] = '\0';
+	T_EQ(fmt_label_check(l65, why, sizeof(why)), 0);
+}
+
 int main(void)
 {
 	test_sb();
 	test_headers();
 	test_records();
 	test_hash_values();
+	test_labels();
 	return t_done("unit_format");
 }

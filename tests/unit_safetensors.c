@@ -761,6 +761,39 @@ static void test_stale(void)
 	dmafs_model_close(m);
 }
 
+/* A file removed or replaced by a rename after the open is still the one placed. */
+static void test_removed(void)
+{
+	struct dmafs_session *s = NULL;
+	struct dmafs_buf *b = NULL;
+	struct dmafs_model *m;
+	const uint8_t *t;
+	char p[PATH_MAX];
+	int ok = 1;
+
+	mkst("gone.safetensors", S1, 12);
+	m = open_ok("gone.safetensors");
+	if (!m)
+		return;
+	path_of(p, sizeof(p), "gone.safetensors");
+	T_CHECK(dmafs_model_fd(m, 0) >= 0, "the model holds its file open");
+	T_EQ(dmafs_model_fd(m, 1), -EINVAL);
+	T_EQ(dmafs_model_fd(NULL, 0), -EINVAL);
+	T_EQ(dmafs_session_open(p, &s), 0);
+	T_EQ(dmafs_buf_alloc_host(s, 8192, &b), 0);
+	T_EQ(unlink(p), 0);
+	mkst("gone.safetensors", "{}", 0); /* another file under the name */
+	T_EQ(dmafs_model_place(m, b, 0, 0, NULL), 0);
+	t = dmafs_model_tensor(m, 0)->ptr;
+	T_CHECK(t != NULL, "placed");
+	for (size_t i = 0; t && i < 12; i++)
+		ok &= t[i] == (uint8_t)(i * 7 + 3);
+	T_CHECK(ok, "the removed file's bytes were placed");
+	dmafs_buf_unregister(b);
+	dmafs_session_close(s);
+	dmafs_model_close(m);
+}
+
 static int test_generated(void)
 {
 	char cmd[PATH_MAX * 2], p[PATH_MAX], snap[PATH_MAX], rev[41] = "";
@@ -840,6 +873,7 @@ int main(void)
 	test_valid();
 	test_dirs();
 	test_stale();
+	test_removed();
 	generated = test_generated();
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", work);
 	if (system(cmd))

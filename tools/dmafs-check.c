@@ -24,6 +24,7 @@
 #include <sys/sysmacros.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "json.h"
@@ -466,7 +467,10 @@ static void member(int i, const char *path)
 
 static int path_rank(int path)
 {
-	/* Faster paths have smaller numbers; NONE and POSIX never satisfy --require. */
+	/* Faster paths have smaller numbers; NONE and POSIX never satisfy --require. cuFile in
+	 * compatibility mode is no p2p (no DMA into the GPU) but meets staged. */
+	if (path == DMAFS_PATH_P2P_COMPAT)
+		return DMAFS_PATH_STAGED;
 	return path >= DMAFS_PATH_P2P && path <= DMAFS_PATH_HOST ? path : 99;
 }
 
@@ -589,6 +593,85 @@ static void warm_tier(const struct dmafs_ioc_info *i)
 	close_(0);
 }
 
+/*
+ * The filesystem's UUID and label, and each member's size, used and free bytes, from the
+ * daemon's user.dmafs.members (dmafs(8)); @paths[0..@npaths) name the members where known.
+ * A daemon older than that attribute: nothing is shown.
+ */
+static void fs_space(const char *arg, char **paths, int npaths)
+{
+	struct { unsigned long long size, data, free; char uuid[40]; } m[FMT_MAX_MEMBERS];
+	char v[8192], uuid[40] = "", *label = NULL, *line, *save = NULL, s1[32], s2[32], s3[32];
+	unsigned long long tdata = 0, tfree = 0;
+	ssize_t len = getxattr(arg, "user.dmafs.members", v, sizeof(v) - 1);
+	unsigned n = 0, k;
+
+	if (len <= 0)
+		return;
+	v[len] = '\0';
+	for (line = strtok_r(v, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		if (!strncmp(line, "uuid=", 5))
+			snprintf(uuid, sizeof(uuid), "%s", line + 5);
+		else if (!strncmp(line, "label=", 6))
+			label = line + 6;
+		else if (n < FMT_MAX_MEMBERS &&
+			 sscanf(line, "member=%u uuid=%39s size=%llu data=%llu free=%llu", &k, m[n].uuid,
+				&m[n].size, &m[n].data, &m[n].free) == 5 && k == n)
+			n++;
+	}
+	kv("uuid", "filesystem UUID", 0, "%s", uuid);
+	kv("label", "label", 0, "%s", label && (*label || json) ? label : "(none)");
+	open_("space", "space (each member's data region: size, used, free):", 1);
+	for (k = 0; k < n; k++) {
+		const char *path = (int)k < npaths ? paths[k] : "?";
+
+		tdata += m[k].data;
+		tfree += m[k].free;
+		if (json) {
+			open_(NULL, NULL, 0);
+			kv("index", NULL, 1, "%u", k);
+			kv("path", NULL, 0, "%s", path);
+			kv("member_uuid", NULL, 0, "%s", m[k].uuid);
+			kv("member_size", NULL, 1, "%llu", m[k].size);
+			kv("size", NULL, 1, "%llu", m[k].data);
+			kv("used", NULL, 1, "%llu", m[k].data - m[k].free);
+			kv("free", NULL, 1, "%llu", m[k].free);
+			close_(0);
+		} else {
+			indent();
+			printf("%u: %s  size %s  used %s  free %s  (member UUID %s)\n", k, path,
+			       util_fmt_size(m[k].data, s1, sizeof(s1)),
+			       util_fmt_size(m[k].data - m[k].free, s2, sizeof(s2)),
+			       util_fmt_size(m[k].free, s3, sizeof(s3)), m[k].uuid);
+		}
+	}
+	if (!json && n > 1) {
+		indent();
+		printf("all: size %s  used %s  free %s\n", util_fmt_size(tdata, s1, sizeof(s1)),
+		       util_fmt_size(tdata - tfree, s2, sizeof(s2)), util_fmt_size(tfree, s3, sizeof(s3)));
+	}
+	close_(1);
+}
+
+/* The member paths of @arg's mount (the daemon's record @rec, else mountinfo); a count or 0. */
+static int member_paths(const char *arg, const struct stat *st, const struct mountrec *rec, char ***out)
+{
+	struct mountinfo mi;
+	int n = 0;
+
+	*out = NULL;
+	if (rec && rec->members[0]) {
+		n = mountinfo_members(rec->members, out);
+		return n > 0 ? n : 0;
+	}
+	if (mountinfo_find(st->st_dev, arg, &mi))
+		return 0;
+	if (strncmp(mi.source, "dmafs:", 6))
+		n = mountinfo_members(mi.source, out);
+	mountinfo_free(&mi);
+	return n > 0 ? n : 0;
+}
+
 /* The mount of @arg: 1 when a target's path is @require or faster, 0 when not, -1 on error. */
 static int check_mount(const char *arg, int require)
 {
@@ -623,9 +706,16 @@ static int check_mount(const char *arg, int require)
 	}
 	kv_bool("on_dmafs", "on dmafs", c.on_dmafs);
 	if (c.on_dmafs) {
+		char **paths;
+		int np = member_paths(arg, &st, have_rec ? &rec : NULL, &paths);
+
 		kv("proto_version", "protocol", 1, "%d", c.proto_version);
 		kv("members_count", "member count", 1, "%u", c.members);
 		kv("stripe_unit", "stripe unit", 1, "%u", c.stripe_unit);
+		fs_space(arg, paths, np);
+		for (int i = 0; i < np; i++)
+			free(paths[i]);
+		free(paths);
 		kv("staging_bytes", "staging per GPU", 1, "%llu", (unsigned long long)c.staging_bytes);
 		warm_tier(&s->info);
 	}

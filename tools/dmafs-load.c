@@ -7,6 +7,8 @@
  * daemon read straight into the buffer). Files on different mounts get one session and
  * one registration per mount, over slices of the same allocation. Safetensors models
  * (--model, or PATHs that are *.safetensors files) go through load-model.c instead.
+ * Every file is opened once, when it is collected, and placed, verified or prefetched
+ * through that descriptor: a file removed or renamed during the load is still loaded.
  * --prefetch places nothing: it reads the files (or a model's files) into the warm tier
  * of their mount (dmafs_prefetch), for placements to come.
  */
@@ -19,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,6 +38,7 @@
 
 struct file {
 	char *path;
+	int fd;		/* open from collect() on: every read of the file goes through it */
 	uint64_t size;
 	dev_t dev;
 	uint64_t off;	/* in the whole allocation */
@@ -162,16 +166,42 @@ static int parse_gpus(struct load_opt *o, const char *s)
 
 /* ---- collecting files ---- */
 
-static int add_file(struct job *j, const char *path, const struct stat *st)
+/*
+ * Add @path, opened now and kept open. A file that cannot be opened is reported and
+ * skipped (it counts as an error). Returns 0, or -ENOMEM.
+ */
+static int add_file(struct job *j, const char *path)
 {
-	if (dm_grow(&j->files, &j->capfiles, j->nfiles + 1, sizeof(*j->files), 64))
+	struct file *f;
+	struct stat st;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		int err = fd < 0 ? errno : 0;
+
+		if (fd >= 0)
+			close(fd);
+		tool_err("%s: cannot open: %s, skipped", path,
+			 err == EMFILE ? "too many open files (every file stays open during the load: raise ulimit -n or load fewer files at once)"
+			 : err ? strerror(err) : "no longer a regular file");
+		j->errors++;
+		return 0;
+	}
+	if (dm_grow(&j->files, &j->capfiles, j->nfiles + 1, sizeof(*j->files), 64)) {
+		close(fd);
 		return -ENOMEM;
-	memset(&j->files[j->nfiles], 0, sizeof(j->files[0]));
-	j->files[j->nfiles].path = strdup(path);
-	if (!j->files[j->nfiles].path)
+	}
+	f = &j->files[j->nfiles];
+	memset(f, 0, sizeof(*f));
+	f->fd = fd;
+	f->path = strdup(path);
+	if (!f->path) {
+		close(fd);
 		return -ENOMEM;
-	j->files[j->nfiles].size = (uint64_t)st->st_size;
-	j->files[j->nfiles].dev = st->st_dev;
+	}
+	f->size = (uint64_t)st.st_size;
+	f->dev = st.st_dev;
 	j->nfiles++;
 	return 0;
 }
@@ -186,9 +216,9 @@ static int walk_cb(const char *path, const struct stat *st, int type, struct FTW
 	struct stat t;
 
 	if (type == FTW_F && S_ISREG(st->st_mode))
-		return add_file(walk_job, path, st) ? FTW_STOP : 0;
+		return add_file(walk_job, path) ? FTW_STOP : 0;
 	if (type == FTW_SL && !stat(path, &t) && S_ISREG(t.st_mode))
-		return add_file(walk_job, path, &t) ? FTW_STOP : 0;
+		return add_file(walk_job, path) ? FTW_STOP : 0;
 	if (type == FTW_DNR || type == FTW_NS) {
 		tool_err("%s: cannot read, skipped", path);
 		walk_job->errors++;
@@ -212,7 +242,7 @@ static int collect(struct job *j, char **paths, int n)
 			return -1;
 		}
 		if (S_ISREG(st.st_mode)) {
-			if (add_file(j, paths[i], &st))
+			if (add_file(j, paths[i]))
 				return -1;
 		} else if (S_ISDIR(st.st_mode)) {
 			walk_job = j;
@@ -302,11 +332,15 @@ static int open_groups(struct job *j, uint64_t total)
 	for (size_t g = 0; g < j->ngroups; g++) {
 		struct group *gr = &j->groups[g];
 		const char *first = NULL;
+		int fd = -1;
 
-		for (size_t i = 0; i < j->nfiles && !first; i++)
-			if (j->files[i].group == (int)g)
+		for (size_t i = 0; i < j->nfiles && !first; i++) {
+			if (j->files[i].group == (int)g) {
 				first = j->files[i].path;
-		ret = dmafs_session_open(first, &gr->s);
+				fd = j->files[i].fd;
+			}
+		}
+		ret = load_session_open(first, fd, &gr->s);
 		if (ret) {
 			tool_err("%s: cannot open a dmafs session: %s", first, dmafs_strerror(ret));
 			return ret;
@@ -436,17 +470,17 @@ static int place_all(struct job *j, uint64_t *elapsed)
 	for (size_t g = 0; g < j->ngroups; g++) {
 		struct group *gr = &j->groups[g];
 		size_t n = 0, k = 0;
-		const char **paths;
+		int *fds;
 		uint64_t *offs;
 		struct dmafs_result *res;
 
 		for (size_t i = 0; i < j->nfiles; i++)
 			n += j->files[i].group == (int)g;
-		paths = calloc(n, sizeof(*paths));
+		fds = calloc(n, sizeof(*fds));
 		offs = calloc(n, sizeof(*offs));
 		res = calloc(n, sizeof(*res));
-		if (!paths || !offs || !res) {
-			free(paths);
+		if (!fds || !offs || !res) {
+			free(fds);
 			free(offs);
 			free(res);
 			ret = -ENOMEM;
@@ -455,11 +489,11 @@ static int place_all(struct job *j, uint64_t *elapsed)
 		for (size_t i = 0; i < j->nfiles; i++) {
 			if (j->files[i].group != (int)g)
 				continue;
-			paths[k] = j->files[i].path;
+			fds[k] = j->files[i].fd;
 			offs[k] = j->files[i].off - gr->base;
 			k++;
 		}
-		if (dmafs_place_files(gr->b, paths, offs, n, j->opt->threads, res, &gr->total))
+		if (dmafs_place_fds(gr->b, fds, offs, n, j->opt->threads, res, &gr->total))
 			ret = -EIO;
 		k = 0;
 		for (size_t i = 0; i < j->nfiles; i++) {
@@ -467,11 +501,12 @@ static int place_all(struct job *j, uint64_t *elapsed)
 				continue;
 			j->files[i].res = res[k++];
 			if (j->files[i].res.path == DMAFS_PATH_NONE) {
-				/* dmafs_place_files() marks failed files; ask again for the reason. */
+				/* dmafs_place_fds() marks failed files; ask again for the reason. */
+				uint64_t off = j->files[i].off - gr->base;
 				struct dmafs_result r;
 
-				j->files[i].err = dmafs_place_file(gr->b, j->files[i].path,
-								j->files[i].off - gr->base, &r);
+				j->files[i].err = dmafs_place_fds(gr->b, &j->files[i].fd, &off, 1, 1,
+								  NULL, &r);
 				if (!j->files[i].err) {
 					j->files[i].res = r; /* a transient failure: it worked now */
 				} else {
@@ -480,7 +515,7 @@ static int place_all(struct job *j, uint64_t *elapsed)
 				}
 			}
 		}
-		free(paths);
+		free(fds);
 		free(offs);
 		free(res);
 	}
@@ -495,16 +530,10 @@ static int place_all(struct job *j, uint64_t *elapsed)
 static void verify_file(struct job *j, struct file *f, char *a, char *b)
 {
 	uint64_t off = 0;
-	int fd;
+	int fd = f->fd;
 
 	if (f->err)
 		return;
-	fd = open(f->path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		tool_err("%s: cannot verify: %s", f->path, strerror(errno));
-		j->errors++;
-		return;
-	}
 	f->verified = 1;
 	if (f->res.bytes != f->size) {
 		f->verified = -1;
@@ -547,7 +576,6 @@ static void verify_file(struct job *j, struct file *f, char *a, char *b)
 		}
 		off += (uint64_t)n;
 	}
-	close(fd);
 }
 
 static int verify_all(struct job *j)
@@ -578,6 +606,18 @@ static int verify_all(struct job *j)
 
 /* ---- notices and output ---- */
 
+int load_slower(int a, int b)
+{
+	/* dmafs.h's order: p2p-compat, appended to the values later, after p2p */
+	int ra = a == DMAFS_PATH_P2P_COMPAT ? 3 : 2 * a, rb = b == DMAFS_PATH_P2P_COMPAT ? 3 : 2 * b;
+
+	if (a == DMAFS_PATH_NONE)
+		return b;
+	if (b == DMAFS_PATH_NONE)
+		return a;
+	return ra > rb ? a : b;
+}
+
 int load_notice(const struct dmafs_caps *caps, int target, const char *tname, int used,
 		char *buf, size_t len)
 {
@@ -589,7 +629,7 @@ int load_notice(const struct dmafs_caps *caps, int target, const char *tname, in
 		return 0;
 	if (used == DMAFS_PATH_POSIX)
 		snprintf(buf, len, "path posix: %s", t->why);
-	else if (t->path != DMAFS_PATH_NONE && used > t->path)
+	else if (t->path != DMAFS_PATH_NONE && used != t->path && load_slower(used, t->path) == used)
 		snprintf(buf, len, "path %s used although the mount offers %s for %s", dmafs_path_name(used),
 			 dmafs_path_name(t->path), tname);
 	else if (target != DMAFS_TARGET_HOST && used != DMAFS_PATH_P2P)
@@ -682,8 +722,8 @@ static void group_paths(struct job *j)
 	for (size_t i = 0; i < j->nfiles; i++) {
 		struct group *gr = &j->groups[j->files[i].group];
 
-		if (!j->files[i].err && j->files[i].res.path > gr->total.path)
-			gr->total.path = j->files[i].res.path;
+		if (!j->files[i].err)
+			gr->total.path = load_slower(gr->total.path, j->files[i].res.path);
 	}
 }
 
@@ -697,7 +737,8 @@ static int load_files(struct job *j, char **paths, int n)
 	if (collect(j, paths, n))
 		return LOAD_EXIT_ERR;
 	if (j->nfiles == 0) {
-		tool_err("no regular files found under %s%s", paths[0], n > 1 ? " ..." : "");
+		if (!j->errors) /* else each file was named with its error */
+			tool_err("no regular files found under %s%s", paths[0], n > 1 ? " ..." : "");
 		return LOAD_EXIT_ERR;
 	}
 	if (plan(j, &total)) {
@@ -711,8 +752,8 @@ static int load_files(struct job *j, char **paths, int n)
 	place_all(j, &elapsed);
 	for (size_t i = 0; i < j->nfiles; i++) {
 		bytes += j->files[i].res.bytes;
-		if (!j->files[i].err && j->files[i].res.path > path)
-			path = j->files[i].res.path;
+		if (!j->files[i].err)
+			path = load_slower(path, j->files[i].res.path);
 	}
 	group_paths(j);
 	if (j->opt->verify)
@@ -756,17 +797,8 @@ static int collect_models(struct job *j, char **paths, int n)
 			tool_err("%s", err[0] ? err : dmafs_strerror(ret));
 			return -1;
 		}
-		for (unsigned k = 0; k < dmafs_model_files(m) && !ret; k++) {
-			const char *f = dmafs_model_file(m, k);
-			struct stat st;
-
-			if (stat(f, &st)) {
-				tool_err("%s: %s", f, strerror(errno));
-				ret = -1;
-			} else {
-				ret = add_file(j, f, &st);
-			}
-		}
+		for (unsigned k = 0; k < dmafs_model_files(m) && !ret; k++)
+			ret = add_file(j, dmafs_model_file(m, k));
 		dmafs_model_close(m);
 		if (ret)
 			return -1;
@@ -777,11 +809,7 @@ static int collect_models(struct job *j, char **paths, int n)
 /* Prefetch @f whole; its result in f->res and f->held, or f->err. */
 static void prefetch_file(struct job *j, struct file *f)
 {
-	int fd = open(f->path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-
-	f->err = fd < 0 ? -errno : dmafs_prefetch(fd, 0, DMAFS_TO_EOF, &f->res, &f->held);
-	if (fd >= 0)
-		close(fd);
+	f->err = dmafs_prefetch(f->fd, 0, DMAFS_TO_EOF, &f->res, &f->held);
 	if (f->err == -EOPNOTSUPP)
 		tool_err("%s: its mount has no warm tier, so there is nothing to prefetch into: mount it with -o tier=SIZE (dmafs(8), Warm tier)",
 			 f->path);
@@ -839,7 +867,8 @@ static int prefetch_files(struct job *j, char **paths, int n)
 	if (j->opt->model ? collect_models(j, paths, n) : collect(j, paths, n))
 		return LOAD_EXIT_ERR;
 	if (j->nfiles == 0) {
-		tool_err("no regular files found under %s%s", paths[0], n > 1 ? " ..." : "");
+		if (!j->errors)
+			tool_err("no regular files found under %s%s", paths[0], n > 1 ? " ..." : "");
 		return LOAD_EXIT_ERR;
 	}
 	t0 = dm_mono_ns();
@@ -851,6 +880,30 @@ static int prefetch_files(struct job *j, char **paths, int n)
 	print_prefetch(j, read, held, dm_mono_ns() - t0);
 	fflush(stdout);
 	return j->errors ? LOAD_EXIT_ERR : LOAD_EXIT_OK;
+}
+
+int load_session_open(const char *path, int fd, struct dmafs_session **s)
+{
+	char link[64];
+	int ret = dmafs_session_open(path, s);
+
+	/* removed since it was opened: the descriptor still leads to the file and its mount */
+	if (ret == -ENOENT && fd >= 0) {
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+		ret = dmafs_session_open(link, s);
+	}
+	return ret;
+}
+
+/* Every file stays open for the whole load: the soft descriptor limit goes up to the hard one. */
+static void raise_nofile(void)
+{
+	struct rlimit r;
+
+	if (!getrlimit(RLIMIT_NOFILE, &r) && r.rlim_cur < r.rlim_max) {
+		r.rlim_cur = r.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &r);
+	}
 }
 
 /* PATHs that are all safetensors files are models: show their tensors. */
@@ -982,6 +1035,7 @@ int main(int argc, char **argv)
 		opt.model = all_safetensors(argv + optind, argc - optind);
 	if (check_opts(&opt))
 		return LOAD_EXIT_ERR;
+	raise_nofile();
 	if (opt.prefetch)
 		return prefetch_files(&j, argv + optind, argc - optind);
 	if (opt.model)

@@ -28,6 +28,8 @@ struct load_opt {
 };
 
 double load_gbps(uint64_t bytes, uint64_t ns);
+/* The slower of two DMAFS_PATH_* values, in dmafs.h's order; NONE never wins. */
+int load_slower(int a, int b);
 /* "host", "cuda:N", "hip:N", written into @buf. */
 const char *load_target_name(int target, int device, char *buf, size_t len);
 
@@ -45,6 +47,12 @@ void load_progress_stop(void);
  */
 int load_notice(const struct dmafs_caps *caps, int target, const char *tname, int used,
 		char *buf, size_t len);
+
+/*
+ * dmafs_session_open() on @path, or, where @path is gone (-ENOENT), on the open file @fd
+ * (/proc/self/fd/N): a file removed after it was opened still has its mount.
+ */
+int load_session_open(const char *path, int fd, struct dmafs_session **s);
 
 /* load-model.c: the model mode. main() hands over every PATH; returns an exit status. */
 int load_models(const struct load_opt *opt, char **paths, int n);

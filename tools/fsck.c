@@ -7,6 +7,10 @@
  * metadata as a fresh snapshot to both log copies; --scrub reads every data block and
  * checks it against its checksum, and that blocks past the end of file hold zeros.
  * Exit status as e2fsck: 0 clean, 1 errors corrected, 4 errors left, 8 operational.
+ *
+ * Run as fsck.dmafs (a link), it takes fsck(8)'s options instead (fsck_main): -a and -p
+ * repair only what loses nothing (FIX_SAFE) and write nothing at all when anything else
+ * is wrong, -y repairs everything, -n checks; bad usage exits 16.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -25,22 +29,64 @@
 #include "tool.h"
 #include "io/uring.h"
 
+/* How much to repair: nothing (-n), what loses nothing (fsck -p), everything (--repair). */
+enum { REPAIR_NONE, REPAIR_SAFE, REPAIR_ALL };
+/* What a problem's repair costs: none exists, it may lose data, it loses nothing. */
+enum { FIX_NONE, FIX_ANY, FIX_SAFE };
+
 static int repair, quiet, tty;
 static unsigned errors, fixed;
 
-static void problem(int can_fix, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void problem(int can_fix, const char *fmt, ...)
+/* Is a problem of @level repaired in this run? */
+static int fixes(int level)
 {
+	return level != FIX_NONE && (repair == REPAIR_ALL || (repair == REPAIR_SAFE && level == FIX_SAFE));
+}
+
+/*
+ * With REPAIR_SAFE the problems are held back (held, nheld) until the end: whether their
+ * repairs are written depends on all of them (flush_problems).
+ */
+struct held {
+	char *msg;
+	const char *done; /* said after msg when the repair is written */
+	int fix;
+};
+static struct held *held;
+static size_t nheld, cheld;
+
+/* One problem: "FIXED: msg done" when this run repairs it, "ERROR: msg" when not. */
+static void problem(int level, const char *done, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void problem(int level, const char *done, const char *fmt, ...)
+{
+	char msg[8192];
 	va_list ap;
 
 	errors++;
 	va_start(ap, fmt);
-	printf("%s: ", repair && can_fix ? "FIXED" : "ERROR");
-	vprintf(fmt, ap);
-	putchar('\n');
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	if (repair && can_fix)
+	if (fixes(level))
 		fixed++;
+	if (repair == REPAIR_SAFE &&
+	    !dm_grow(&held, &cheld, nheld + 1, sizeof(*held), 16) && (held[nheld].msg = strdup(msg))) {
+		held[nheld].done = done;
+		held[nheld++].fix = fixes(level);
+		return;
+	}
+	printf("%s: %s%s\n", fixes(level) ? "FIXED" : "ERROR", msg, fixes(level) ? done : "");
+}
+
+/* Print the held problems, as repaired when @written, else all as errors. */
+static void flush_problems(int written)
+{
+	for (size_t k = 0; k < nheld; k++) {
+		int f = written && held[k].fix;
+
+		printf("%s: %s%s\n", f ? "FIXED" : "ERROR", held[k].msg, f ? held[k].done : "");
+		free(held[k].msg);
+	}
+	nheld = 0;
 }
 
 /* ---- paths, for messages ---- */
@@ -128,9 +174,9 @@ static int check_entries(struct inode *d, void *arg)
 
 		if (!de || meta_iget(&meta, de->ino))
 			continue;
-		problem(1, "%s/%s: entry points to missing inode %llu%s", path_of(d->ino, pb, sizeof(pb)),
-			de->name, (unsigned long long)de->ino, repair ? "; entry removed" : "");
-		if (repair) {
+		problem(FIX_SAFE, "; entry removed", "%s/%s: entry points to missing inode %llu",
+			path_of(d->ino, pb, sizeof(pb)), de->name, (unsigned long long)de->ino);
+		if (fixes(FIX_SAFE)) {
 			struct fmt_rec r = { .type = REC_UNLINK, .dir = d->ino,
 					     .name = (const uint8_t *)de->name, .name_len = de->namelen };
 
@@ -157,11 +203,10 @@ static int check_links(struct inode *i, void *arg)
 		if (i->a.nlink == 0) {
 			if (!quiet)
 				printf("note: inode %llu is an orphan (unlinked while open); it is deleted at mount%s\n",
-				       (unsigned long long)i->ino, repair ? " and now" : "");
+				       (unsigned long long)i->ino, repair == REPAIR_ALL ? " and now" : "");
 		} else {
-			problem(1, "inode %llu (%s, %u links) is not in any directory%s",
-				(unsigned long long)i->ino, i->dir ? "directory" : "file", i->a.nlink,
-				repair ? "; moved to /lost+found" : "");
+			problem(FIX_SAFE, "; moved to /lost+found", "inode %llu (%s, %u links) is not in any directory",
+				(unsigned long long)i->ino, i->dir ? "directory" : "file", i->a.nlink);
 		}
 		if (dm_grow(&orphans, &corphans, norphans + 1, sizeof(*orphans), 64))
 			return -ENOMEM;
@@ -169,14 +214,14 @@ static int check_links(struct inode *i, void *arg)
 		return 0;
 	} else if (i->dir) {
 		if (p->refs > 1)
-			problem(0, "%s: directory has %u entries pointing to it", path_of(i->ino, pb, sizeof(pb)), p->refs);
+			problem(FIX_NONE, "", "%s: directory has %u entries pointing to it", path_of(i->ino, pb, sizeof(pb)), p->refs);
 		want = 2 + p->subdirs;
 	} else {
 		want = p->refs;
 	}
 	if (i->a.nlink != want) {
-		problem(1, "%s: link count %u, should be %u", path_of(i->ino, pb, sizeof(pb)), i->a.nlink, want);
-		if (repair)
+		problem(FIX_SAFE, "", "%s: link count %u, should be %u", path_of(i->ino, pb, sizeof(pb)), i->a.nlink, want);
+		if (fixes(FIX_SAFE))
 			i->a.nlink = want;
 	}
 	return 0;
@@ -194,10 +239,10 @@ static int check_extents(struct inode *i, void *arg)
 		struct extent *e = &i->ext[k];
 
 		if (alloc_mark_used(&alloc, e->member, e->moff, e->len)) {
-			problem(1, "%s: extent at file offset %llu (member %u offset %llu, %u bytes) is outside the data region or also owned by another extent%s",
+			problem(FIX_ANY, "; dropped (reads as zeros)", "%s: extent at file offset %llu (member %u offset %llu, %u bytes) is outside the data region or also owned by another extent",
 				path_of(i->ino, pb, sizeof(pb)), (unsigned long long)e->off, e->member,
-				(unsigned long long)e->moff, e->len, repair ? "; dropped (reads as zeros)" : "");
-			if (repair) {
+				(unsigned long long)e->moff, e->len);
+			if (fixes(FIX_ANY)) {
 				memmove(e, e + 1, (i->next - k - 1) * sizeof(*e));
 				i->next--;
 				continue;
@@ -273,7 +318,7 @@ static void scrub_damaged(uint64_t ino, uint64_t foff, uint64_t len, uint32_t me
 	char pb[4096];
 
 	scrub_bad++;
-	problem(0, "%s: damaged data (checksum mismatch) at file offset %llu (+%llu bytes) on member %u (%s) offset %llu; reads there fail with EIO: restore the file from its source",
+	problem(FIX_NONE, "", "%s: damaged data (checksum mismatch) at file offset %llu (+%llu bytes) on member %u (%s) offset %llu; reads there fail with EIO: restore the file from its source",
 		path_of(ino, pb, sizeof(pb)), (unsigned long long)foff, (unsigned long long)len,
 		member, ms[member].path, (unsigned long long)moff);
 }
@@ -287,7 +332,7 @@ static void scrub_not_zero(uint64_t ino, uint64_t size, uint64_t foff, uint64_t 
 	char pb[4096];
 
 	scrub_bad++;
-	problem(0, "%s: blocks past the end of file (size %llu) at file offset %llu (+%llu bytes) on member %u (%s) offset %llu are not zeros; extending the file would expose them",
+	problem(FIX_NONE, "", "%s: blocks past the end of file (size %llu) at file offset %llu (+%llu bytes) on member %u (%s) offset %llu are not zeros; extending the file would expose them",
 		path_of(ino, pb, sizeof(pb)), (unsigned long long)size, (unsigned long long)foff,
 		(unsigned long long)len, member, ms[member].path, (unsigned long long)moff);
 }
@@ -325,7 +370,7 @@ static int scrub_inode(struct inode *i, void *arg)
 				const struct uring_op *f = op[0].res ? &op[0] : &op[1];
 
 				scrub_bad++;
-				problem(0, "%s: unreadable %s at file offset %llu (+%u bytes) on member %u (%s) offset %llu: %s",
+				problem(FIX_NONE, "", "%s: unreadable %s at file offset %llu (+%u bytes) on member %u (%s) offset %llu: %s",
 					path_of(i->ino, pb, sizeof(pb)), f == op ? "data" : "checksums",
 					(unsigned long long)(e->off + o), len, e->member, ms[e->member].path,
 					(unsigned long long)f->off, strerror(-f->res));
@@ -373,6 +418,16 @@ static int count_bytes(struct inode *i, void *arg)
 
 /* ---- superblocks ---- */
 
+/* Members whose superblocks are to be rewritten from the good copy (REPAIR_SAFE: at the end). */
+static int sb_bad[FMT_MAX_MEMBERS];
+
+static void write_superblocks(int n)
+{
+	for (int i = 0; i < n; i++)
+		if (sb_bad[i] && member_write_sb(&ms[i]))
+			printf("member %d (%s): rewriting the superblock failed\n", i, ms[i].path);
+}
+
 static void check_superblocks(int n)
 {
 	uint8_t *b = util_aligned_alloc(FMT_SB_SIZE);
@@ -389,15 +444,15 @@ static void check_superblocks(int n)
 				ret = fmt_sb_decode(b, &sb);
 			if (ret) {
 				bad = 1;
-				problem(1, "member %d (%s): %s superblock is damaged (%s)%s", i, ms[i].path,
-					c ? "the copy of the" : "the primary", member_sb_errstr(ret),
-					repair ? "; rewritten from the good copy" : "");
+				problem(FIX_SAFE, "; rewritten from the good copy", "member %d (%s): %s superblock is damaged (%s)",
+					i, ms[i].path, c ? "the copy of the" : "the primary", member_sb_errstr(ret));
 			}
 		}
-		if (bad && repair && member_write_sb(&ms[i]))
-			printf("member %d (%s): rewriting the superblock failed\n", i, ms[i].path);
+		sb_bad[i] = bad && fixes(FIX_SAFE);
 	}
 	free(b);
+	if (repair == REPAIR_ALL)
+		write_superblocks(n);
 }
 
 static void usage(FILE *f)
@@ -417,24 +472,29 @@ static int load_metadata(struct journal *j, int n)
 	int ret = meta_init(&meta, ms[0].sb.stripe_unit, n);
 
 	if (!ret)
-		ret = journal_open(j, ms, n, &meta, !repair, repair, err, sizeof(err));
+		ret = journal_open(j, ms, n, &meta, !repair, repair == REPAIR_ALL, err, sizeof(err));
 	if (ret) {
+		flush_problems(0);
 		printf("ERROR: %s\n", err[0] ? err : strerror(-ret));
 		printf("dmafs-fsck: the metadata cannot be replayed%s\n",
-		       repair ? ", and no older generation could be either" : "; --repair tries the previous generation");
+		       repair == REPAIR_ALL ? ", and no older generation could be either"
+					    : "; --repair (fsck -y) tries the previous generation");
+		if (repair == REPAIR_SAFE)
+			printf("dmafs-fsck: UNEXPECTED INCONSISTENCY: nothing was written: run dmafs-fsck --repair (fsck -y) by hand\n");
 		return FSCK_EXIT_UNFIXED;
 	}
 	if (j->recovered_older)
-		problem(1, "the current metadata generation is damaged in every log copy; recovered the previous generation (changes committed after it are lost)");
+		problem(FIX_ANY, "", "the current metadata generation is damaged in every log copy; recovered the previous generation (changes committed after it are lost)");
 	for (unsigned i = 0; i < j->ncopies; i++) {
 		if (!j->copy_ok[i])
-			problem(1, "metadata log copy on member %u (%s) is damaged: %s%s", i, ms[i].path,
-				j->copy_why[i], repair ? "; rewritten from the good copy" : "");
+			problem(FIX_SAFE, "; rewritten from the good copy", "metadata log copy on member %u (%s) is damaged: %s",
+				i, ms[i].path, j->copy_why[i]);
 		else if (j->copy_differs[i])
-			problem(1, "metadata log copy on member %u (%s) is behind the other copy%s", i,
-				ms[i].path, repair ? "; rewritten" : "");
+			problem(FIX_SAFE, "; rewritten", "metadata log copy on member %u (%s) is behind the other copy", i,
+				ms[i].path);
 	}
 	if (!meta_iget(&meta, FMT_ROOT_INO) || !meta_iget(&meta, FMT_ROOT_INO)->dir) {
+		flush_problems(0);
 		printf("ERROR: the root directory is missing\n");
 		return FSCK_EXIT_UNFIXED;
 	}
@@ -496,7 +556,8 @@ static int fsck(int n, int scrub)
 	int ret;
 
 	if (!quiet)
-		printf("dmafs-fsck: %d member%s, %s\n", n, n > 1 ? "s" : "", repair ? "repairing" : "checking only");
+		printf("dmafs-fsck: %d member%s, %s\n", n, n > 1 ? "s" : "",
+		       repair == REPAIR_ALL ? "repairing" : repair ? "repairing what loses nothing" : "checking only");
 	check_superblocks(n);
 	ret = load_metadata(&j, n);
 	if (ret)
@@ -508,7 +569,20 @@ static int fsck(int n, int scrub)
 		fix_orphans();
 	if (scrub && scrub_all())
 		return FSCK_EXIT_ERR;
-	if (repair && (fixed || errors)) {
+	if (repair == REPAIR_SAFE) {
+		/* all or nothing: a repair that loses data is for a person to decide */
+		int all = errors == fixed;
+
+		flush_problems(all);
+		if (!all) {
+			printf("dmafs-fsck: UNEXPECTED INCONSISTENCY: %u problem%s need a repair that may lose data or none exists; nothing was written: run dmafs-fsck --repair (fsck -y) by hand\n",
+			       errors - fixed, errors - fixed == 1 ? "" : "s");
+			fixed = 0;
+		} else {
+			write_superblocks(n);
+		}
+	}
+	if ((repair == REPAIR_ALL && (fixed || errors)) || (repair == REPAIR_SAFE && fixed)) {
 		ret = journal_compact(&j);
 		if (ret) {
 			printf("dmafs-fsck: writing the repaired metadata failed: %s\n", strerror(-ret));
@@ -523,33 +597,22 @@ static int fsck(int n, int scrub)
 	return fixed ? FSCK_EXIT_FIXED : FSCK_EXIT_OK;
 }
 
-int main(int argc, char **argv)
+/* The members named by @argv[0..argc), joined with commas into @list; -1 when none. */
+static int join_members(int argc, char **argv, char *list, size_t len)
 {
-	static const struct option lo[] = {
-		{ "repair", no_argument, NULL, 'y' }, { "scrub", no_argument, NULL, 's' },
-		{ "quiet", no_argument, NULL, 'q' },  { "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	int c, n, scrub = 0;
-	char list[8192] = "", err[1024] = "";
+	if (argc < 1)
+		return -1;
+	for (int i = 0; i < argc; i++)
+		snprintf(list + strlen(list), len - strlen(list), "%s%s", i ? "," : "", argv[i]);
+	return 0;
+}
 
-	tool_init("dmafs-fsck");
-	while ((c = getopt_long(argc, argv, "nysqh", lo, NULL)) != -1) {
-		switch (c) {
-		case 'n': repair = 0; break;
-		case 'y': repair = 1; break;
-		case 's': scrub = 1; break;
-		case 'q': quiet = 1; break;
-		case 'h': usage(stdout); return FSCK_EXIT_OK;
-		default: usage(stderr); return FSCK_EXIT_ERR;
-		}
-	}
-	if (optind >= argc) {
-		usage(stderr);
-		return FSCK_EXIT_ERR;
-	}
-	for (int i = optind; i < argc; i++)
-		snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i > optind ? "," : "", argv[i]);
+/* Open the members of @list (read-only unless repairing) and check them: the exit status. */
+static int run(const char *list, int scrub)
+{
+	char err[1024] = "";
+	int n;
+
 	tty = isatty(2);
 	n = members_open(list, (repair ? 0 : MEMBER_RDONLY) | MEMBER_OFFLINE, &ms, err, sizeof(err));
 	if (n < 0) {
@@ -557,4 +620,85 @@ int main(int argc, char **argv)
 		return FSCK_EXIT_ERR;
 	}
 	return fsck(n, scrub);
+}
+
+static void fsck_usage(FILE *f)
+{
+	fprintf(f, "usage: fsck.dmafs [-a|-p|-n|-y] [-f] [-v] MEMBER[,MEMBER...]|LABEL=LABEL|UUID=UUID\n"
+		   "fsck(8)'s checker for dmafs: -a or -p repairs what loses nothing (and writes nothing\n"
+		   "if anything else is wrong), -y repairs everything, -n (the default) only checks.\n"
+		   "Exit status as fsck(8): 0 clean, 1 corrected, 4 left uncorrected, 8 operational\n"
+		   "error, 16 usage. See dmafs-fsck(8).\n");
+}
+
+/*
+ * Run as fsck.dmafs, by fsck(8) (fsck -t dmafs, or fsck -A for an fstab line with a pass
+ * number): its options, as e2fsck(8) takes them. -f (check even if clean: dmafs always
+ * checks), -v, -C FD (progress: not drawn) and -r (interactive: there are no questions;
+ * checks only) are accepted.
+ */
+static int fsck_main(int argc, char **argv)
+{
+	char list[8192] = "";
+	int c, mode = -1;
+
+	quiet = 1;
+	while ((c = getopt(argc, argv, "apnyrfvC::dh")) != -1) {
+		int want = -1;
+
+		switch (c) {
+		case 'a': case 'p': want = REPAIR_SAFE; break;
+		case 'y': want = REPAIR_ALL; break;
+		case 'n': case 'r': want = REPAIR_NONE; break;
+		case 'v': quiet = 0; break;
+		case 'f': case 'C': case 'd': break;
+		case 'h': fsck_usage(stdout); return FSCK_EXIT_OK;
+		default: fsck_usage(stderr); return FSCK_EXIT_USAGE;
+		}
+		if (want >= 0 && mode >= 0 && want != mode) {
+			tool_err("only one of -a/-p, -n and -y may be given");
+			return FSCK_EXIT_USAGE;
+		}
+		if (want >= 0)
+			mode = want;
+	}
+	repair = mode < 0 ? REPAIR_NONE : mode;
+	if (join_members(argc - optind, argv + optind, list, sizeof(list))) {
+		fsck_usage(stderr);
+		return FSCK_EXIT_USAGE;
+	}
+	return run(list, 0);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "repair", no_argument, NULL, 'y' }, { "scrub", no_argument, NULL, 's' },
+		{ "quiet", no_argument, NULL, 'q' },  { "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *base = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+	char list[8192] = "";
+	int c, scrub = 0;
+
+	if (!strcmp(base, "fsck.dmafs")) {
+		tool_init(argv[0]);
+		return fsck_main(argc, argv);
+	}
+	tool_init("dmafs-fsck");
+	while ((c = getopt_long(argc, argv, "nysqh", lo, NULL)) != -1) {
+		switch (c) {
+		case 'n': repair = REPAIR_NONE; break;
+		case 'y': repair = REPAIR_ALL; break;
+		case 's': scrub = 1; break;
+		case 'q': quiet = 1; break;
+		case 'h': usage(stdout); return FSCK_EXIT_OK;
+		default: usage(stderr); return FSCK_EXIT_ERR;
+		}
+	}
+	if (join_members(argc - optind, argv + optind, list, sizeof(list))) {
+		usage(stderr);
+		return FSCK_EXIT_ERR;
+	}
+	return run(list, scrub);
 }

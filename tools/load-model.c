@@ -7,9 +7,11 @@
  * One target: one buffer of dmafs_model_bytes, placed with dmafs_model_place.
  * --gpus LIST: shard i goes to GPU LIST[i % n], each GPU gets one buffer holding its
  * shards (4 KiB aligned, in model file order), and all GPUs are placed at once, one
- * thread per GPU running dmafs_place_files over its shards. A shard is the unit: a
+ * thread per GPU running dmafs_place_fds over its shards. A shard is the unit: a
  * single tensor is never split over GPUs (no tensor parallelism), so a GPU holds whole
  * tensors of whole files, and GPUs get uneven loads when shards are uneven.
+ * Every file is read through the descriptor dmafs_model_open keeps (dmafs_model_fd), for
+ * the placement and for --verify: a shard removed during the load is still loaded.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -35,7 +37,7 @@ struct slot {
 	char *mem;		/* GPU targets: our allocation */
 	uint64_t size;
 	size_t n;		/* files placed here */
-	const char **paths;
+	int *fds;		/* the model's descriptors of them */
 	unsigned *files;	/* model file index of each */
 	uint64_t *offs;
 	struct dmafs_result *res, total;
@@ -136,24 +138,24 @@ static int plan(struct load *l)
 		sl->threads = l->opt->threads;
 		sl->dev = l->opt->ngpus ? l->opt->gpus[k] : l->opt->device;
 		load_target_name(sl->target, sl->dev, sl->name, sizeof(sl->name));
-		sl->paths = calloc(l->nfiles, sizeof(*sl->paths));
+		sl->fds = calloc(l->nfiles, sizeof(*sl->fds));
 		sl->offs = calloc(l->nfiles, sizeof(*sl->offs));
 		sl->files = calloc(l->nfiles, sizeof(*sl->files));
 		sl->res = calloc(l->nfiles, sizeof(*sl->res));
-		if (!sl->paths || !sl->offs || !sl->files || !sl->res)
+		if (!sl->fds || !sl->offs || !sl->files || !sl->res)
 			return -ENOMEM;
 	}
 	for (unsigned i = 0; i < l->nfiles; i++) {
 		struct slot *sl = &l->slots[i % (unsigned)l->nslots];
 
-		if (stat(dmafs_model_file(l->m, i), &st)) {
+		if (fstat(dmafs_model_fd(l->m, i), &st)) {
 			tool_err("%s: %s", dmafs_model_file(l->m, i), strerror(errno));
 			return -errno;
 		}
 		l->fsize[i] = (uint64_t)st.st_size;
 		l->fslot[i] = (int)(i % (unsigned)l->nslots);
 		l->foff[i] = (sl->size + LOAD_ALIGN - 1) / LOAD_ALIGN * LOAD_ALIGN;
-		sl->paths[sl->n] = dmafs_model_file(l->m, i);
+		sl->fds[sl->n] = dmafs_model_fd(l->m, i);
 		sl->offs[sl->n] = l->foff[i];
 		sl->files[sl->n] = i;
 		sl->n++;
@@ -169,7 +171,7 @@ static int open_buffers(struct load *l)
 	char why[256];
 	int ret;
 
-	ret = dmafs_session_open(dmafs_model_file(l->m, 0), &l->s);
+	ret = load_session_open(dmafs_model_file(l->m, 0), dmafs_model_fd(l->m, 0), &l->s);
 	if (ret) {
 		tool_err("%s: cannot open a dmafs session: %s", dmafs_model_file(l->m, 0),
 			 dmafs_strerror(ret));
@@ -202,7 +204,7 @@ static void close_buffers(struct load *l)
 			dmafs_buf_unregister(sl->b);
 		if (sl->mem)
 			gpu_mem_free(l->gpu, sl->dev, sl->mem);
-		free(sl->paths);
+		free(sl->fds);
 		free(sl->offs);
 		free(sl->files);
 		free(sl->res);
@@ -220,8 +222,8 @@ static void *slot_main(void *arg)
 {
 	struct slot *sl = arg;
 
-	sl->err = dmafs_place_files(sl->b, sl->paths, sl->offs, sl->n, sl->threads, sl->res,
-				    &sl->total);
+	sl->err = dmafs_place_fds(sl->b, sl->fds, sl->offs, sl->n, sl->threads, sl->res,
+				  &sl->total);
 	return NULL;
 }
 
@@ -242,7 +244,7 @@ static int place(struct load *l)
 		load_progress_stop();
 		return l->err;
 	}
-	/* One thread per GPU; the files of each GPU in parallel inside dmafs_place_files. */
+	/* One thread per GPU; the files of each GPU in parallel inside dmafs_place_fds. */
 	for (int k = 0; k < l->nslots; k++)
 		if (l->slots[k].n)
 			started[k] = !pthread_create(&tid[k], NULL, slot_main, &l->slots[k]);
@@ -266,8 +268,7 @@ static int place(struct load *l)
 			if (sl->res[i].bytes != l->fsize[sl->files[i]])
 				l->err = -ESTALE;
 		l->total.bytes += sl->total.bytes;
-		if (sl->total.path > l->total.path)
-			l->total.path = sl->total.path;
+		l->total.path = load_slower(l->total.path, sl->total.path);
 	}
 	l->total.elapsed_ns = dm_mono_ns() - t0;
 	if (l->err)
@@ -297,16 +298,8 @@ static int verify(struct load *l)
 		uint64_t off = 0;
 
 		if (t->file != fdfile) {
-			if (fd >= 0)
-				close(fd);
 			fdfile = t->file;
-			fd = open(dmafs_model_file(l->m, t->file), O_RDONLY | O_CLOEXEC);
-			if (fd < 0) {
-				tool_err("%s: cannot verify: %s", dmafs_model_file(l->m, t->file),
-					 strerror(errno));
-				bad = -1;
-				break;
-			}
+			fd = dmafs_model_fd(l->m, t->file); /* the model's: not closed here */
 		}
 		while (off < t->nbytes) {
 			size_t want = t->nbytes - off < LOAD_VERIFY_CHUNK ? (size_t)(t->nbytes - off)
@@ -351,8 +344,6 @@ static int verify(struct load *l)
 			off += want;
 		}
 	}
-	if (fd >= 0)
-		close(fd);
 	free(a);
 	free(b);
 	return bad;
@@ -518,8 +509,7 @@ static void load_one(struct models *run, const char *path)
 	run->ns += l.total.elapsed_ns;
 	run->tensors += dmafs_model_tensors(l.m);
 	run->models++;
-	if (l.total.path > run->path)
-		run->path = l.total.path;
+	run->path = load_slower(run->path, l.total.path);
 out:
 	if (l.slots)
 		close_buffers(&l);

@@ -14,6 +14,7 @@
 #include "format/format.h"
 #include "store/journal.h"
 #include "io/member.h"
+#include "io/scan.h"
 #include "tool.h"
 
 static void usage(FILE *f)
@@ -23,12 +24,14 @@ static void usage(FILE *f)
 		"                  [-f] [-q] MEMBER...\n"
 		"Format 1 to %d members (block devices or image files) as one dmafs filesystem.\n"
 		"  -s, --stripe-unit SIZE  bytes per stripe unit, power of two, 64K..64M (default 1M)\n"
-		"  -L, --label LABEL       filesystem label (up to 64 bytes)\n"
+		"  -L, --label LABEL       filesystem label (up to 64 bytes; no control characters,\n"
+		"                          none of / \\ \" , and no space at either end)\n"
 		"      --size BYTES        create image files, or extend shorter ones, to BYTES\n"
 		"      --log-size BYTES    each half of the metadata log, which limits the number\n"
 		"                          of files (about 170 bytes each; default: 1/64 of\n"
 		"                          member 0, 4M to 1G)\n"
-		"  -f, --force             overwrite existing filesystems or dmafs members\n"
+		"  -f, --force             overwrite existing filesystems or dmafs members, and\n"
+		"                          take a label another dmafs filesystem has\n"
 		"  -q, --quiet             print only errors\n"
 		"See mkfs.dmafs(8).\n",
 		FMT_MAX_MEMBERS);
@@ -281,6 +284,43 @@ static void print_summary(const struct mkfs_opt *o, const struct member *ms, int
 	printf("  capacity %s\n", util_fmt_size(cap, s1, sizeof(s1)));
 }
 
+/*
+ * A label that another dmafs filesystem on the block devices has (not counting the members
+ * about to be formatted, whose old label goes): refused without --force, naming where.
+ */
+static int label_taken(const struct mkfs_opt *o, const struct member *ms, int n)
+{
+	dev_t skip[FMT_MAX_MEMBERS];
+	char devs[1024];
+	int ns = 0, users;
+
+	if (!*o->label)
+		return 0;
+	for (int i = 0; i < n; i++) {
+		struct stat st;
+
+		if (ms[i].is_blkdev && !fstat(ms[i].fd, &st))
+			skip[ns++] = st.st_rdev;
+	}
+	users = scan_label_users(o->label, NULL, skip, ns, devs, sizeof(devs));
+	if (users < 0 && !o->force) {
+		tool_err("cannot look for other filesystems labelled '%s' on the block devices: %s (--force skips the check)",
+			 o->label, strerror(-users));
+		return -1;
+	}
+	if (users <= 0)
+		return 0;
+	if (o->force) {
+		if (!o->quiet)
+			fprintf(stderr, "mkfs.dmafs: warning: label '%s' is also the label of %s dmafs filesystem on this machine (on %s): LABEL=%s names neither until one is relabelled (dmafs-label -L)\n",
+				o->label, users == 1 ? "another" : "other", devs, o->label);
+		return 0;
+	}
+	tool_err("label '%s' is already the label of %s dmafs filesystem on this machine (on %s): LABEL=%s would name two filesystems and mount neither; choose another label, or use --force",
+		 o->label, users == 1 ? "another" : "other", devs, o->label);
+	return -1;
+}
+
 /* Format the @n members named in @paths. */
 static int mkfs(const struct mkfs_opt *o, char **paths, int n)
 {
@@ -294,6 +334,8 @@ static int mkfs(const struct mkfs_opt *o, char **paths, int n)
 	for (int i = 0; i < n; i++)
 		if (open_member(o, &ms[i], i, paths[i]))
 			return MKFS_EXIT_ERR;
+	if (label_taken(o, ms, n))
+		return MKFS_EXIT_ERR;
 	if (lay_out(o, ms, n, fsid, &half) || root_snapshot(&snap) || write_fs(ms, n, &snap))
 		return MKFS_EXIT_ERR;
 	if (!o->quiet)
@@ -319,6 +361,7 @@ int main(int argc, char *argv[])
 		{ NULL, 0, NULL, 0 },
 	};
 	struct mkfs_opt o = { .su = 1u << 20, .label = "" };
+	char why[256];
 	int c, n;
 
 	tool_init("mkfs.dmafs");
@@ -332,8 +375,8 @@ int main(int argc, char *argv[])
 			}
 			break;
 		case 'L':
-			if (strlen(optarg) > 64) {
-				tool_err("label longer than 64 bytes");
+			if (fmt_label_check(optarg, why, sizeof(why))) {
+				tool_err("label '%s': %s", optarg, why);
 				return MKFS_EXIT_ERR;
 			}
 			o.label = optarg;

@@ -12,6 +12,7 @@
 #define LAYOUT_XATTR "user.dmafs.layout"
 #define TIER_XATTR "user.dmafs.tier" /* bytes of the file in the warm tier (read-only) */
 #define TIER_MIN_FREE_XATTR "user.dmafs.tier_min_free" /* the root's: root may set it */
+#define MEMBERS_XATTR "user.dmafs.members" /* the filesystem's UUID, label, space per member */
 #define CAPS_XATTR "security.capability"
 #define MAX_OPS 64 /* member I/Os one request keeps on its stack */
 /* Checksum buffers up to this size stay with the thread for its next request. */

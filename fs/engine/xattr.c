@@ -156,14 +156,49 @@ static int min_free_set(struct fs *fs, const struct fs_ctx *c, uint64_t ino, con
 	return 0;
 }
 
-/* Is @name a virtual xattr: the layout or one of its pages (*first set), or the tier's? */
+/*
+ * The value of user.dmafs.members, on every inode: the filesystem's UUID and label (a
+ * backslash and control characters as \xNN, so that it stays one line), then a line per
+ * member with its UUID, its size, the bytes of its data region and the bytes free there
+ * (the allocator's view: space a write-behind holds counts as free until it lands).
+ * dmafs-check shows them; the label cannot change while mounted.
+ */
+static int members_xattr(struct fs *fs, void *buf, size_t size)
+{
+	const struct fmt_sb *sb = &fs->members[0].sb;
+	struct buf b = { 0 };
+	char u[40];
+	int ret;
+
+	if (buf_reserve(&b, 256 + 4 * sizeof(sb->label) + fs->n * 160))
+		return -ENOMEM;
+	util_uuid_str(sb->fs_uuid, u);
+	b.len = (size_t)sprintf((char *)b.p, "uuid=%s\nlabel=", u);
+	for (const unsigned char *c = (const unsigned char *)sb->label; *c; c++)
+		b.len += (size_t)sprintf((char *)b.p + b.len, *c < 0x20 || *c == 0x7f || *c == '\\' ? "\\x%02x" : "%c", *c);
+	b.len += (size_t)sprintf((char *)b.p + b.len, "\nmembers=%u stripe_unit=%u\n", fs->n, fs->su);
+	for (unsigned m = 0; m < fs->n; m++) {
+		const struct fmt_sb *ms = &fs->members[m].sb;
+
+		util_uuid_str(ms->member_uuid[m], u);
+		b.len += (size_t)sprintf((char *)b.p + b.len, "member=%u uuid=%s size=%llu data=%llu free=%llu\n",
+					 m, u, (unsigned long long)ms->member_size,
+					 (unsigned long long)(ms->data_end - ms->data_offset),
+					 (unsigned long long)alloc_member_free(&fs->alloc, m));
+	}
+	ret = give((const char *)b.p, b.len, buf, size);
+	buf_free(&b);
+	return ret;
+}
+
+/* Is @name a virtual xattr: the layout or one of its pages (*first set), the tier's, the members'? */
 static int virtual_name(const char *name, size_t *first)
 {
 	size_t len = strlen(LAYOUT_XATTR);
 	char *end;
 
 	*first = 0;
-	if (!strcmp(name, TIER_XATTR) || !strcmp(name, TIER_MIN_FREE_XATTR))
+	if (!strcmp(name, TIER_XATTR) || !strcmp(name, TIER_MIN_FREE_XATTR) || !strcmp(name, MEMBERS_XATTR))
 		return 1;
 	if (strncmp(name, LAYOUT_XATTR, len))
 		return 0;
@@ -187,6 +222,8 @@ int fs_getxattr(struct fs *fs, uint64_t ino, const char *name, void *buf, size_t
 		return tier_xattr(fs, ino, buf, size);
 	if (!strcmp(name, TIER_MIN_FREE_XATTR))
 		return min_free_get(fs, ino, buf, size);
+	if (!strcmp(name, MEMBERS_XATTR))
+		return members_xattr(fs, buf, size);
 	if (virtual_name(name, &first)) {
 		char *t = fs_layout(fs, ino, first, &ret);
 		size_t len;

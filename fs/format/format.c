@@ -3,6 +3,7 @@
 #include "format/format.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <xxhash.h>
 #ifdef DMAFS_XXH_DISPATCH
@@ -54,6 +55,32 @@ int fmt_sb_geometry(struct fmt_sb *sb, uint64_t member_size, uint64_t log_half)
 	sb->csum_offset = sb->data_end;
 	if (sb->data_end <= sb->data_offset + (8u << 20))
 		return -ENOSPC;
+	return 0;
+}
+
+int fmt_label_check(const char *label, char *why, size_t len)
+{
+	size_t n = strlen(label);
+
+	if (n > FMT_LABEL_MAX) {
+		snprintf(why, len, "it is %zu bytes long; a label holds at most %d", n, FMT_LABEL_MAX);
+		return -EINVAL;
+	}
+	for (const unsigned char *c = (const unsigned char *)label; *c; c++) {
+		if (*c < 0x20 || *c == 0x7f) {
+			snprintf(why, len, "it holds the control character \\x%02x", *c);
+			return -EINVAL;
+		}
+		if (strchr("/\\\",", *c)) {
+			snprintf(why, len, "it holds '%c', which a label cannot (labels name paths, fstab's LABEL= and member lists)",
+				 *c);
+			return -EINVAL;
+		}
+	}
+	if (n && (label[0] == ' ' || label[n - 1] == ' ')) {
+		snprintf(why, len, "it begins or ends with a space");
+		return -EINVAL;
+	}
 	return 0;
 }
 

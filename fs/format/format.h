@@ -90,6 +90,16 @@ static inline uint64_t fmt_csum_pos(const struct fmt_sb *sb, uint64_t moff)
  */
 uint64_t fmt_csum(const void *block, uint32_t member, uint64_t moff);
 
+/*
+ * Is @label one mkfs.dmafs and dmafs-label may write? Up to 64 bytes (FMT_LABEL_MAX; ""
+ * is no label), no control characters, none of / \ " , (a label names
+ * /dev/disk/by-label-like paths, fstab's LABEL= and member lists), no space at either
+ * end. Returns 0, or -EINVAL with the reason in @why. Superblocks written before this
+ * rule may hold any 64 bytes: readers show them escaped.
+ */
+#define FMT_LABEL_MAX 64
+int fmt_label_check(const char *label, char *why, size_t len);
+
 void fmt_sb_encode(const struct fmt_sb *sb, uint8_t buf[FMT_SB_SIZE]);
 /*
  * Decode and validate a superblock. Returns 0; -ENODATA when the magic is absent (no dmafs

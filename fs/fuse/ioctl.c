@@ -121,15 +121,17 @@ static void job_run(struct placeq_job *qj)
 	if (x->cmd == DMAFS_IOC_REGISTER) {
 		x->out_len = sizeof(x->u.reg);
 		ret = place_register(s->place, &x->c, &x->u.reg);
-	} else if (x->cmd == DMAFS_IOC_PREFETCH) {
-		x->out_len = sizeof(x->u.prefetch);
-		ret = place_prefetch(s->place, &x->c, x->ino, &x->u.prefetch);
-		if (!ret)
-			fs_accessed(fs, x->ino); /* it reads the file */
 	} else {
-		ret = ioc_place(s, x);
-		if (!ret)
-			fs_accessed(fs, x->ino); /* a placement reads the file */
+		if (x->cmd == DMAFS_IOC_PREFETCH) {
+			x->out_len = sizeof(x->u.prefetch);
+			ret = place_prefetch(s->place, &x->c, x->ino, &x->u.prefetch);
+		} else {
+			ret = ioc_place(s, x);
+		}
+		/* it read the file; the kernel, which saw no READ, keeps the attributes it has
+		 * until told (off -1: the attributes only, not the cached pages) */
+		if (!ret && fs_accessed(fs, x->ino))
+			fuse_lowlevel_notify_inval_inode(s->se, x->ino, -1, 0);
 	}
 	if (ret == -EINTR)
 		log_debug("%s of inode %llu for pid %d (uid %u) stopped: the client was killed",

@@ -2,7 +2,6 @@
 /* scan.c - find dmafs members on the machine's block devices by filesystem label or UUID. */
 #include "io/scan.h"
 
-#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -285,25 +284,6 @@ int scan_filesystems(const struct scan_result *r, struct scan_fs **out)
 	return n;
 }
 
-/* 32 hex digits, dashes anywhere between them; 0 or -EINVAL. */
-static int parse_uuid(const char *s, size_t len, uint8_t out[16])
-{
-	int k = 0;
-
-	for (size_t i = 0; i < len; i++) {
-		int h;
-
-		if (s[i] == '-')
-			continue;
-		if (!isxdigit((unsigned char)s[i]) || k == 32)
-			return -EINVAL;
-		h = isdigit((unsigned char)s[i]) ? s[i] - '0' : tolower((unsigned char)s[i]) - 'a' + 10;
-		out[k / 2] = (uint8_t)(k % 2 ? out[k / 2] | h : h << 4);
-		k++;
-	}
-	return k == 32 ? 0 : -EINVAL;
-}
-
 int scan_source_kind(const char *source, const char **value, size_t *len)
 {
 	const char *s = source, *v;
@@ -339,7 +319,7 @@ int scan_matches(const struct fmt_sb *sb, const char *source)
 	case SCAN_BY_LABEL:
 		return n && strlen(sb->label) == n && !memcmp(sb->label, v, n);
 	case SCAN_BY_UUID:
-		return parse_uuid(v, n, u) == 0 && !memcmp(u, sb->fs_uuid, 16);
+		return util_uuid_parse(v, n, u) == 0 && !memcmp(u, sb->fs_uuid, 16);
 	}
 	return 0;
 }
@@ -395,7 +375,7 @@ static int check_source(const char *source, int kind, const char *v, size_t vlen
 			 source);
 		return -EINVAL;
 	}
-	if (!vlen || (kind == SCAN_BY_UUID && parse_uuid(v, vlen, uuid))) {
+	if (!vlen || (kind == SCAN_BY_UUID && util_uuid_parse(v, vlen, uuid))) {
 		snprintf(err, errlen, "%s: %s", source,
 			 kind == SCAN_BY_UUID ? "not a UUID (32 hex digits, dashes allowed)" : "no label given");
 		return -EINVAL;
@@ -531,4 +511,60 @@ int scan_members(const char *source, char ***paths, char *err, size_t errlen)
 	free(fs);
 	scan_result_free(&r);
 	return ret;
+}
+
+/* Append @path to the comma-separated list @devs (of @len bytes), "..." once it is full. */
+static void list_add(char *devs, size_t len, const char *path)
+{
+	size_t k = strlen(devs), need = strlen(path) + (k ? 2 : 0);
+
+	if (len < 4 || (k >= 3 && !strcmp(devs + k - 3, "...")))
+		return;
+	if (k + need + 4 >= len) {
+		snprintf(devs + k, len - k, "%s...", k ? ", " : "");
+		return;
+	}
+	snprintf(devs + k, len - k, "%s%s", k ? ", " : "", path);
+}
+
+int scan_label_users(const char *label, const uint8_t *except, const dev_t *skip, int nskip,
+		     char *devs, size_t len)
+{
+	struct scan_result r;
+	struct scan_fs *fs = NULL;
+	int nfs, ret, users = 0;
+
+	if (len)
+		devs[0] = '\0';
+	if (!*label)
+		return 0;
+	ret = scan_block_devices(&r);
+	if (ret)
+		return ret;
+	nfs = scan_filesystems(&r, &fs);
+	if (nfs < 0) {
+		scan_result_free(&r);
+		return nfs;
+	}
+	for (int i = 0; i < nfs; i++) {
+		int outside = 0;
+
+		if (strcmp(fs[i].sb->label, label) || (except && !memcmp(fs[i].sb->fs_uuid, except, 16)))
+			continue;
+		for (unsigned m = 0; m < fs[i].sb->member_count; m++) {
+			const struct scan_dev *d = fs[i].member[m];
+			int skipped = 0;
+
+			for (int k = 0; d && k < nskip; k++)
+				skipped |= skip[k] == makedev(d->major, d->minor);
+			if (!d || skipped)
+				continue;
+			outside = 1;
+			list_add(devs, len, d->path);
+		}
+		users += outside;
+	}
+	free(fs);
+	scan_result_free(&r);
+	return users;
 }

@@ -28,6 +28,7 @@
 #define DMAFS_SCAN_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "format/format.h"
 
@@ -102,6 +103,17 @@ int scan_matches(const struct fmt_sb *sb, const char *source);
  */
 int scan_members(const char *source, char ***paths, char *err, size_t errlen);
 void scan_paths_free(char **paths);
+
+/*
+ * Which other dmafs filesystems on the block devices are labelled @label (not ""): those
+ * whose UUID is not @except (NULL: none excepted), counting only their members on devices
+ * other than @skip[0..nskip) (device numbers: members about to be formatted, whose old
+ * label goes with them). Writes those devices' paths, comma-separated, to @devs (cut
+ * short with "..." when longer than @len) and returns how many filesystems have the
+ * label, 0 for none, or -errno of scan_block_devices(). Image files are not scanned.
+ */
+int scan_label_users(const char *label, const uint8_t *except, const dev_t *skip, int nskip,
+		     char *devs, size_t len);
 
 
 #endif

@@ -5,9 +5,10 @@
  * are written out below (the ABI of cufile.h, which need not be installed to build).
  *
  * Used only when the platform really does peer-to-peer DMA: nvidia-fs loaded. Otherwise
- * cuFile would run in "compatibility mode", a host bounce slower than the staged path, so
- * placements stay staged and INFO says P->why. The mount option p2p=force uses cuFile even
- * then; it exists to test this code on machines without nvidia-fs.
+ * cuFile would run in "compatibility mode", a host bounce inside cuFile, so placements
+ * stay staged and INFO says P->why. The mount option p2p=force uses cuFile even
+ * then; it exists to test this code on machines without nvidia-fs, and its placements
+ * report DMAFS_PATH_P2P_COMPAT, not P2P: the path is never named for what it is not.
  */
 #include "place/p2p.h"
 
@@ -48,6 +49,7 @@ struct p2p {
 	int probed;		/* protected by lock */
 	int mode_force;
 	int usable;		/* 1: drive cuFile */
+	int compat;		/* usable, but only in compatibility mode (no nvidia-fs) */
 	char why[256];
 	cufile_handle_t handles[FMT_MAX_MEMBERS]; /* protected by lock */
 	int registered[FMT_MAX_MEMBERS];
@@ -101,6 +103,7 @@ static void probe(struct p2p *P)
 		return;
 	}
 	P->usable = 1;
+	P->compat = !direct;
 	snprintf(P->why, sizeof(P->why), direct ? "p2p: cuFile with nvidia-fs (direct DMA from the members)"
 					  : "p2p forced by p2p=force: cuFile compatibility mode, NOT direct (direct DMA needs nvidia-fs or P2PDMA)");
 }
@@ -121,6 +124,18 @@ int p2p_usable(struct p2p *P, char *out, size_t len)
 	if (out)
 		snprintf(out, len, "%s", P->why);
 	return P->usable;
+}
+
+int p2p_compat(struct p2p *P)
+{
+	int c;
+
+	if (!P)
+		return 0;
+	pthread_mutex_lock(&P->lock);
+	c = P->usable && P->compat;
+	pthread_mutex_unlock(&P->lock);
+	return c;
 }
 
 int p2p_member(struct p2p *P, struct member *m, unsigned idx)

@@ -17,6 +17,12 @@ struct p2p;
 struct p2p *p2p_new(int force);
 /* Is the direct path usable? @why (may be NULL) gets the reason either way. */
 int p2p_usable(struct p2p *P, char *why, size_t len);
+/*
+ * Is cuFile, where usable, in compatibility mode: forced (p2p=force) without nvidia-fs,
+ * so that it bounces through host memory instead of DMA into the GPU? Placements then
+ * report DMAFS_PATH_P2P_COMPAT. 0 before the first p2p_usable().
+ */
+int p2p_compat(struct p2p *P);
 /* Register member @idx with cuFile (once). Returns 0 or -ENOTSUP. */
 int p2p_member(struct p2p *P, struct member *m, unsigned idx);
 int p2p_buf_register(struct p2p *P, void *base, size_t len);

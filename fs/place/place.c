@@ -138,7 +138,9 @@ int place_info(struct place *pl, uint64_t ino, struct dmafs_ioc_info *out)
 			snprintf(t->why, sizeof(t->why), "%s", why);
 			continue;
 		}
-		t->path = p2p_reason(pl, target, p2p, sizeof(p2p)) ? DMAFS_PATH_P2P : DMAFS_PATH_STAGED;
+		t->path = !p2p_reason(pl, target, p2p, sizeof(p2p)) ? DMAFS_PATH_STAGED
+			  : p2p_compat(pl->p2p)			     ? DMAFS_PATH_P2P_COMPAT
+								     : DMAFS_PATH_P2P;
 		t->devices = gpu_count(g);
 		stage_describe(pl->stages, target, 0, stg, sizeof(stg));
 		snprintf(t->why, sizeof(t->why), "%.40s, %d device(s); %.120s; device 0 %.52s",
@@ -232,7 +234,8 @@ static int run_one(struct place *pl, const struct place_caller *c, uint64_t ino_
 		} else if (use_p2p(pl, r)) {
 			ret = place_p2p(pl->p2p, fs, ino, r->gpu, r->dev, r->map,
 					(uint64_t)(r->base - (char *)r->map), p, &c->stop);
-			path = DMAFS_PATH_P2P;
+			/* cuFile without nvidia-fs bounces through host memory itself: say so */
+			path = p2p_compat(pl->p2p) ? DMAFS_PATH_P2P_COMPAT : DMAFS_PATH_P2P;
 		} else {
 			ret = stage_get(pl->stages, r->target, r->gpu, r->dev, &t.stage);
 			if (!ret)

@@ -620,3 +620,33 @@ int journal_format(struct member *ms, unsigned n, const struct buf *snap, uint64
 	free(io);
 	return ret;
 }
+
+int journal_set_uuid(struct member *ms, unsigned n, const uint8_t old[16], const uint8_t uuid[16])
+{
+	uint8_t *b = util_aligned_alloc(DMAFS_BLOCK);
+	struct fmt_loghdr h;
+	int ret = 0;
+
+	if (!b)
+		return -ENOMEM;
+	for (unsigned i = 0; i < n && !ret; i++) {
+		const struct fmt_sb *sb = &ms[i].sb;
+
+		if (!fmt_has_log(i) || !sb->log_offset)
+			continue;
+		for (int half = 0; half < 2 && !ret; half++) {
+			uint64_t off = sb->log_offset + (uint64_t)half * sb->log_half;
+
+			ret = member_pread(&ms[i], b, DMAFS_BLOCK, off);
+			if (ret || fmt_loghdr_decode(b, &h) || memcmp(h.fs_uuid, old, 16))
+				continue; /* no header of ours there (the other half of a new log) */
+			memcpy(h.fs_uuid, uuid, 16);
+			fmt_loghdr_encode(&h, b);
+			ret = member_pwrite(&ms[i], b, DMAFS_BLOCK, off);
+		}
+		if (!ret && fdatasync(ms[i].fd) < 0)
+			ret = -errno;
+	}
+	free(b);
+	return ret;
+}

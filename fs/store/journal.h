@@ -95,5 +95,14 @@ static inline void journal_dirty(struct journal *j, unsigned i)
 }
 /* Write the initial log (a snapshot of @snap records, gen 1) on a fresh filesystem (mkfs). */
 int journal_format(struct member *ms, unsigned n, const struct buf *snap, uint64_t next_ino);
+/*
+ * A new filesystem UUID for the log (dmafs-label, on an unmounted filesystem): write
+ * @uuid into the headers of both halves on each of the @n members that carries a log
+ * copy, where they hold @old (a header that already holds @uuid, from an earlier run that
+ * was interrupted, is left as it is; so is any other, which no replay takes for this
+ * filesystem's). The superblocks still hold @old and are the caller's to change after
+ * this. Returns 0, or -errno of the reads, writes or fdatasync.
+ */
+int journal_set_uuid(struct member *ms, unsigned n, const uint8_t old[16], const uint8_t uuid[16]);
 
 #endif

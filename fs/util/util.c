@@ -2,6 +2,7 @@
 /* util.c - logging, sizes, UUIDs and the growable buffer. */
 #include "util/util.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -196,6 +197,24 @@ void util_uuid_str(const uint8_t u[16], char *buf)
 	sprintf(buf, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
 		u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12],
 		u[13], u[14], u[15]);
+}
+
+int util_uuid_parse(const char *s, size_t len, uint8_t out[16])
+{
+	int k = 0;
+
+	for (size_t i = 0; i < len; i++) {
+		int h;
+
+		if (s[i] == '-')
+			continue;
+		if (!isxdigit((unsigned char)s[i]) || k == 32)
+			return -EINVAL;
+		h = isdigit((unsigned char)s[i]) ? s[i] - '0' : tolower((unsigned char)s[i]) - 'a' + 10;
+		out[k / 2] = (uint8_t)(k % 2 ? out[k / 2] | h : h << 4);
+		k++;
+	}
+	return k == 32 ? 0 : -EINVAL;
 }
 
 int util_uuid_gen(uint8_t u[16])

@@ -56,6 +56,8 @@ int util_parse_size_pct(const char *s, uint64_t whole, uint64_t *out);
 const char *util_fmt_size(uint64_t v, char *buf, size_t len);
 /* Format a 16-byte UUID as 8-4-4-4-12 hex into buf (>= 37 bytes). */
 void util_uuid_str(const uint8_t uuid[16], char *buf);
+/* Parse @len bytes of @s: 32 hex digits, dashes anywhere between them. 0 or -EINVAL. */
+int util_uuid_parse(const char *s, size_t len, uint8_t out[16]);
 /* Fill a random v4 UUID from getrandom(). Returns 0 or -errno. */
 int util_uuid_gen(uint8_t uuid[16]);
 

@@ -57,7 +57,7 @@ from ._dist import load_distributed
 __all__ = ["load_file", "load", "safe_open", "last_stats", "LoadStats", "SlowPathWarning",
            "library_path", "library_version", "enable", "disable", "on_dmafs",
            "load_distributed", "prefetch", "Prefetched"]
-__version__ = "0.5.0"
+__version__ = "0.6.0"
 
 library_path = _lib.library_path
 
@@ -72,7 +72,9 @@ def load_file(filename, device="cpu", *, threads=0):
     """Load one .safetensors file; like safetensors.torch.load_file(filename, device).
 
     filename: the file (symlinks are followed). device: "cpu", "cuda", "cuda:N", an int
-    N, or a torch.device. threads: placement threads (0: the library's default).
+    N, or a torch.device. threads: placement threads (0: the library's default). The file
+    is opened once, when its header is read, and placed through that descriptor: removing
+    it during the load does not disturb the load.
     Returns {name: tensor}; all tensors are views of one allocation (see the module
     docstring for lifetime). Raises OSError (errno, text, filename) for unreadable or
     malformed files and failed placements, TypeError for a dtype this torch lacks (the

@@ -250,8 +250,7 @@ def place_distributed(model, device, group, plan, threads, stacklevel):
                 try:
                     got = placer.wait(k)
                     res.bytes += got.bytes
-                    if got.path != _lib.PATH_NONE:
-                        res.path = max(res.path, got.path)
+                    res.path = _lib.slower(res.path, got.path)
                 except Exception as e:
                     err = e
             # Every rank learns of a failed chunk before the broadcasts that need it.

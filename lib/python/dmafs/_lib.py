@@ -22,6 +22,16 @@ import os
 # ---- constants (lib/dmafs.h) ----
 
 PATH_NONE, PATH_P2P, PATH_STAGED, PATH_HOST, PATH_POSIX = 0, 1, 2, 3, 4
+PATH_P2P_COMPAT = 5  # cuFile in compatibility mode (bounces through host memory), since 0.6
+
+
+def slower(a, b):
+    """The slower of two PATH_* values, in dmafs.h's order (p2p, p2p-compat, staged, host,
+    posix); PATH_NONE (nothing moved) never wins."""
+    if a == PATH_NONE or b == PATH_NONE:
+        return a or b
+    rank = {PATH_P2P_COMPAT: 3}
+    return a if rank.get(a, 2 * a) > rank.get(b, 2 * b) else b
 TARGET_HOST, TARGET_CUDA, TARGET_HIP = 1, 2, 3
 MAX_DIMS = 8
 
@@ -107,7 +117,7 @@ _I, _U, _U64, _SZ = ctypes.c_int, ctypes.c_uint, ctypes.c_uint64, ctypes.c_size_
 
 # name: (restype, argtypes). Missing calls are bound as None: the model calls come with
 # the safetensors support of libdmafs, dmafs_prefetch and dmafs_buf_tier_bytes with 0.5,
-# and an older library still serves the rest.
+# dmafs_model_fd with 0.6, and an older library still serves the rest.
 _SIGNATURES = {
     "dmafs_version": (_I, []),
     "dmafs_strerror": (ctypes.c_char_p, [_I]),
@@ -128,6 +138,7 @@ _SIGNATURES = {
     "dmafs_model_close": (None, [_P]),
     "dmafs_model_files": (_U, [_P]),
     "dmafs_model_file": (ctypes.c_char_p, [_P, _U]),
+    "dmafs_model_fd": (_I, [_P, _U]),
     "dmafs_model_tensors": (_SZ, [_P]),
     "dmafs_model_tensor": (ctypes.POINTER(Tensor), [_P, _SZ]),
     "dmafs_model_find": (ctypes.c_long, [_P, ctypes.c_char_p]),
@@ -321,6 +332,26 @@ class Model:
         self.tensors = [TensorInfo(C.model_tensor(self.handle, i).contents)
                         for i in range(C.model_tensors(self.handle))]
         self.nbytes = C.model_bytes(self.handle)
+
+    def fd(self, i):
+        """The descriptor the model holds open on file i (libdmafs >= 0.6; None before):
+        the file as it was when the model was opened, even if it was removed since. The
+        model closes it."""
+        if C.model_fd is None:
+            return None
+        fd = C.model_fd(self.handle, i)
+        return fd if fd >= 0 else None
+
+    def session(self):
+        """A Session on the mount of the model's first file; through the descriptor the
+        model holds when that file has been removed since the model was opened."""
+        try:
+            return Session(self.files[0])
+        except FileNotFoundError:
+            fd = self.fd(0)
+            if fd is None:
+                raise
+        return Session(f"/proc/self/fd/{fd}")
 
     def place(self, buf, buffer_offset=0, threads=0):
         res = Result()

@@ -146,18 +146,25 @@ def shard_plan(model, plan, rank, world, torch):
     return out, at, shared
 
 
-def _place_file(buf, filename, arr):
+def _place_file(buf, model, f, arr):
     """dmafs_place() of the extents in @arr (a C-ordered int64 array of rows [file_offset,
-    length, buffer_offset], the layout of struct dmafs_extent) from one file."""
+    length, buffer_offset], the layout of struct dmafs_extent) from file @f of @model,
+    through the descriptor the model holds (a file removed since the model was opened is
+    still read); an older libdmafs without dmafs_model_fd: the file opened by name."""
     fn = _lib.require("place")
+    filename = model.files[f]
     want = arr[:, 1].copy()
     res = _lib.Result()
-    fd = os.open(filename, os.O_RDONLY | os.O_CLOEXEC)
+    fd = model.fd(f)
+    own = fd is None
+    if own:
+        fd = os.open(filename, os.O_RDONLY | os.O_CLOEXEC)
     try:
         _lib.check(fn(buf.handle, fd, arr.ctypes.data_as(ctypes.POINTER(_lib.Extent)),
                       len(arr), ctypes.byref(res)), filename)
     finally:
-        os.close(fd)
+        if own:
+            os.close(fd)
     short = _numpy().flatnonzero(arr[:, 1] != want)
     if len(short):
         i = int(short[0])
@@ -216,7 +223,7 @@ def _spans(entries, window=None):
 
 def _shard_calls(tgt, model, entries, window=None):
     """Zero-argument calls that place @entries (see _calls) into tgt."""
-    return [lambda f=f, a=a: _place_file(tgt.buf, model.files[f], a)
+    return [lambda f=f, a=a: _place_file(tgt.buf, model, f, a)
             for f, a in _calls(entries, window)]
 
 
@@ -315,7 +322,7 @@ class _Pool:
         res = _lib.Result()
         for r in self.results:
             res.bytes += r.bytes
-            res.path = max(res.path, r.path)
+            res.path = _lib.slower(res.path, r.path)
         return res
 
 

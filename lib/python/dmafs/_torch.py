@@ -298,8 +298,7 @@ def _place(model, buf, threads, part):
         r = model.place_range(buf, begin, end, off, threads)
         total.bytes += r.bytes
         total.elapsed_ns += r.elapsed_ns
-        if r.path != _lib.PATH_NONE:
-            total.path = max(total.path, r.path)
+        total.path = _lib.slower(total.path, r.path)
     return total
 
 
@@ -316,7 +315,7 @@ class Target:
         torch = _torch()
         self.path, self.dev, self.size = model.path, dev, size
         self.fallback = self.why_posix = self.buf = self.tier_bytes = None
-        self.session = _lib.Session(model.files[0])
+        self.session = model.session()
         try:
             caps = self.session.caps()
             if not caps.on_dmafs:
@@ -546,7 +545,7 @@ def place_spread(model, device_of, threads, stacklevel):
         tier = None if tier is None or t is None else tier + t
         total.bytes += res.bytes
         total.elapsed_ns = max(total.elapsed_ns, res.elapsed_ns)
-        total.path = max(total.path, res.path)
+        total.path = _lib.slower(total.path, res.path)
         if fallback:
             fallbacks.append(f"{key}: {fallback}")
         warn_slow(model, res, fallback, why_posix, stacklevel + 1)
