@@ -80,7 +80,9 @@ static void test_sb(void)
 
 	/* too small a member */
 	T_EQ(fmt_sb_geometry(&sb, 32 << 20, 4 << 20), -ENOSPC);
-	T_EQ(fmt_log_half_for(1ull << 40), 256ull << 20);
+	T_EQ(fmt_log_half_for(1ull << 40), FMT_LOG_HALF_MAX_AUTO);
+	T_EQ(fmt_log_half_for(16ull << 30), 256ull << 20);
+	T_EQ(FMT_LOG_HALF_MAX_AUTO, 1ull << 30);
 	T_EQ(fmt_log_half_for(64ull << 20), 4ull << 20);
 }
 

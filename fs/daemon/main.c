@@ -208,6 +208,8 @@ static int start_services(struct daemon *d)
 		return -1;
 	}
 	d->srv.se = d->se;
+	fs->attr_changed = ops_attr_changed;
+	fs->attr_arg = &d->srv;
 	if ((ret = inval_start(&d->srv))) {
 		log_err("cannot start the thread that drops names from the kernel's cache: %s",
 			strerror(-ret));

@@ -50,6 +50,13 @@ struct fs {
 	uint32_t su;
 	int ro;
 	int log_full_said; /* the full metadata log was reported (txn.c); meta.lock */
+	/*
+	 * Called when the daemon changed an inode's attributes on its own (set-user-ID and
+	 * file capabilities dropped by a write, killpriv.c): the kernel's cached copy is
+	 * stale. Set by the daemon; NULL: nobody to tell.
+	 */
+	void (*attr_changed)(void *arg, uint64_t ino);
+	void *attr_arg;
 	struct meta meta;
 	struct alloc alloc;
 	struct journal j;

@@ -151,5 +151,7 @@ int fs_killpriv(struct fs *fs, const struct fs_ctx *c, uint64_t ino_nr)
 		}
 	}
 	fs_end(fs);
+	if (!ret && fs->attr_changed)
+		fs->attr_changed(fs->attr_arg, ino_nr);
 	return ret;
 }

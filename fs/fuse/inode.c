@@ -45,6 +45,16 @@ void ops_entry(fuse_req_t req, int ret, const struct stat *st, int cache_name)
 		fs_forget(ops_fs(req), st->st_ino, 1);
 }
 
+void ops_attr_changed(void *srv, uint64_t ino)
+{
+	struct srv *s = srv;
+
+	/* offset -1: the attributes only; the kernel takes no inode lock for it, so a
+	 * request handler (a write that dropped set-user-ID) may send it before it replies */
+	if (s->se)
+		fuse_lowlevel_notify_inval_inode(s->se, ino, -1, 0);
+}
+
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct stat st;

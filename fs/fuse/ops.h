@@ -77,6 +77,9 @@ void inval_stop(struct srv *s);
  * entry_timeout (a LOOKUP answered before the change may be applied after it). */
 void inval_name(struct srv *s, uint64_t dir, uint64_t ino);
 
+/* The engine's attr_changed hook: the kernel drops its cached attributes of @ino. */
+void ops_attr_changed(void *srv, uint64_t ino);
+
 /* inode.c */
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
 void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup);
