@@ -6,8 +6,9 @@
 # still uses, and the stat below would fail). Names of files with one name are kept by
 # the kernel: a change through the mount is seen at once by another process that cached
 # the name (rename, unlink, a new file under the old name, chmod, a size change through a
-# descriptor another process holds). link(2) gives a cached name a second one: the link
-# count reads 2 at once through both names, and after the second name is removed, 1.
+# descriptor another process holds, chattr's new change time). link(2) gives a cached name
+# a second one: the link count reads 2 at once through both names, and after the second
+# name is removed, 1.
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/t_lib.sh"
 t_require_root_fuse
@@ -71,6 +72,16 @@ ln "$M/c" "$M/d"
 rm "$M/d"
 [ "$(stat -c %h "$M/c")" = 1 ] || t_fail "link count is $(stat -c %h "$M/c") after removing the second name, expected 1"
 ln "$M/c" "$M/e" || t_fail "link(2) from the remaining name failed"
+# the daemon's own attribute changes reach the kernel's cache at once: chattr sets ctime
+if command -v chattr >/dev/null; then
+	echo y >"$M/g"
+	c0=$(stat -c %z "$M/g")
+	sleep 0.1
+	chattr +a "$M/g" || t_fail "chattr +a failed"
+	c1=$(stat -c %z "$M/g")
+	chattr -a "$M/g"
+	[ "$c0" != "$c1" ] || t_fail "stat right after chattr +a shows the old change time $c0"
+fi
 t_log "cached names: renames, new files, chmod, size, links seen at once"
 
 t_umount "$M"

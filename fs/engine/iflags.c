@@ -30,7 +30,7 @@ int fs_setflags(struct fs *fs, const struct fs_ctx *c, uint64_t ino_nr, uint32_t
 {
 	struct inode *ino;
 	uint32_t want = 0, owner, old;
-	int ret, may_own, may_lock;
+	int ret, may_own, may_lock, changed = 0;
 
 	if (flags & ~(FS_IMMUTABLE_FL | FS_APPEND_FL))
 		return -EOPNOTSUPP;
@@ -71,7 +71,10 @@ int fs_setflags(struct fs *fs, const struct fs_ctx *c, uint64_t ino_nr, uint32_t
 		r.a.flags = (r.a.flags & ~FMT_IFL_KNOWN) | want;
 		r.a.ctime = fs_now();
 		ret = journal_log(&fs->j, &r);
+		changed = !ret;
 	}
 	fs_end(fs);
+	if (changed && fs->attr_changed) /* the kernel's copy has the old change time */
+		fs->attr_changed(fs->attr_arg, ino_nr);
 	return ret;
 }
