@@ -390,22 +390,10 @@ static struct {
 static void progress_draw(int final)
 {
 	uint64_t done = 0, el = dm_mono_ns() - prog.t0;
-	double frac;
-	int w = 30, fill;
-	char bar[64];
 
 	for (size_t i = 0; i < prog.nbufs; i++)
 		done += dmafs_buf_placed(prog.bufs[i]);
-	frac = prog.total ? (double)done / (double)prog.total : 1.0;
-	if (frac > 1)
-		frac = 1;
-	fill = (int)(frac * w);
-	memset(bar, '#', (size_t)fill);
-	memset(bar + fill, ' ', (size_t)(w - fill));
-	bar[w] = '\0';
-	fprintf(stderr, "\r[%s] %3d%% %.2f/%.2f GB %.2f GB/s%s", bar, (int)(frac * 100),
-		done / 1e9, prog.total / 1e9, el ? done / (double)el : 0.0, final ? "\r\033[K" : "");
-	fflush(stderr);
+	tool_progress(NULL, done, prog.total, el / 1e9, final);
 }
 
 static void *progress_main(void *arg)

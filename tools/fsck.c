@@ -304,12 +304,20 @@ static struct member *ms;
 static uint64_t scrub_total, scrub_done;
 static unsigned scrub_bad;
 
+static uint64_t scrub_t0, scrub_drawn; /* monotonic ns: start, last redraw */
+
+/* The bar, on a terminal only, redrawn at most five times a second. */
 static void progress(void)
 {
+	uint64_t now;
+
 	if (!tty || !scrub_total)
 		return;
-	int pct = (int)(100 * scrub_done / scrub_total);
-	fprintf(stderr, "\rscrub [%-40.*s] %3d%%", pct * 40 / 100, "########################################", pct);
+	now = dm_mono_ns();
+	if (now - scrub_drawn < 200000000u && scrub_done < scrub_total)
+		return;
+	scrub_drawn = now;
+	tool_progress("scrub", scrub_done, scrub_total, (now - scrub_t0) / 1e9, 0);
 }
 
 /* Report a run of @len damaged bytes found at file offset @foff. */
@@ -542,9 +550,10 @@ static int scrub_all(void)
 	if (!quiet)
 		printf("dmafs-fsck: scrub: reading and verifying %.2f GiB of file data\n",
 		       scrub_total / 1073741824.0);
+	scrub_t0 = dm_mono_ns();
 	meta_for_each(&meta, scrub_inode, buf);
-	if (tty)
-		fputc('\n', stderr);
+	if (tty && scrub_total)
+		tool_progress("scrub", scrub_done, scrub_total, (dm_mono_ns() - scrub_t0) / 1e9, 1);
 	free(buf);
 	return 0;
 }

@@ -36,5 +36,12 @@ void tool_init(const char *name);
 const char *tool_name(void);
 /* "NAME: message\n" on standard error. */
 void tool_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/*
+ * A progress bar on standard error (the caller draws it only on a terminal): "WHAT [###  ]
+ * 42% 1.23/3.00 GB 2.10 GB/s 0:01 left", @done of @total bytes since @elapsed_s seconds.
+ * @final ends it: the line is cleared. Call it a few times a second, not per piece.
+ */
+void tool_progress(const char *what, unsigned long long done, unsigned long long total,
+		   double elapsed_s, int final);
 
 #endif
