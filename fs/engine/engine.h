@@ -168,12 +168,10 @@ void fs_forget(struct fs *fs, uint64_t ino, uint64_t n);
  */
 int fs_mknod(struct fs *fs, const struct fs_ctx *c, uint64_t parent, const char *name,
 	     mode_t mode, dev_t rdev, const char *target, struct stat *st);
-/* *@single_dir: the directory of the inode's only name before this link (0: it had more) */
+/* *@single_dir and @single_name (FMT_NAME_MAX + 1 bytes): the inode's only name before this
+ * link (*@single_dir 0: it had more, or none known) */
 int fs_link(struct fs *fs, uint64_t ino, uint64_t parent, const char *name, struct stat *st,
-	    uint64_t *single_dir);
-/* The name of @ino in directory @dir (the first, if several) into @name; its length, or
- * -ENOENT, or -ENAMETOOLONG when it does not fit @size with its NUL. */
-int fs_name_in(struct fs *fs, uint64_t dir, uint64_t ino, char *name, size_t size);
+	    uint64_t *single_dir, char *single_name);
 int fs_unlink(struct fs *fs, uint64_t parent, const char *name, int rmdir);
 /*
  * rename(2) with renameat2(2)'s @flags RENAME_NOREPLACE, RENAME_EXCHANGE and

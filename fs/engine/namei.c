@@ -217,7 +217,7 @@ out:
 }
 
 int fs_link(struct fs *fs, uint64_t ino, uint64_t parent, const char *name, struct stat *st,
-	    uint64_t *single_dir)
+	    uint64_t *single_dir, char *single_name)
 {
 	struct inode *dir, *child, *src;
 	struct dentry *de;
@@ -245,8 +245,10 @@ int fs_link(struct fs *fs, uint64_t ino, uint64_t parent, const char *name, stru
 	if (!ret && (fs_undeletable(src) || fs_immutable(dir)))
 		ret = -EPERM; /* vfs_link(), may_create() */
 	if (!ret) {
-		uint64_t was = src->a.nlink == 1 ? src->parent : 0;
+		uint64_t was = src->a.nlink == 1 && src->name ? src->parent : 0;
 
+		if (was) /* copied now: the next record may free that dentry */
+			memcpy(single_name, src->name->name, (size_t)src->name->namelen + 1);
 		ret = rec_link(fs, parent, ino, name);
 		if (!ret)
 			*single_dir = was;
@@ -534,30 +536,6 @@ int fs_readlink(struct fs *fs, uint64_t ino, char *buf, size_t len)
 		ret = -EINVAL;
 	else
 		snprintf(buf, len, "%s", i->symlink);
-	pthread_mutex_unlock(&fs->meta.lock);
-	return ret;
-}
-
-int fs_name_in(struct fs *fs, uint64_t dir, uint64_t ino, char *name, size_t size)
-{
-	struct inode *d;
-	int ret = -ENOENT;
-
-	pthread_mutex_lock(&fs->meta.lock);
-	d = meta_iget(&fs->meta, dir);
-	for (size_t s = 0; d && d->dir && s < d->dir->nslots; s++) {
-		struct dentry *de = d->dir->slots[s];
-
-		if (!de || de->ino != ino)
-			continue;
-		if ((size_t)de->namelen + 1 > size) {
-			ret = -ENAMETOOLONG;
-		} else {
-			memcpy(name, de->name, (size_t)de->namelen + 1);
-			ret = de->namelen;
-		}
-		break;
-	}
 	pthread_mutex_unlock(&fs->meta.lock);
 	return ret;
 }

@@ -48,12 +48,13 @@ void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char 
 void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t parent, const char *name)
 {
 	struct stat st;
+	char single_name[FMT_NAME_MAX + 1];
 	uint64_t single_dir;
-	int ret = fs_link(ops_fs(req), ino, parent, name, &st, &single_dir);
+	int ret = fs_link(ops_fs(req), ino, parent, name, &st, &single_dir, single_name);
 
 	/* its first name may be in the kernel's cache (ops_entry_timeout): it goes */
 	if (!ret && single_dir)
-		inval_name(ops_srv(req), single_dir, ino);
+		inval_name(ops_srv(req), single_dir, single_name);
 	ops_entry_durable(req, ret, &st, 0);
 }
 

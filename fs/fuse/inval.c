@@ -7,6 +7,7 @@
 #include "fuse/ops.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,9 +15,13 @@
 
 #include "util/util.h"
 
+/* At most this many names wait: a stream of link(2) calls cannot grow the queue */
+#define INVAL_MAX 4096
+
 struct inval_item {
-	uint64_t dir, ino;
+	uint64_t dir;
 	uint64_t due_ns; /* CLOCK_MONOTONIC */
+	char name[FMT_NAME_MAX + 1];
 };
 
 struct inval {
@@ -24,7 +29,7 @@ struct inval {
 	pthread_cond_t cond; /* CLOCK_MONOTONIC */
 	struct inval_item *v;
 	size_t n, cap;
-	int stop;
+	int stop, full_said;
 	pthread_t thread;
 	struct srv *srv;
 };
@@ -39,44 +44,41 @@ static uint64_t mono_ns(void)
 
 static void drop(struct srv *s, const struct inval_item *it)
 {
-	char name[FMT_NAME_MAX + 1];
-	int len = fs_name_in(&s->fs, it->dir, it->ino, name, sizeof(name));
-	int ret;
+	int ret = fuse_lowlevel_notify_inval_entry(s->se, it->dir, it->name, strlen(it->name));
 
-	if (len < 0)
-		return; /* renamed away or removed: the kernel saw that change itself */
-	ret = fuse_lowlevel_notify_inval_entry(s->se, it->dir, name, (size_t)len);
 	/* ENOENT: the kernel does not hold that name (not cached, or the mount is going) */
 	if (ret && ret != -ENOENT && ret != -ENOTCONN)
-		log_debug("dropping name '%s' of inode %llu from the kernel's cache: %s", name,
-			  (unsigned long long)it->ino, strerror(-ret));
+		log_debug("dropping name '%s' in directory %llu from the kernel's cache: %s",
+			  it->name, (unsigned long long)it->dir, strerror(-ret));
 }
 
 static void *inval_thread(void *arg)
 {
 	struct inval *q = arg;
+	struct inval_item *batch = malloc(INVAL_MAX * sizeof(*batch));
 
 	pthread_mutex_lock(&q->lock);
 	while (!q->stop) {
 		uint64_t now = mono_ns(), next = UINT64_MAX;
-		size_t i = 0;
+		size_t i = 0, nb = 0;
 
+		/* one pass: the due ones out (a name that is gone drops nothing), the rest kept */
 		while (i < q->n) {
 			if (q->v[i].due_ns <= now) {
-				struct inval_item it = q->v[i];
-
+				if (batch)
+					batch[nb++] = q->v[i];
 				q->v[i] = q->v[--q->n];
-				pthread_mutex_unlock(&q->lock);
-				drop(q->srv, &it);
-				pthread_mutex_lock(&q->lock);
-				now = mono_ns();
-				i = 0; /* the queue may have changed meanwhile */
-				next = UINT64_MAX;
 				continue;
 			}
-			if (q->v[i].due_ns < next)
-				next = q->v[i].due_ns;
+			next = q->v[i].due_ns < next ? q->v[i].due_ns : next;
 			i++;
+		}
+		if (nb) {
+			pthread_mutex_unlock(&q->lock);
+			for (size_t k = 0; k < nb; k++)
+				drop(q->srv, &batch[k]);
+			pthread_mutex_lock(&q->lock);
+			continue;
 		}
 		if (q->stop)
 			break;
@@ -90,6 +92,7 @@ static void *inval_thread(void *arg)
 		}
 	}
 	pthread_mutex_unlock(&q->lock);
+	free(batch);
 	return NULL;
 }
 
@@ -136,22 +139,20 @@ void inval_stop(struct srv *s)
 	s->inval = NULL;
 }
 
-static int push(struct inval *q, uint64_t dir, uint64_t ino, uint64_t due)
+static int push(struct inval *q, uint64_t dir, const char *name, uint64_t due)
 {
-	if (q->n == q->cap) {
-		size_t cap = q->cap ? 2 * q->cap : 16;
-		struct inval_item *v = realloc(q->v, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		q->v = v;
-		q->cap = cap;
-	}
-	q->v[q->n++] = (struct inval_item){ dir, ino, due };
+	if (q->n == INVAL_MAX)
+		return -ENOSPC;
+	if (!q->v && !(q->v = malloc(INVAL_MAX * sizeof(*q->v))))
+		return -ENOMEM;
+	q->v[q->n].dir = dir;
+	q->v[q->n].due_ns = due;
+	snprintf(q->v[q->n].name, sizeof(q->v[q->n].name), "%s", name);
+	q->n++;
 	return 0;
 }
 
-void inval_name(struct srv *s, uint64_t dir, uint64_t ino)
+void inval_name(struct srv *s, uint64_t dir, const char *name)
 {
 	struct inval *q = s->inval;
 	uint64_t now = mono_ns();
@@ -161,9 +162,11 @@ void inval_name(struct srv *s, uint64_t dir, uint64_t ino)
 	if (!q || s->opts.entry_timeout <= 0)
 		return;
 	pthread_mutex_lock(&q->lock);
-	if (push(q, dir, ino, now) || push(q, dir, ino, later))
-		log_warn("no memory to queue a name of inode %llu for the kernel to drop; its link count may read low until entry_timeout passes",
-			 (unsigned long long)ino);
+	if ((push(q, dir, name, now) || push(q, dir, name, later)) && !q->full_said) {
+		q->full_said = 1;
+		log_warn("more names to drop from the kernel's cache than %d at once (a stream of link(2) calls): some stay cached up to entry_timeout, and link(2) from one of them may fail with ENOENT meanwhile if a stat races an unlink",
+			 INVAL_MAX);
+	}
 	pthread_cond_signal(&q->cond);
 	pthread_mutex_unlock(&q->lock);
 }

@@ -73,9 +73,9 @@ int ops_durable(fuse_req_t req, int ret, int dirop);
 /* inval.c: names dropped from the kernel's cache by a thread of their own */
 int inval_start(struct srv *s);
 void inval_stop(struct srv *s);
-/* The name of @ino in @dir goes from the kernel's cache now and once more after
- * entry_timeout (a LOOKUP answered before the change may be applied after it). */
-void inval_name(struct srv *s, uint64_t dir, uint64_t ino);
+/* @name in @dir goes from the kernel's cache now and once more after entry_timeout (a
+ * LOOKUP answered before the change may be applied after it). At most INVAL_MAX wait. */
+void inval_name(struct srv *s, uint64_t dir, const char *name);
 
 /* The engine's attr_changed hook: the kernel drops its cached attributes of @ino. */
 void ops_attr_changed(void *srv, uint64_t ino);

@@ -389,14 +389,16 @@ static int apply_link(struct meta *m, const struct fmt_rec *r)
 	child = meta_iget(m, r->ino);
 	if (child && child->dir)
 		child->dir->parent = r->dir;
-	else if (child)
+	else if (child) {
 		child->parent = r->dir;
+		child->name = de;
+	}
 	return 0;
 }
 
 static int apply_unlink(struct meta *m, const struct fmt_rec *r)
 {
-	struct inode *dir = meta_iget(m, r->dir);
+	struct inode *dir = meta_iget(m, r->dir), *child;
 	struct dentry *de;
 
 	if (!dir || !dir->dir)
@@ -404,6 +406,9 @@ static int apply_unlink(struct meta *m, const struct fmt_rec *r)
 	de = meta_lookup(dir, (const char *)r->name, r->name_len);
 	if (!de)
 		return -EUCLEAN;
+	child = meta_iget(m, de->ino);
+	if (child && child->name == de)
+		child->name = NULL;
 	htab_remove(&dir->dir->names, &de->h);
 	dir->dir->slots[de->slot] = NULL;
 	dir->dir->holes++;

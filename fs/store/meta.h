@@ -72,6 +72,7 @@ struct inode {
 	struct xattr *xattrs;
 	struct dir *dir;
 	uint64_t parent;  /* not a directory: the directory its latest name was made in */
+	const struct dentry *name; /* not a directory: that name (NULL once it is removed) */
 	uint64_t nlookup; /* kernel references (FUSE lookup count) */
 	/*
 	 * Held shared by readers, exclusive by writers and truncate, around member I/O. A
