@@ -166,12 +166,63 @@ struct dmafs_ioc_prefetch {
 	char reserved2[8];
 };
 
+/*
+ * DMAFS_IOC_HANDLE (on a regular file opened for reading): a handle naming this file in
+ * batches (DMAFS_IOC_BATCH) of the calling process. It is a capability as an open
+ * descriptor is, with no state in the daemon: it holds the inode, its generation and a
+ * keyed MAC over them, the caller's process (its pid and start time) and user, with a key
+ * drawn when the filesystem was mounted. Only that process may use it, until it exits or
+ * the filesystem is unmounted; it does not keep a removed file (entries naming one fail
+ * with -ENOENT).
+ */
+struct dmafs_ioc_handle {
+	uint64_t ino;	/* out */
+	uint32_t gen;	/* out */
+	uint32_t flags; /* in: 0; out: 0 */
+	uint64_t mac;	/* out */
+	char reserved[8];
+};
+
+/* One sample of a batch: file bytes [file_offset, + length) of the file the handle
+ * (ino, mac, gen) names go to buffer bytes [buffer_offset, + length). */
+struct dmafs_batch_entry {
+	uint64_t ino, mac; /* in: from DMAFS_IOC_HANDLE */
+	uint32_t gen;	   /* in: from DMAFS_IOC_HANDLE */
+	uint32_t hflags;   /* in: 0 (DMAFS_IOC_HANDLE's flags) */
+	uint64_t file_offset;
+	uint64_t buffer_offset;
+	uint32_t length;   /* in: bytes; out: bytes placed (less only where the file ends) */
+	int32_t result;	   /* out: 0, or -errno for this entry alone */
+};
+#define DMAFS_BATCH_MAX 320
+
+/*
+ * DMAFS_IOC_BATCH (on any file of the mount the caller has open): place up to
+ * DMAFS_BATCH_MAX samples, of any files the caller holds handles for, into buffer id.
+ * Every entry is checked before any I/O (a malformed one fails the whole request,
+ * -EINVAL or -ERANGE); an entry whose file is gone, or whose handle is not this
+ * process's, fails alone (result -ENOENT, -ESTALE or -EPERM) and the others are placed.
+ */
+struct dmafs_ioc_batch {
+	uint64_t id;	     /* in */
+	uint32_t count;	     /* in: entries used */
+	uint32_t flags;	     /* in: 0 */
+	uint64_t bytes;	     /* out: total placed */
+	uint32_t path;	     /* out: DMAFS_PATH_* */
+	uint32_t failed;     /* out: entries with a result other than 0 */
+	uint64_t elapsed_ns; /* out: time inside the daemon */
+	char reserved[24];
+	struct dmafs_batch_entry e[DMAFS_BATCH_MAX];
+};
+
 #define DMAFS_IOC_INFO _IOR(DMAFS_IOC_MAGIC, 1, struct dmafs_ioc_info)
 #define DMAFS_IOC_REGISTER _IOWR(DMAFS_IOC_MAGIC, 2, struct dmafs_ioc_register)
 #define DMAFS_IOC_UNREGISTER _IOW(DMAFS_IOC_MAGIC, 3, struct dmafs_ioc_unregister)
 #define DMAFS_IOC_PLACE _IOWR(DMAFS_IOC_MAGIC, 4, struct dmafs_ioc_place)
 #define DMAFS_IOC_PREFETCH _IOWR(DMAFS_IOC_MAGIC, 5, struct dmafs_ioc_prefetch)
 #define DMAFS_IOC_PLACE2 _IOWR(DMAFS_IOC_MAGIC, 6, struct dmafs_ioc_place2)
+#define DMAFS_IOC_HANDLE _IOWR(DMAFS_IOC_MAGIC, 7, struct dmafs_ioc_handle)
+#define DMAFS_IOC_BATCH _IOWR(DMAFS_IOC_MAGIC, 8, struct dmafs_ioc_batch)
 
 /*
  * DMAFS_IOC_MODE: the daemon's half of `mount -o remount` (dmafs --remount sends it after
@@ -198,6 +249,8 @@ struct dmafs_ioc_mode {
 #define DMAFS_IOC_MODE _IOWR(DMAFS_IOC_MAGIC, 16, struct dmafs_ioc_mode)
 
 _Static_assert(sizeof(struct dmafs_ioc_place) < 16384, "restricted FUSE ioctl limit");
+_Static_assert(sizeof(struct dmafs_ioc_batch) < 16384, "restricted FUSE ioctl limit");
+_Static_assert(sizeof(struct dmafs_batch_entry) == 48, "batch entries are 48 bytes");
 /* _IOC's size field has 14 bits: at most 16383 bytes */
 _Static_assert(sizeof(struct dmafs_ioc_place2) <= 16383, "DMAFS_IOC_PLACE2's size fits its number");
 _Static_assert(sizeof(struct dmafs_ioc_place2) == 12336, "DMAFS_IOC_PLACE2 keeps its size");

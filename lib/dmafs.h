@@ -354,6 +354,66 @@ int dmafs_place_fds(struct dmafs_buf *b, const int *fds, const uint64_t *buffer_
 int dmafs_prefetch(int fd, uint64_t offset, uint64_t length, struct dmafs_result *res,
 		   uint64_t *held);
 
+/*
+ * Sample batches: many small reads of many files in one request (dmafs_place_batch), the
+ * files named by handles taken once. A handle is a capability of the process that took it,
+ * as a descriptor is; the daemon keeps nothing for it. Opaque: copy it, never change it.
+ */
+struct dmafs_handle {
+	uint64_t a, b;
+	uint32_t c, d;
+};
+
+/*
+ * A handle for the open file @fd (a regular file open for reading) in batches of buffers
+ * of session @s. On dmafs the daemon makes it: it stays valid in this process (not in a
+ * child after fork(2)) until the filesystem is unmounted, whether or not @fd is closed,
+ * and does not keep a removed file (its samples then fail with -ENOENT). Off dmafs (a
+ * posix-fallback session) the handle is @fd itself, which must then stay open while the
+ * handle is used. Returns 0, or:
+ *   -EINVAL  s or h NULL, or fd not a regular file
+ *   -EISDIR  fd is a directory
+ *   -EBADF   fd not open, or not open for reading
+ *   -EXDEV   fd is on another mount than the session
+ *   -ENOTTY  the daemon is older than batches (dmafs before 0.7)
+ *   -ENOTCONN  the daemon is gone
+ */
+int dmafs_handle_get(struct dmafs_session *s, int fd, struct dmafs_handle *h);
+
+/* One sample: file bytes [file_offset, + length) of the file @file names go to buffer
+ * bytes [buffer_offset, + length). The same layout as the daemon's request entries. */
+struct dmafs_sample {
+	struct dmafs_handle file;
+	uint64_t file_offset;
+	uint64_t buffer_offset;
+	uint32_t length; /* in: bytes; out: bytes placed (less only where the file ends) */
+	int32_t result;	 /* out: 0, or -errno for this sample */
+};
+
+/*
+ * Place @n samples of any files into @b: on dmafs, up to 320 samples per request to the
+ * daemon (one FUSE round trip for all of them; the library splits larger @n), read from
+ * the member drives at once and copied into the buffer (host memory, or the GPU through
+ * pinned staging), checksums checked with the mount's verify_place. Off dmafs, pread(2)
+ * per sample (the POSIX path, res->path says so). Every sample's buffer range must lie in
+ * the buffer and all together hold at most its size (checked before any I/O). Each
+ * sample gets its own result: a file removed since its handle was taken fails alone
+ * (-ENOENT), as does a handle of another process (-EPERM) or a read error (-EIO); the
+ * others are placed. @res (may be NULL) gets the bytes placed, the path and the wall
+ * time. Returns 0 when every sample was placed, the first failed sample's error (in
+ * order) when some failed, or for the whole request:
+ *   -EINVAL  b NULL, s NULL with n > 0, or a handle not from dmafs_handle_get()
+ *   -ERANGE  a sample runs past the end of the buffer, or all of them together place
+ *            more bytes than the buffer holds
+ *   -EXDEV   a handle of a file off dmafs given for a buffer on dmafs, or the reverse
+ *   -EPERM, -EIDRM, -EBUSY, -ENODEV, -EFAULT, -EAGAIN, -ENOMEM, -ENOTCONN  as dmafs_place()
+ *   -ENOTTY  the daemon is older than batches
+ * A request failing whole leaves the samples of earlier requests of the call placed
+ * (their result 0); the rest have result -ECANCELED and length 0.
+ */
+int dmafs_place_batch(struct dmafs_buf *b, struct dmafs_sample *s, size_t n,
+		      struct dmafs_result *res);
+
 /* Layout of a file on dmafs (from the user.dmafs.layout xattr). */
 struct dmafs_layout_extent {
 	uint64_t file_offset, length, member_offset;

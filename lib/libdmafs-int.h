@@ -121,6 +121,11 @@ int place_ranges(struct dmafs_buf *b, const char *const *paths, const int *fds,
  * -EBADF, -EISDIR, -EINVAL.
  */
 int lib_read_fd(int fd, struct stat *st);
+/* place.c: the fallback's read of extent @e (@len bytes, clipped at the end of the file)
+ * of @fd into @b, straight or through a bounce chunk for a GPU buffer; e->length gets
+ * the bytes placed. Returns 0 or -errno. */
+struct dmafs_extent;
+int lib_posix_extent(struct dmafs_buf *b, int fd, struct dmafs_extent *e, uint64_t len);
 
 /* mountinfo.c - the mount of a device number, from /proc/self/mountinfo. */
 struct mountinfo {

@@ -97,7 +97,7 @@ static struct bounce *bounce_get(struct gpu *g, int dev)
  * most 1 GiB even for host buffers, so that after a read error e->length still counts
  * what the pieces before it placed.
  */
-static int posix_extent(struct dmafs_buf *b, int fd, struct dmafs_extent *e, uint64_t len)
+int lib_posix_extent(struct dmafs_buf *b, int fd, struct dmafs_extent *e, uint64_t len)
 {
 	uint64_t done = 0, piece = 1ULL << 30;
 	struct bounce *bo = NULL;
@@ -156,7 +156,7 @@ static int place_posix(struct dmafs_buf *b, int fd, int flags, struct dmafs_exte
 	if (rfd < 0)
 		return rfd;
 	for (size_t i = 0; i < n && !ret; i++) {
-		ret = posix_extent(b, rfd, &ext[i], len[i]);
+		ret = lib_posix_extent(b, rfd, &ext[i], len[i]);
 		*bytes += ext[i].length;
 	}
 	if (rfd != fd)

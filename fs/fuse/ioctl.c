@@ -4,7 +4,7 @@
  * inode flags of chattr(1), and the daemon's half of a remount. Each command has one
  * decoder that returns 0 or -errno; ioc_reply() is the one place a reply is sent.
  *
- * REGISTER, PLACE (and PLACE2) and PREFETCH can take long (populating a large buffer, reading
+ * REGISTER, PLACE (and PLACE2), BATCH and PREFETCH can take long (populating a large buffer, reading
  * gigabytes) and are run on the placement threads (placeq.h); the FUSE worker that received them is free at
  * once for other requests, and their reply is sent from the placement thread.
  */
@@ -46,6 +46,8 @@ struct ioc {
 		struct dmafs_ioc_place place;
 		struct dmafs_ioc_place2 place2;
 		struct dmafs_ioc_prefetch prefetch;
+		struct dmafs_ioc_handle handle;
+		struct dmafs_ioc_batch batch;
 		struct dmafs_ioc_mode mode;
 		struct fsxattr fa;
 		uint32_t iflags;
@@ -96,6 +98,31 @@ static int ioc_place(struct srv *s, struct ioc *x)
 	return 0;
 }
 
+/* A handle for batches: only of a file the caller opened for reading. */
+static int ioc_handle(struct ioc *x)
+{
+	if ((x->flags & FUSE_IOCTL_DIR) || !OPS_FH_READABLE(x->fh))
+		return -EBADF;
+	x->out_len = sizeof(x->u.handle);
+	return place_handle(ops_srv(x->req)->place, &x->c, x->ino, &x->u.handle);
+}
+
+/* A batch read its files: those whose atime changed, the kernel is told (see job_run). */
+static void batch_accessed(struct srv *s, const struct dmafs_ioc_batch *b)
+{
+	for (uint32_t i = 0; i < b->count; i++) {
+		const struct dmafs_batch_entry *e = &b->e[i];
+		int seen = 0;
+
+		if (e->result || !e->length)
+			continue;
+		for (uint32_t j = 0; j < i && !seen; j++) /* once per file; at most 320 entries */
+			seen = b->e[j].ino == e->ino && !b->e[j].result && b->e[j].length;
+		if (!seen && fs_accessed(&s->fs, e->ino))
+			fuse_lowlevel_notify_inval_inode(s->se, e->ino, -1, 0);
+	}
+}
+
 /*
  * The client is being killed. The kernel sends INTERRUPT for any signal the waiting thread
  * gets; one it handles (SIGCHLD, a profiler's timer, Python's SIGINT) must not cut the
@@ -121,6 +148,11 @@ static void job_run(struct placeq_job *qj)
 	if (x->cmd == DMAFS_IOC_REGISTER) {
 		x->out_len = sizeof(x->u.reg);
 		ret = place_register(s->place, &x->c, &x->u.reg);
+	} else if (x->cmd == DMAFS_IOC_BATCH) {
+		x->out_len = sizeof(x->u.batch);
+		ret = place_batch(s->place, &x->c, &x->u.batch);
+		if (!ret)
+			batch_accessed(s, &x->u.batch);
 	} else {
 		if (x->cmd == DMAFS_IOC_PREFETCH) {
 			x->out_len = sizeof(x->u.prefetch);
@@ -148,7 +180,8 @@ static int ioc_queue(struct ioc *x)
 	int ret;
 
 	/* only a file the caller opened for reading */
-	if (x->cmd != DMAFS_IOC_REGISTER &&
+	/* (a batch reads the files its handles name, whatever file it is issued on) */
+	if (x->cmd != DMAFS_IOC_REGISTER && x->cmd != DMAFS_IOC_BATCH &&
 	    ((x->flags & FUSE_IOCTL_DIR) || !OPS_FH_READABLE(x->fh)))
 		return -EBADF;
 	j = malloc(sizeof(*j));
@@ -264,6 +297,8 @@ static const struct ioc_cmd {
 	{ DMAFS_IOC_PLACE2, sizeof(struct dmafs_ioc_place2), sizeof(struct dmafs_ioc_place2), 1, 1, ioc_queue },
 	/* no caller: a prefetch uses no registration, only the descriptor's read access */
 	{ DMAFS_IOC_PREFETCH, sizeof(struct dmafs_ioc_prefetch), sizeof(struct dmafs_ioc_prefetch), 1, 0, ioc_queue },
+	{ DMAFS_IOC_HANDLE, sizeof(struct dmafs_ioc_handle), sizeof(struct dmafs_ioc_handle), 1, 1, ioc_handle },
+	{ DMAFS_IOC_BATCH, sizeof(struct dmafs_ioc_batch), sizeof(struct dmafs_ioc_batch), 1, 1, ioc_queue },
 	{ DMAFS_IOC_MODE, sizeof(struct dmafs_ioc_mode), sizeof(struct dmafs_ioc_mode), 1, 0, ioc_mode },
 	{ FS_IOC_GETFLAGS, 0, sizeof(uint32_t), 0, 0, ioc_getflags },
 	{ FS_IOC_SETFLAGS, sizeof(uint32_t), 0, 0, 0, ioc_setflags },

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 
 #include "place/clientfd.h"
@@ -33,6 +34,8 @@ int place_init(struct place **out, struct fs *fs, const struct place_limits *lim
 	pl->fs = fs;
 	pl->lim = *limits;
 	pl->copy_delay_ns = copy_delay_us * 1000ull;
+	if (getrandom(pl->hkey, sizeof(pl->hkey), 0) != sizeof(pl->hkey))
+		return -EAGAIN;
 	pl->p2p = p2p_new(p2p_force);
 	reg_init(pl);
 	share_init(&pl->share);

@@ -87,6 +87,23 @@ int place_run(struct place *pl, const struct place_caller *c, uint64_t ino,
  */
 int place_prefetch(struct place *pl, const struct place_caller *c, uint64_t ino,
 		   struct dmafs_ioc_prefetch *rq);
+/*
+ * A handle naming file @ino, opened for reading by the caller, in the caller's batches
+ * (batch.c): h's out fields set. Returns 0 or -errno: -EINVAL flags set or not a regular
+ * file, -ENOENT unknown inode, -ESRCH the caller is gone.
+ */
+int place_handle(struct place *pl, const struct place_caller *c, uint64_t ino,
+		 struct dmafs_ioc_handle *h);
+/*
+ * Place the samples of @b (files named by the caller's handles) into a buffer the caller
+ * registered. Returns 0 (b's out fields and every entry's length and result set: an entry
+ * whose handle is not the caller's fails with -EPERM, whose file is gone with -ENOENT, a
+ * member read error or bad checksum with -EIO, each alone) or -errno for the whole
+ * request: -EINVAL malformed, -ERANGE an entry past the buffer or more bytes in all than
+ * it holds, -ENOENT/-EPERM the buffer (as place_run), -ENODEV GPU copy failure, -EFAULT
+ * the host buffer's memory taken away, -ENOMEM, -EINTR c->stop said stop.
+ */
+int place_batch(struct place *pl, const struct place_caller *c, struct dmafs_ioc_batch *b);
 /* Check the request header and entries against a buffer of @bufsize and a file of
  * @fsize; sets each entry's effective length. Pure: the fuzz target. */
 int place_validate(struct dmafs_ioc_place *p, uint64_t bufsize, uint64_t fsize);

@@ -52,6 +52,7 @@ struct place {
 	uint64_t copy_delay_ns;
 	struct fillq *fillq;	/* tier_fill=idle: the fills left for later; NULL otherwise */
 	struct share share;	/* placements and prefetches running, per user */
+	uint64_t hkey[2];	/* the key of batch handles' MACs, random per mount (batch.c) */
 	/* Lock order: regs_lock is a leaf; nothing else is taken while it is held. */
 	pthread_mutex_t regs_lock;
 	struct reg *regs;	/* protected by regs_lock */

@@ -57,7 +57,7 @@ from ._dist import load_distributed
 __all__ = ["load_file", "load", "safe_open", "last_stats", "LoadStats", "SlowPathWarning",
            "library_path", "library_version", "enable", "disable", "on_dmafs",
            "load_distributed", "prefetch", "Prefetched"]
-__version__ = "0.6.0"
+__version__ = "0.7.0"
 
 library_path = _lib.library_path
 
