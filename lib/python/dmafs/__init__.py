@@ -53,10 +53,12 @@ from ._torch import LoadStats, SlowPathWarning, last_stats, load_path as _load_p
 from ._torch import place_model as _place_model, read_metadata as _read_metadata
 from ._hf import disable, enable, on_dmafs
 from ._dist import load_distributed
+from ._samples import Batch, SampleDataset, SampleReader, batches
 
 __all__ = ["load_file", "load", "safe_open", "last_stats", "LoadStats", "SlowPathWarning",
            "library_path", "library_version", "enable", "disable", "on_dmafs",
-           "load_distributed", "prefetch", "Prefetched"]
+           "load_distributed", "prefetch", "Prefetched", "SampleReader", "Batch", "batches",
+           "SampleDataset"]
 __version__ = "0.7.0"
 
 library_path = _lib.library_path

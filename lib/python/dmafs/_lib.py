@@ -68,6 +68,19 @@ class Extent(ctypes.Structure):
                 ("buffer_offset", ctypes.c_uint64)]
 
 
+class Handle(ctypes.Structure):
+    """struct dmafs_handle (opaque)"""
+    _fields_ = [("a", ctypes.c_uint64), ("b", ctypes.c_uint64), ("c", ctypes.c_uint32),
+                ("d", ctypes.c_uint32)]
+
+
+class Sample(ctypes.Structure):
+    """struct dmafs_sample: 48 bytes, six 64-bit words (the last: length | result << 32)"""
+    _fields_ = [("file", Handle), ("file_offset", ctypes.c_uint64),
+                ("buffer_offset", ctypes.c_uint64), ("length", ctypes.c_uint32),
+                ("result", ctypes.c_int32)]
+
+
 class Tensor(ctypes.Structure):
     _fields_ = [
         ("name", ctypes.c_char_p),
@@ -117,7 +130,8 @@ _I, _U, _U64, _SZ = ctypes.c_int, ctypes.c_uint, ctypes.c_uint64, ctypes.c_size_
 
 # name: (restype, argtypes). Missing calls are bound as None: the model calls come with
 # the safetensors support of libdmafs, dmafs_prefetch and dmafs_buf_tier_bytes with 0.5,
-# dmafs_model_fd with 0.6, and an older library still serves the rest.
+# dmafs_model_fd with 0.6, the batch calls with 0.7, and an older library still serves
+# the rest.
 _SIGNATURES = {
     "dmafs_version": (_I, []),
     "dmafs_strerror": (ctypes.c_char_p, [_I]),
@@ -149,11 +163,15 @@ _SIGNATURES = {
     "dmafs_dtype_name": (ctypes.c_char_p, [_I]),
     "dmafs_dtype_size": (_U, [_I]),
     "dmafs_prefetch": (_I, [_I, _U64, _U64, ctypes.POINTER(Result), ctypes.POINTER(_U64)]),
+    "dmafs_handle_get": (_I, [_P, _I, ctypes.POINTER(Handle)]),
+    "dmafs_place_batch": (_I, [_P, _P, _SZ, ctypes.POINTER(Result)]),
 }
 
 # What a library without the call predates, for require()'s message.
 _ADDED_WITH = {
     "prefetch": "prefetch into the warm tier (dmafs 0.5)",
+    "handle_get": "sample batches (dmafs 0.7)",
+    "place_batch": "sample batches (dmafs 0.7)",
 }
 
 

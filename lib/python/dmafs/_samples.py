@@ -1,0 +1,355 @@
+# SPDX-License-Identifier: MIT
+"""_samples.py - training samples straight into GPU (or shared host) memory: many byte
+ranges of many files per request (dmafs_place_batch), and a batch iterator for training
+loops.
+
+    files = sorted(glob.glob("/mnt/data/train/*/*.jpg"))
+    reader = dmafs.SampleReader(files, device="cuda:0")
+    out = reader.empty((256, 48 << 10))            # registered once, reused every step
+    lengths = reader.read_into(out, [3, 17, 4242])  # whole files (up to 48 KiB each) as rows
+    lengths = reader.read_into(out, [(3, 0, 4096), (17, 8192, 100)])  # (file, offset, length)
+
+    for batch in dmafs.batches(files, 256, device="cuda:0", sample_bytes=48 << 10):
+        batch.data      # uint8 [256, 48 KiB] on cuda:0, rows zero-padded after each sample
+        batch.lengths   # int64 [256]: bytes of each sample
+        batch.index     # int64 [256]: which files
+
+Files are opened once, when the reader is made: on dmafs each gets a handle (a capability
+of this process, dmafs_handle_get(3)) and its descriptor is closed again; off dmafs the
+descriptors stay open and every sample is a pread (SlowPathWarning says so once).
+"""
+
+import ctypes
+import os
+import queue
+import threading
+import warnings
+
+from . import _lib
+from ._torch import SlowPathWarning, _device, _host_tensor, _torch
+
+__all__ = ["SampleReader", "Batch", "batches", "SampleDataset"]
+
+_BATCH_MAX = 320  # samples per request to the daemon (DMAFS_BATCH_MAX); the library splits
+
+
+class SampleReader:
+    """Reads samples of a fixed list of files into tensors (see the module docstring).
+
+    files: paths; samples name them by index. device: "cpu", "cuda", "cuda:N", an int or
+    a torch.device. A reader belongs to the process that made it (handles do not cross
+    fork(2); make a reader in each process). close() (or the end of a with block) ends
+    its registrations and closes what it keeps open."""
+
+    def __init__(self, files, device="cpu"):
+        torch = _torch()
+        self.files = [os.fspath(f) for f in files]
+        if not self.files:
+            raise ValueError("dmafs: SampleReader needs at least one file")
+        self.dev, self.target, self.index = _device(device)
+        self._pid = os.getpid()
+        self._fds = []
+        self._regs = {}  # data_ptr -> (tensor, Buffer): memory from empty(), registered once
+        self._stage = None  # host Buffer for a CPU tensor not from empty() (a copy)
+        self._warned_copy = self._warned_posix = False
+        self.session = _lib.Session(os.path.dirname(os.path.abspath(self.files[0])) or "/")
+        try:
+            caps = self.session.caps()
+            self.on_dmafs = bool(caps.on_dmafs)
+            self.why_posix = None if self.on_dmafs else caps.host.why.decode("utf-8", "replace")
+            get = _lib.require("handle_get")
+            _lib.require("place_batch")
+            h = _lib.Handle()
+            words = []
+            sizes = []
+            for f in self.files:
+                fd = os.open(f, os.O_RDONLY | os.O_CLOEXEC)
+                try:
+                    _lib.check(get(self.session.handle, fd, ctypes.byref(h)), f)
+                    sizes.append(os.fstat(fd).st_size)
+                except BaseException:
+                    os.close(fd)
+                    raise
+                if self.on_dmafs:
+                    os.close(fd)  # the handle is enough
+                else:
+                    self._fds.append(fd)  # the handle is the descriptor
+                words.append((h.a, h.b, h.c | h.d << 32))
+            # handles as signed 64-bit words, to be gathered per batch without Python loops
+            self._handles = torch.tensor([[_s64(w) for w in t] for t in words], dtype=torch.int64)
+            self.sizes = torch.tensor(sizes, dtype=torch.int64)
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __len__(self):
+        return len(self.files)
+
+    def empty(self, shape, dtype=None):
+        """A contiguous tensor on the reader's device (uint8 by default), registered with
+        the daemon once; the reader keeps it until close(). Fastest for read_into()."""
+        torch = _torch()
+        dtype = dtype or torch.uint8
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        n = 1
+        for d in shape:
+            n *= d
+        nbytes = n * torch.empty((), dtype=dtype).element_size()
+        if self.target == _lib.TARGET_HOST:
+            session = _lib.Session(os.path.dirname(os.path.abspath(self.files[0])) or "/")
+            buf = _lib.Buffer.alloc_host(session, max(nbytes, 1), self.files[0])
+            base = _host_tensor(session, buf, torch)  # owns the session
+            t = base[:nbytes].view(dtype).view(shape)
+        else:
+            with torch.cuda.device(self.index):
+                t = torch.empty(shape, dtype=dtype, device=self.dev)
+            torch.cuda.synchronize(self.dev)  # the daemon writes outside torch's streams
+            ret = _lib.Buffer.register_gpu(self.session, self.target, t.data_ptr(),
+                                           max(nbytes, 1), self.index)
+            if not isinstance(ret, _lib.Buffer):
+                _lib.check(ret, self.files[0], "registering GPU memory for samples")
+            buf = ret
+        self._regs[t.data_ptr()] = (t, buf)
+        return t
+
+    def _buffer_for(self, out, nbytes):
+        """(Buffer, copy-back target or None) for placing nbytes into out."""
+        reg = self._regs.get(out.data_ptr())
+        if reg is not None and reg[1].size >= nbytes:
+            return reg[1], None
+        if not self._warned_copy:
+            self._warned_copy = True
+            warnings.warn(f"dmafs: read_into() of a tensor not made by SampleReader.empty(): "
+                          f"samples are placed into a buffer of the reader and copied into it "
+                          f"(make the tensor with reader.empty() to skip the copy)",
+                          SlowPathWarning, stacklevel=3)
+        if self._stage is None or self._stage.size < nbytes:
+            if self._stage is not None:
+                self._stage.unregister()
+            self._stage = _lib.Buffer.alloc_host(self.session, max(nbytes, 1 << 20),
+                                                 self.files[0])
+        return self._stage, out
+
+    def read_into(self, out, samples, *, stride=None):
+        """Place samples into out (a contiguous tensor; its bytes are what is written).
+
+        samples: a sequence of file indices (the whole file, up to stride bytes) or of
+        (file index, offset, length) tuples; or a (files, offsets, lengths) triple of
+        int64 tensors. stride: bytes between the starts of consecutive samples in out
+        (default: out's row size when out has 2 or more dimensions, else the samples are
+        packed one after another). Returns the bytes placed per sample (int64 tensor):
+        less than asked only where a file ends. Raises OSError for a sample that failed
+        (naming its file) after the others were placed, ValueError for samples that do
+        not fit out."""
+        torch = _torch()
+        if not out.is_contiguous():
+            raise ValueError("dmafs: read_into() needs a contiguous tensor")
+        nbytes = out.numel() * out.element_size()
+        if stride is None and out.dim() >= 2:
+            stride = nbytes // out.shape[0]
+        idx, offs, lens = self._parse(samples, stride)
+        n = idx.numel()
+        if n == 0:
+            return torch.zeros(0, dtype=torch.int64)
+        if stride is not None:
+            boffs = torch.arange(n, dtype=torch.int64) * stride
+            if bool((lens > stride).any()):
+                raise ValueError(f"dmafs: a sample is longer than the stride ({stride} bytes)")
+        else:
+            boffs = torch.cumsum(lens, 0) - lens
+        end = int((boffs + lens).max())
+        if end > nbytes:
+            raise ValueError(f"dmafs: the samples need {end} bytes, the tensor has {nbytes}")
+        if bool((idx < 0).any()) or bool((idx >= len(self.files)).any()):
+            raise IndexError("dmafs: a sample names a file the reader does not have")
+        buf, copy_to = self._buffer_for(out, end)
+        ent = torch.empty((n, 6), dtype=torch.int64)
+        ent[:, 0:3] = self._handles[idx]
+        ent[:, 3] = offs
+        ent[:, 4] = boffs
+        ent[:, 5] = lens  # length in the low half, result 0 in the high half
+        res = _lib.Result()
+        ret = _lib.C.place_batch(buf.handle, ctypes.c_void_p(ent.data_ptr()), n,
+                                 ctypes.byref(res))
+        got = ent[:, 5] & 0xFFFFFFFF
+        results = ent[:, 5] >> 32
+        if ret < 0:
+            bad = (results != 0).nonzero()
+            k = int(bad[0]) if bad.numel() else 0
+            _lib.check(ret, self.files[int(idx[k])] if bad.numel() else None,
+                       f"sample {k} of {n}")
+        if copy_to is not None:
+            flat = copy_to.view(-1).view(torch.uint8)
+            from ._torch import _host_tensor_view
+            flat[:end].copy_(_host_tensor_view(buf, torch)[:end])
+        self.last_result = (res.bytes, _lib.path_name(res.path), res.elapsed_ns)
+        if not self.on_dmafs and not self._warned_posix:
+            self._warned_posix = True
+            warnings.warn(f"dmafs: {self.files[0]} is not on dmafs ({self.why_posix}): samples "
+                          "are read with pread", SlowPathWarning, stacklevel=2)
+        return got
+
+    def _parse(self, samples, stride):
+        torch = _torch()
+        if isinstance(samples, tuple) and len(samples) == 3 and all(
+                isinstance(x, torch.Tensor) for x in samples):
+            idx, offs, lens = (x.to(torch.int64).reshape(-1) for x in samples)
+            return idx, offs, lens
+        if isinstance(samples, torch.Tensor):
+            samples = samples.reshape(-1).tolist()
+        idx, offs, lens = [], [], []
+        for s in samples:
+            if isinstance(s, int):
+                if stride is None:
+                    raise ValueError("dmafs: whole-file samples need a stride (or a 2-D tensor)")
+                idx.append(s)
+                offs.append(0)
+                lens.append(-1)
+            else:
+                f, o, ln = s
+                idx.append(int(f))
+                offs.append(int(o))
+                lens.append(int(ln))
+        idx = torch.tensor(idx, dtype=torch.int64)
+        offs = torch.tensor(offs, dtype=torch.int64)
+        lens = torch.tensor(lens, dtype=torch.int64)
+        whole = lens < 0
+        if bool(whole.any()):
+            lens[whole] = torch.clamp(self.sizes[idx[whole].clamp(0, len(self.files) - 1)],
+                                      max=stride)
+        if bool((offs < 0).any()) or bool((lens < 0).any()) or bool((lens >= 1 << 32).any()):
+            raise ValueError("dmafs: sample offsets and lengths must be >= 0 (lengths < 4 GiB)")
+        return idx, offs, lens
+
+    def close(self):
+        if os.getpid() != self._pid:
+            return  # a child after fork: the registrations are the parent's
+        for t, buf in self._regs.values():
+            if buf.target != _lib.TARGET_HOST:
+                buf.unregister()
+        self._regs = {}
+        if self._stage is not None:
+            self._stage.unregister()
+            self._stage = None
+        for fd in self._fds:
+            os.close(fd)
+        self._fds = []
+        if self.session is not None:
+            self.session.close()
+            self.session = None
+
+
+def _s64(w):
+    return w - (1 << 64) if w >= 1 << 63 else w
+
+
+class Batch:
+    """One batch: data (uint8 [batch, sample_bytes] on the device, each row zero-padded
+    after its sample), lengths and index (int64 [batch], on the CPU)."""
+
+    __slots__ = ("data", "lengths", "index")
+
+    def __init__(self, data, lengths, index):
+        self.data, self.lengths, self.index = data, lengths, index
+
+
+def batches(files, batch_size, *, sample_bytes, device="cpu", shuffle=True, seed=None,
+            drop_last=False, epochs=1, depth=2):
+    """Yield Batch objects of batch_size whole files (each up to sample_bytes) read
+    through a SampleReader, the next batch read in a thread while the current one is
+    used. A batch's data stays valid until depth - 1 further batches have been taken
+    (clone() it to keep it longer); on a GPU, the work queued on the current stream when
+    the next batch is asked for is waited for before its memory is filled again."""
+    torch = _torch()
+    if batch_size < 1 or sample_bytes < 1 or depth < 1:
+        raise ValueError("dmafs: batch_size, sample_bytes and depth must be >= 1")
+    reader = SampleReader(files, device)
+    n = len(reader)
+    bufs = [reader.empty((batch_size, sample_bytes)) for _ in range(depth)]
+    gen = torch.Generator()
+    gen.manual_seed(seed if seed is not None else int.from_bytes(os.urandom(8), "little") >> 1)
+    gpu = reader.target != _lib.TARGET_HOST
+
+    def order():
+        for _ in range(epochs):
+            perm = torch.randperm(n, generator=gen) if shuffle else torch.arange(n)
+            stop = n - n % batch_size if drop_last else n
+            for i in range(0, stop, batch_size):
+                yield perm[i:i + batch_size]
+
+    todo = queue.Queue()
+    done = queue.Queue()
+    stop = False
+    cols = torch.arange(sample_bytes, device=reader.dev)
+
+    def worker():
+        nonlocal stop
+        try:
+            for k, ix in enumerate(order()):
+                slot, event = todo.get()
+                if event is not None:
+                    event.synchronize()
+                out = bufs[slot]
+                if ix.numel() < batch_size:
+                    out = out[:ix.numel()]
+                if stop:
+                    break
+                lens = reader.read_into(out, ix, stride=sample_bytes)
+                if bool((lens < sample_bytes).any()):  # zero what the samples did not fill
+                    pad = cols >= lens.to(cols.device)[:, None]
+                    out.masked_fill_(pad, 0)
+                done.put(Batch(out, lens, ix))
+            done.put(None)
+        except BaseException as e:  # handed to the consumer
+            done.put(e)
+
+    for s in range(depth):
+        todo.put((s, None))
+    th = threading.Thread(target=worker, name="dmafs-batches", daemon=True)
+    th.start()
+    try:
+        k = 0
+        while True:
+            b = done.get()
+            if b is None:
+                break
+            if isinstance(b, BaseException):
+                raise b
+            yield b
+            # the consumer asks for the next one: its buffer may be filled again after
+            # the work queued on it so far
+            ev = None
+            if gpu:
+                ev = torch.cuda.Event()
+                ev.record(torch.cuda.current_stream(reader.dev))
+            todo.put((k % depth, ev))
+            k += 1
+    finally:
+        # unblock the worker and wait for it before the memory goes
+        stop = True
+        for s in range(depth):
+            todo.put((s, None))
+        th.join()
+        reader.close()
+
+
+def SampleDataset(*args, **kwargs):
+    """A torch.utils.data.IterableDataset over batches(files, batch_size, ...): use it with
+    DataLoader(dataset, batch_size=None, num_workers=0); the reads are the daemon's, so
+    worker processes are not needed."""
+    torch = _torch()
+
+    class _SampleDataset(torch.utils.data.IterableDataset):
+        def __init__(self):
+            super().__init__()
+
+        def __iter__(self):
+            return batches(*args, **kwargs)
+
+    return _SampleDataset()

@@ -1,0 +1,120 @@
+# SPDX-License-Identifier: MIT
+"""python_samples.py DIR DEVICE [--expect-posix] - checks of dmafs.SampleReader and
+dmafs.batches() on files made in DIR (on the mount under test, or off dmafs with
+--expect-posix), placing into DEVICE ("cpu" or "cuda:0"). Every placed byte is compared
+with the file's bytes as open().read() gives them. Exit 0, or 1 with the first difference."""
+import os
+import random
+import sys
+import warnings
+
+import torch
+
+import dmafs
+
+d, device = sys.argv[1], sys.argv[2]
+posix = "--expect-posix" in sys.argv
+rng = random.Random(7)
+
+
+def say(msg):
+    print(f"[python_samples] {msg}", flush=True)
+
+
+def fail(msg):
+    sys.exit(f"[python_samples] FAIL: {msg}")
+
+
+os.makedirs(d, exist_ok=True)
+files, data = [], []
+for i in range(300):
+    size = rng.choice([0, 1, 4095, 4096, 48 << 10, 50000, 70000]) if i < 40 else rng.randrange(1, 60000)
+    p = os.path.join(d, f"{i // 100:02d}", f"f{i:05d}.bin")
+    os.makedirs(os.path.dirname(p), exist_ok=True)
+    b = rng.randbytes(size)
+    with open(p, "wb") as f:
+        f.write(b)
+    files.append(p)
+    data.append(b)
+
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    reader = dmafs.SampleReader(files, device=device)
+    out = reader.empty((64, 48 << 10))
+    for rnd in range(10):
+        ix = [rng.randrange(len(files)) for _ in range(64)]
+        out.fill_(0xEE)
+        lens = reader.read_into(out, ix)
+        host = out.cpu()
+        for r, i in enumerate(ix):
+            want = data[i][:48 << 10]
+            if int(lens[r]) != len(want):
+                fail(f"round {rnd} row {r} ({files[i]}): {int(lens[r])} bytes, expected {len(want)}")
+            row = bytes(host[r].numpy().tobytes())
+            if row[:len(want)] != want:
+                fail(f"round {rnd} row {r} ({files[i]}): bytes differ from the file")
+            if row[len(want):] != b"\xee" * ((48 << 10) - len(want)):
+                fail(f"round {rnd} row {r}: bytes after the sample were written")
+    say(f"whole-file samples into {device}: 10 x 64 rows equal to the files "
+        f"({reader.last_result[1]} path)")
+    # ranges, packed, more samples than one request takes (320)
+    flat = reader.empty(8 << 20)
+    spec = []
+    for _ in range(700):
+        i = rng.randrange(len(files))
+        off = rng.randrange(len(data[i]) + 100)
+        spec.append((i, off, rng.randrange(1, 9000)))
+    lens = reader.read_into(flat, spec)
+    host = flat.cpu().numpy().tobytes()
+    at = 0
+    for k, (i, off, ln) in enumerate(spec):
+        want = data[i][off:off + ln]
+        if int(lens[k]) != len(want) or host[at:at + len(want)] != want:
+            fail(f"range sample {k} ({files[i]} at {off}, {ln} bytes) differs")
+        at += ln
+    say("700 (file, offset, length) samples packed into one tensor: equal")
+    # a tensor not from empty(): placed and copied, with a warning
+    plain = torch.zeros((4, 48 << 10), dtype=torch.uint8, device=device)
+    reader.read_into(plain, [0, 5, 6, 7])
+    for r, i in enumerate([0, 5, 6, 7]):
+        if bytes(plain[r].cpu().numpy().tobytes()[:len(data[i][:48 << 10])]) != data[i][:48 << 10]:
+            fail(f"read_into a plain tensor: row {r} differs")
+    if not any("not made by SampleReader.empty" in str(w.message) for w in caught):
+        fail("no SlowPathWarning for a tensor not from empty()")
+    try:
+        reader.read_into(out, [(0, 0, 10), (len(files), 0, 10)])
+        fail("a sample of a file index out of range was accepted")
+    except IndexError:
+        pass
+    reader.close()
+    posix_warned = any("is not on dmafs" in str(w.message) for w in caught)
+    if posix != posix_warned:
+        fail(f"the POSIX-path warning was {'missing' if posix else 'given on dmafs'}")
+
+# batches(): every file once per epoch, padded rows, in order of the index
+seen = []
+for b in dmafs.batches(files, 32, sample_bytes=48 << 10, device=device, seed=3, epochs=2):
+    host = b.data.cpu()
+    for r in range(b.index.numel()):
+        i = int(b.index[r])
+        want = data[i][:48 << 10]
+        row = bytes(host[r].numpy().tobytes())
+        if int(b.lengths[r]) != len(want) or row[:len(want)] != want or any(row[len(want):]):
+            fail(f"batches(): file {files[i]} differs (or its padding is not zero)")
+        seen.append(i)
+if sorted(seen) != sorted(list(range(len(files))) * 2):
+    fail("batches(): two epochs did not give every file twice")
+say(f"batches(): 2 epochs of {len(files)} files in batches of 32, each equal, padding zero")
+# stopping early frees everything (no thread left behind)
+it = dmafs.batches(files, 16, sample_bytes=4096, device=device)
+next(it)
+it.close()
+# the DataLoader integration
+dl = torch.utils.data.DataLoader(dmafs.SampleDataset(files, 50, sample_bytes=48 << 10,
+                                                     device=device, shuffle=False),
+                                 batch_size=None, num_workers=0)
+n = sum(b.index.numel() for b in dl)
+if n != len(files):
+    fail(f"SampleDataset gave {n} samples, expected {len(files)}")
+say("SampleDataset through a DataLoader: every file once")
+say("PASS")
