@@ -36,8 +36,9 @@
 #include "util/rwlock.h"
 #include "util/siphash.h"
 
-#define BATCH_QD_PER_MEMBER 32 /* member reads of one round, per member (before the share) */
-#define BATCH_QD_MIN 8
+/* Member reads of one round: the ring keeps up to its depth (io/uring.c) of them in
+ * flight, so a round longer than that costs one wait at its end, not one per depth. */
+#define BATCH_ROUND_OPS 1024
 
 /* ---- handles ---- */
 
@@ -133,6 +134,9 @@ struct bpiece {
 	uint64_t dst;	 /* buffer offset */
 	unsigned slot;	 /* index into the round's slots */
 	uint32_t at;	 /* where the piece's first byte is in its slot */
+	uint32_t op0, nops; /* its member reads: op[op0 .. op0 + nops) */
+	uint32_t left;	 /* reads not yet arrived */
+	int delivered;
 };
 
 struct batch {
@@ -163,6 +167,7 @@ struct batch {
 	unsigned nslots;
 	char *cs;	 /* checksum blocks of the round's reads (verify) */
 	size_t cscap;
+	int err;	 /* a failure of the whole request (client memory, device) */
 };
 
 static int by_file(const void *a, const void *b, void *arg)
@@ -373,11 +378,13 @@ static int build_round(struct batch *B, unsigned maxops)
 						 .dst = e->buffer_offset + B->eoff,
 						 .slot = B->nslots - 1, .at = (uint32_t)(at + off % g) };
 		x = (struct emit_ctx){ .B = B, .piece = (uint32_t)B->npc };
+		B->pc[B->npc].op0 = (uint32_t)B->nop;
 		ret = fs_map_reads(B->fs, B->f[B->fidx[i]].ip,
 				   stage_mem(B->st, (unsigned)B->slots[B->nslots - 1]) + at,
 				   ALIGN_DOWN(off, g), ALIGN_DOWN(off, g) + span, emit_op, &x);
 		if (ret)
 			return ret;
+		B->pc[B->npc].nops = (uint32_t)B->nop - B->pc[B->npc].op0;
 		B->npc++;
 		at += span;
 		B->eoff += len;
@@ -394,16 +401,64 @@ static void piece_fail(struct batch *B, uint32_t piece, int err)
 		e->result = err;
 }
 
-/* Read the round's pieces: every member read at once, checksums checked with verify. */
-static int read_round(struct batch *B)
+/* Copy piece @k out of its slot: into the client's pages, or queued to the device. */
+static int deliver(struct batch *B, size_t k)
+{
+	const struct bpiece *q = &B->pc[k];
+	const char *src = stage_mem(B->st, (unsigned)B->slots[q->slot]) + q->at;
+	struct reg *r = B->r;
+
+	if (!B->gpu)
+		return usermem_copy(r->base + q->dst, src, q->len);
+	return gpu_copy_htod_async(r->gpu, r->dev, r->base + q->dst, src, q->len, B->stream) ? -ENODEV : 0;
+}
+
+/* A piece whose reads (and checksum reads) have all arrived: checked, then delivered. */
+static void piece_done(struct batch *B, uint32_t k)
+{
+	const struct bpiece *q = &B->pc[k];
+	const struct inode *ip = B->f[B->fidx[q->e]].ip;
+	size_t nd = B->nop;
+	int ret;
+
+	for (uint32_t i = q->op0; B->verify && i < q->op0 + q->nops; i++)
+		if (fs_verify_read(B->fs, ip, &B->op[i], B->op[nd + i].buf, B->op_foff[i])) {
+			piece_fail(B, k, -EIO);
+			return;
+		}
+	if (B->b->e[q->e].result) /* another piece of its entry failed */
+		return;
+	ret = deliver(B, k);
+	if (ret && !B->err)
+		B->err = ret; /* the client's memory or the device: the whole request fails */
+	B->pc[k].delivered = 1;
+}
+
+/* uring_rw_cb's: op @i has completed in full. */
+static void op_done(void *arg, size_t i)
+{
+	struct batch *B = arg;
+	size_t nd = B->nop;
+	uint32_t k = B->op_piece[i < nd ? i : i - nd];
+
+	if (--B->pc[k].left == 0 && !B->err)
+		piece_done(B, k);
+}
+
+/*
+ * Read the round's pieces with every member read (and its checksum read, with verify)
+ * in flight at once, up to the ring's depth; each piece is checked and copied out the
+ * moment its last read arrives, while the others are still being read. Then a GPU's
+ * copies are waited for and the slots given back. Returns 0 (a piece that failed has
+ * its entry's result set) or -errno for the whole request.
+ */
+static int run_round(struct batch *B)
 {
 	struct fs *fs = B->fs;
 	size_t nd = B->nop, total = 0;
-	int ret;
+	int ret = 0;
 
-	if (!nd)
-		return 0; /* holes only: zeroed already */
-	if (B->verify) {
+	if (B->verify && nd) {
 		for (size_t i = 0; i < nd; i++) {
 			uint64_t p0, ca, cb;
 
@@ -415,13 +470,14 @@ static int read_round(struct batch *B)
 			B->cscap = 0;
 			B->cs = util_aligned_alloc(total);
 			if (!B->cs)
-				return -ENOMEM;
-			B->cscap = total;
+				ret = -ENOMEM;
+			else
+				B->cscap = total;
 		}
-		if (dm_grow(&B->op, &B->opcap, 2 * nd, sizeof(*B->op), 64))
-			return -ENOMEM;
+		if (!ret && dm_grow(&B->op, &B->opcap, 2 * nd, sizeof(*B->op), 64))
+			ret = -ENOMEM;
 		total = 0;
-		for (size_t i = 0; i < nd; i++) {
+		for (size_t i = 0; i < nd && !ret; i++) {
 			uint64_t p0, ca, cb;
 			struct uring_op *o = &B->op[nd + i];
 
@@ -433,45 +489,30 @@ static int read_round(struct batch *B)
 			total += cb - ca;
 		}
 	}
-	ret = uring_rw(B->op, B->verify ? 2 * nd : nd);
-	if (ret == -ENOMEM)
-		return ret;
-	for (size_t i = 0; i < nd; i++) {
-		const struct inode *ip = B->f[B->fidx[B->pc[B->op_piece[i]].e]].ip;
+	for (size_t k = 0; k < B->npc && !ret; k++) {
+		B->pc[k].left = B->pc[k].nops * (B->verify ? 2 : 1);
+		if (!B->pc[k].left) /* holes only: zeroed already */
+			piece_done(B, (uint32_t)k);
+	}
+	if (!ret && nd)
+		uring_rw_cb(B->op, B->verify ? 2 * nd : nd, op_done, B);
+	/* what did not arrive whole: a member read failed (logged), or the ring did */
+	for (size_t i = 0; i < nd && !ret; i++) {
 		int err = B->op[i].res ? B->op[i].res : B->verify ? B->op[nd + i].res : 0;
+		uint32_t k = B->op_piece[i];
 
 		if (err) {
-			fs_io_error(fs, ip, &B->op[i], B->op_foff[i], "read");
-			piece_fail(B, B->op_piece[i], -EIO);
-		} else if (B->verify &&
-			   fs_verify_read(fs, ip, &B->op[i], B->op[nd + i].buf, B->op_foff[i])) {
-			piece_fail(B, B->op_piece[i], -EIO);
+			fs_io_error(fs, B->f[B->fidx[B->pc[k].e]].ip, &B->op[i], B->op_foff[i], "read");
+			piece_fail(B, k, -EIO);
 		}
 	}
-	return 0;
-}
-
-/* Copy the round's good pieces out; a GPU's copies are waited for before the slots go back. */
-static int deliver_round(struct batch *B)
-{
-	struct reg *r = B->r;
-	int ret = 0;
-
-	for (size_t k = 0; k < B->npc && !ret; k++) {
-		const struct bpiece *q = &B->pc[k];
-		const char *src = stage_mem(B->st, (unsigned)B->slots[q->slot]) + q->at;
-
-		if (B->b->e[q->e].result)
-			continue;
-		if (!B->gpu)
-			ret = usermem_copy(r->base + q->dst, src, q->len);
-		else if (gpu_copy_htod_async(r->gpu, r->dev, r->base + q->dst, src, q->len, B->stream))
-			ret = -ENODEV;
-	}
-	if (B->gpu && gpu_stream_sync(r->gpu, r->dev, B->stream) && !ret)
-		ret = -ENODEV;
+	for (size_t k = 0; k < B->npc && !ret && !B->err; k++)
+		if (!B->pc[k].delivered)
+			piece_fail(B, (uint32_t)k, -EIO);
+	if (B->gpu && gpu_stream_sync(B->r->gpu, B->r->dev, B->stream) && !B->err)
+		B->err = -ENODEV;
 	put_slots(B);
-	return ret;
+	return ret ? ret : B->err;
 }
 
 /* A host buffer: is memory still behind every byte the entries write (reg_host_intact)? */
@@ -496,7 +537,6 @@ static int batch_io(struct batch *B)
 {
 	struct place *pl = B->pl;
 	struct reg *r = B->r;
-	unsigned qd = MAX(BATCH_QD_MIN, BATCH_QD_PER_MEMBER * B->fs->n);
 	int ret;
 
 	if (r->target == DMAFS_TARGET_HOST) {
@@ -517,25 +557,16 @@ static int batch_io(struct batch *B)
 	}
 	stage_enter(B->st);
 	for (;;) {
-		unsigned maxops = MAX(BATCH_QD_MIN, qd / share_parts(&pl->share, B->c->uid));
-
 		if (B->c->stop.fn && B->c->stop.fn(B->c->stop.arg)) {
 			ret = -EINTR;
 			break;
 		}
-		ret = build_round(B, maxops);
+		ret = build_round(B, BATCH_ROUND_OPS);
 		if (ret <= 0) {
 			put_slots(B);
 			break;
 		}
-		ret = read_round(B);
-		if (ret) {
-			if (B->gpu)
-				gpu_stream_sync(r->gpu, r->dev, B->stream);
-			put_slots(B);
-			break;
-		}
-		ret = deliver_round(B);
+		ret = run_round(B);
 		if (ret)
 			break;
 	}

@@ -59,28 +59,49 @@ class SampleReader:
             self.why_posix = None if self.on_dmafs else caps.host.why.decode("utf-8", "replace")
             get = _lib.require("handle_get")
             _lib.require("place_batch")
-            h = _lib.Handle()
-            words = []
-            sizes = []
-            for f in self.files:
-                fd = os.open(f, os.O_RDONLY | os.O_CLOEXEC)
-                try:
-                    _lib.check(get(self.session.handle, fd, ctypes.byref(h)), f)
-                    sizes.append(os.fstat(fd).st_size)
-                except BaseException:
-                    os.close(fd)
-                    raise
-                if self.on_dmafs:
-                    os.close(fd)  # the handle is enough
-                else:
-                    self._fds.append(fd)  # the handle is the descriptor
-                words.append((h.a, h.b, h.c | h.d << 32))
+            words, sizes = self._take_handles(get)
             # handles as signed 64-bit words, to be gathered per batch without Python loops
             self._handles = torch.tensor([[_s64(w) for w in t] for t in words], dtype=torch.int64)
             self.sizes = torch.tensor(sizes, dtype=torch.int64)
         except BaseException:
             self.close()
             raise
+
+    def _take_handles(self, get):
+        """(handle words, sizes) of every file: opened, a handle taken and (on dmafs)
+        closed again, by up to 16 threads (each file costs a few round trips to the
+        daemon; the calls release the GIL)."""
+        n = len(self.files)
+        words, sizes, fds = [None] * n, [0] * n, [None] * n
+
+        def one(i):
+            f = self.files[i]
+            h = _lib.Handle()
+            fd = os.open(f, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                _lib.check(get(self.session.handle, fd, ctypes.byref(h)), f)
+                sizes[i] = os.fstat(fd).st_size
+            except BaseException:
+                os.close(fd)
+                raise
+            if self.on_dmafs:
+                os.close(fd)  # the handle is enough
+            else:
+                fds[i] = fd  # the handle is the descriptor: it stays open
+            words[i] = (h.a, h.b, h.c | h.d << 32)
+
+        try:
+            if n < 64:
+                for i in range(n):
+                    one(i)
+            else:
+                from concurrent.futures import ThreadPoolExecutor
+                with ThreadPoolExecutor(min(16, os.cpu_count() or 1)) as ex:
+                    for _ in ex.map(one, range(n), chunksize=256):
+                        pass
+        finally:
+            self._fds = [fd for fd in fds if fd is not None]
+        return words, sizes
 
     def __enter__(self):
         return self
@@ -117,6 +138,12 @@ class SampleReader:
             buf = ret
         self._regs[t.data_ptr()] = (t, buf)
         return t
+
+    def release(self, t):
+        """End the registration of a tensor from empty() (it stays usable as a tensor)."""
+        reg = self._regs.pop(t.data_ptr(), None)
+        if reg is not None and reg[1].target != _lib.TARGET_HOST:
+            reg[1].unregister()
 
     def _buffer_for(self, out, nbytes):
         """(Buffer, copy-back target or None) for placing nbytes into out."""
@@ -262,14 +289,16 @@ class Batch:
 def batches(files, batch_size, *, sample_bytes, device="cpu", shuffle=True, seed=None,
             drop_last=False, epochs=1, depth=2):
     """Yield Batch objects of batch_size whole files (each up to sample_bytes) read
-    through a SampleReader, the next batch read in a thread while the current one is
+    through a SampleReader (files: paths, or a SampleReader made before, which is reused
+    and left open; device is then the reader's), the next batch read in a thread while the current one is
     used. A batch's data stays valid until depth - 1 further batches have been taken
     (clone() it to keep it longer); on a GPU, the work queued on the current stream when
     the next batch is asked for is waited for before its memory is filled again."""
     torch = _torch()
     if batch_size < 1 or sample_bytes < 1 or depth < 1:
         raise ValueError("dmafs: batch_size, sample_bytes and depth must be >= 1")
-    reader = SampleReader(files, device)
+    own = not isinstance(files, SampleReader)
+    reader = SampleReader(files, device) if own else files
     n = len(reader)
     bufs = [reader.empty((batch_size, sample_bytes)) for _ in range(depth)]
     gen = torch.Generator()
@@ -336,7 +365,10 @@ def batches(files, batch_size, *, sample_bytes, device="cpu", shuffle=True, seed
         for s in range(depth):
             todo.put((s, None))
         th.join()
-        reader.close()
+        for t in bufs:
+            reader.release(t)
+        if own:
+            reader.close()
 
 
 def SampleDataset(*args, **kwargs):
