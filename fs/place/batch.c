@@ -136,6 +136,7 @@ struct bpiece {
 	uint32_t at;	 /* where the piece's first byte is in its slot */
 	uint32_t op0, nops; /* its member reads: op[op0 .. op0 + nops) */
 	uint32_t left;	 /* reads not yet arrived */
+	int ready;	 /* read (and checked) */
 	int delivered;
 };
 
@@ -165,6 +166,9 @@ struct batch {
 	size_t nop, opcap, opfcap, oppcap;
 	int slots[64];
 	unsigned nslots;
+	/* per slot of the round: its pieces pc[first .. first + n), those not yet ready */
+	uint32_t slot_first[64], slot_n[64], slot_left[64];
+	int slot_out[64];	/* copied out */
 	char *cs;	 /* checksum blocks of the round's reads (verify) */
 	size_t cscap;
 	int err;	 /* a failure of the whole request (client memory, device) */
@@ -324,6 +328,8 @@ static int take_slot(struct batch *B)
 		int s = stage_take(B->st, B->nslots, parts);
 
 		if (s >= 0) {
+			B->slot_n[B->nslots] = 0;
+			B->slot_out[B->nslots] = 0;
 			B->slots[B->nslots++] = s;
 			return 1;
 		}
@@ -374,6 +380,8 @@ static int build_round(struct batch *B, unsigned maxops)
 		}
 		if (dm_grow(&B->pc, &B->pccap, B->npc + 1, sizeof(*B->pc), 64))
 			return -ENOMEM;
+		if (B->slot_n[B->nslots - 1]++ == 0)
+			B->slot_first[B->nslots - 1] = (uint32_t)B->npc;
 		B->pc[B->npc] = (struct bpiece){ .e = i, .len = (uint32_t)len, .off = off,
 						 .dst = e->buffer_offset + B->eoff,
 						 .slot = B->nslots - 1, .at = (uint32_t)(at + off % g) };
@@ -401,37 +409,69 @@ static void piece_fail(struct batch *B, uint32_t piece, int err)
 		e->result = err;
 }
 
-/* Copy piece @k out of its slot: into the client's pages, or queued to the device. */
-static int deliver(struct batch *B, size_t k)
+/* Copy @len bytes at @src (slot memory) to buffer offset @dst: the client's pages, or
+ * queued to the device. */
+static int copy_out(struct batch *B, const char *src, uint64_t dst, uint64_t len)
 {
-	const struct bpiece *q = &B->pc[k];
-	const char *src = stage_mem(B->st, (unsigned)B->slots[q->slot]) + q->at;
 	struct reg *r = B->r;
 
 	if (!B->gpu)
-		return usermem_copy(r->base + q->dst, src, q->len);
-	return gpu_copy_htod_async(r->gpu, r->dev, r->base + q->dst, src, q->len, B->stream) ? -ENODEV : 0;
+		return usermem_copy(r->base + dst, src, len);
+	return gpu_copy_htod_async(r->gpu, r->dev, r->base + dst, src, len, B->stream) ? -ENODEV : 0;
 }
 
-/* A piece whose reads (and checksum reads) have all arrived: checked, then delivered. */
+/*
+ * Copy out the ready pieces of slot @s, pieces adjacent both in the slot and in the buffer
+ * in one copy (samples packed one after another: one device copy per slot, not per sample).
+ */
+static void slot_out(struct batch *B, unsigned s)
+{
+	const char *mem = stage_mem(B->st, (unsigned)B->slots[s]), *src = NULL;
+	uint64_t dst = 0, len = 0;
+	int ret = 0;
+
+	B->slot_out[s] = 1;
+	for (uint32_t k = B->slot_first[s]; k < B->slot_first[s] + B->slot_n[s] && !ret; k++) {
+		struct bpiece *q = &B->pc[k];
+		int ok = q->ready && !B->b->e[q->e].result;
+
+		if (ok && len && mem + q->at == src + len && q->dst == dst + len) {
+			len += q->len;
+		} else {
+			if (len)
+				ret = copy_out(B, src, dst, len);
+			len = 0;
+			if (ok) {
+				src = mem + q->at;
+				dst = q->dst;
+				len = q->len;
+			}
+		}
+		q->delivered = ok;
+	}
+	if (len && !ret)
+		ret = copy_out(B, src, dst, len);
+	if (ret && !B->err)
+		B->err = ret; /* the client's memory or the device: the whole request fails */
+}
+
+/* A piece whose reads (and checksum reads) have all arrived: checked; its slot copied out
+ * once every piece there is ready. */
 static void piece_done(struct batch *B, uint32_t k)
 {
-	const struct bpiece *q = &B->pc[k];
+	struct bpiece *q = &B->pc[k];
 	const struct inode *ip = B->f[B->fidx[q->e]].ip;
 	size_t nd = B->nop;
-	int ret;
 
+	q->ready = 1;
 	for (uint32_t i = q->op0; B->verify && i < q->op0 + q->nops; i++)
 		if (fs_verify_read(B->fs, ip, &B->op[i], B->op[nd + i].buf, B->op_foff[i])) {
 			piece_fail(B, k, -EIO);
-			return;
+			q->ready = 0;
+			break;
 		}
-	if (B->b->e[q->e].result) /* another piece of its entry failed */
-		return;
-	ret = deliver(B, k);
-	if (ret && !B->err)
-		B->err = ret; /* the client's memory or the device: the whole request fails */
-	B->pc[k].delivered = 1;
+	if (--B->slot_left[q->slot] == 0 && !B->err)
+		slot_out(B, q->slot);
 }
 
 /* uring_rw_cb's: op @i has completed in full. */
@@ -489,6 +529,8 @@ static int run_round(struct batch *B)
 			total += cb - ca;
 		}
 	}
+	for (unsigned sl = 0; sl < B->nslots; sl++)
+		B->slot_left[sl] = B->slot_n[sl];
 	for (size_t k = 0; k < B->npc && !ret; k++) {
 		B->pc[k].left = B->pc[k].nops * (B->verify ? 2 : 1);
 		if (!B->pc[k].left) /* holes only: zeroed already */
@@ -506,8 +548,12 @@ static int run_round(struct batch *B)
 			piece_fail(B, k, -EIO);
 		}
 	}
+	/* slots a failed read kept back: their good pieces go out now */
+	for (unsigned sl = 0; sl < B->nslots && !ret && !B->err; sl++)
+		if (!B->slot_out[sl])
+			slot_out(B, sl);
 	for (size_t k = 0; k < B->npc && !ret && !B->err; k++)
-		if (!B->pc[k].delivered)
+		if (!B->pc[k].delivered && !B->b->e[B->pc[k].e].result)
 			piece_fail(B, (uint32_t)k, -EIO);
 	if (B->gpu && gpu_stream_sync(B->r->gpu, B->r->dev, B->stream) && !B->err)
 		B->err = -ENODEV;

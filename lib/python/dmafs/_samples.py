@@ -287,84 +287,90 @@ class Batch:
 
 
 def batches(files, batch_size, *, sample_bytes, device="cpu", shuffle=True, seed=None,
-            drop_last=False, epochs=1, depth=2):
+            drop_last=False, epochs=1, depth=4, workers=3):
     """Yield Batch objects of batch_size whole files (each up to sample_bytes) read
     through a SampleReader (files: paths, or a SampleReader made before, which is reused
-    and left open; device is then the reader's), the next batch read in a thread while the current one is
-    used. A batch's data stays valid until depth - 1 further batches have been taken
-    (clone() it to keep it longer); on a GPU, the work queued on the current stream when
-    the next batch is asked for is waited for before its memory is filled again."""
+    and left open; device is then the reader's). workers threads each keep a request in
+    the daemon (its placement threads serve up to place_threads_user requests of one user
+    at once: 3 by default), filling depth buffers (at least workers + 1) in turn; batches
+    come in order. A batch's data stays valid until depth - 1 further batches have been
+    taken (clone() it to keep it longer); on a GPU, the work queued on the current stream
+    when the next batch is asked for is waited for before its memory is filled again."""
     torch = _torch()
-    if batch_size < 1 or sample_bytes < 1 or depth < 1:
-        raise ValueError("dmafs: batch_size, sample_bytes and depth must be >= 1")
+    if batch_size < 1 or sample_bytes < 1 or depth < 1 or workers < 1:
+        raise ValueError("dmafs: batch_size, sample_bytes, depth and workers must be >= 1")
+    depth = max(depth, workers + 1)
     own = not isinstance(files, SampleReader)
     reader = SampleReader(files, device) if own else files
     n = len(reader)
-    bufs = [reader.empty((batch_size, sample_bytes)) for _ in range(depth)]
     gen = torch.Generator()
     gen.manual_seed(seed if seed is not None else int.from_bytes(os.urandom(8), "little") >> 1)
     gpu = reader.target != _lib.TARGET_HOST
-
-    def order():
-        for _ in range(epochs):
-            perm = torch.randperm(n, generator=gen) if shuffle else torch.arange(n)
-            stop = n - n % batch_size if drop_last else n
-            for i in range(0, stop, batch_size):
-                yield perm[i:i + batch_size]
-
-    todo = queue.Queue()
-    done = queue.Queue()
-    stop = False
+    order = []
+    for _ in range(epochs):
+        perm = torch.randperm(n, generator=gen) if shuffle else torch.arange(n)
+        stop_at = n - n % batch_size if drop_last else n
+        order += [perm[i:i + batch_size] for i in range(0, stop_at, batch_size)]
+    bufs = []
+    free = [queue.Queue() for _ in range(depth)]  # per buffer: the consumer's event, or None
+    ready = {}
+    cond = threading.Condition()
+    state = {"stop": False}
     cols = torch.arange(sample_bytes, device=reader.dev)
 
-    def worker():
-        nonlocal stop
+    def worker(j):
         try:
-            for k, ix in enumerate(order()):
-                slot, event = todo.get()
-                if event is not None:
-                    event.synchronize()
-                out = bufs[slot]
-                if ix.numel() < batch_size:
-                    out = out[:ix.numel()]
-                if stop:
-                    break
+            for k in range(j, len(order), workers):
+                ev = free[k % depth].get()
+                if state["stop"]:
+                    return
+                if ev is not None:
+                    ev.synchronize()
+                ix = order[k]
+                out = bufs[k % depth][:ix.numel()]
                 lens = reader.read_into(out, ix, stride=sample_bytes)
                 if bool((lens < sample_bytes).any()):  # zero what the samples did not fill
-                    pad = cols >= lens.to(cols.device)[:, None]
-                    out.masked_fill_(pad, 0)
-                done.put(Batch(out, lens, ix))
-            done.put(None)
+                    out.masked_fill_(cols >= lens.to(cols.device)[:, None], 0)
+                with cond:
+                    ready[k] = Batch(out, lens, ix)
+                    cond.notify_all()
         except BaseException as e:  # handed to the consumer
-            done.put(e)
+            with cond:
+                ready.setdefault("error", e)
+                cond.notify_all()
 
-    for s in range(depth):
-        todo.put((s, None))
-    th = threading.Thread(target=worker, name="dmafs-batches", daemon=True)
-    th.start()
+    threads = []
     try:
-        k = 0
-        while True:
-            b = done.get()
-            if b is None:
-                break
-            if isinstance(b, BaseException):
-                raise b
+        bufs = [reader.empty((batch_size, sample_bytes)) for _ in range(depth)]
+        for q in free:
+            q.put(None)
+        threads = [threading.Thread(target=worker, args=(j,), name=f"dmafs-batches-{j}",
+                                    daemon=True) for j in range(min(workers, len(order)))]
+        for t in threads:
+            t.start()
+        for k in range(len(order)):
+            with cond:
+                while k not in ready and "error" not in ready:
+                    cond.wait()
+                if "error" in ready:
+                    raise ready["error"]
+                b = ready.pop(k)
             yield b
-            # the consumer asks for the next one: its buffer may be filled again after
+            # the consumer asks for the next one: this buffer may be filled again after
             # the work queued on it so far
             ev = None
             if gpu:
                 ev = torch.cuda.Event()
                 ev.record(torch.cuda.current_stream(reader.dev))
-            todo.put((k % depth, ev))
-            k += 1
+            free[k % depth].put(ev)
     finally:
-        # unblock the worker and wait for it before the memory goes
-        stop = True
-        for s in range(depth):
-            todo.put((s, None))
-        th.join()
+        # stop the workers and wait for them before the memory goes
+        state["stop"] = True
+        for q in free:
+            for _ in range(workers):
+                q.put(None)
+        for t in threads:
+            t.join()
         for t in bufs:
             reader.release(t)
         if own:
