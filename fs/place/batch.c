@@ -172,6 +172,7 @@ struct batch {
 	char *cs;	 /* checksum blocks of the round's reads (verify) */
 	size_t cscap;
 	int err;	 /* a failure of the whole request (client memory, device) */
+	uint64_t t_build, t_io, t_out, t_sync; /* ns spent, for the verbose log line */
 };
 
 static int by_file(const void *a, const void *b, void *arg)
@@ -427,7 +428,7 @@ static int copy_out(struct batch *B, const char *src, uint64_t dst, uint64_t len
 static void slot_out(struct batch *B, unsigned s)
 {
 	const char *mem = stage_mem(B->st, (unsigned)B->slots[s]), *src = NULL;
-	uint64_t dst = 0, len = 0;
+	uint64_t dst = 0, len = 0, t = dm_mono_ns();
 	int ret = 0;
 
 	B->slot_out[s] = 1;
@@ -451,6 +452,7 @@ static void slot_out(struct batch *B, unsigned s)
 	}
 	if (len && !ret)
 		ret = copy_out(B, src, dst, len);
+	B->t_out += dm_mono_ns() - t;
 	if (ret && !B->err)
 		B->err = ret; /* the client's memory or the device: the whole request fails */
 }
@@ -536,8 +538,12 @@ static int run_round(struct batch *B)
 		if (!B->pc[k].left) /* holes only: zeroed already */
 			piece_done(B, (uint32_t)k);
 	}
-	if (!ret && nd)
+	if (!ret && nd) {
+		uint64_t t = dm_mono_ns();
+
 		uring_rw_cb(B->op, B->verify ? 2 * nd : nd, op_done, B);
+		B->t_io += dm_mono_ns() - t;
+	}
 	/* what did not arrive whole: a member read failed (logged), or the ring did */
 	for (size_t i = 0; i < nd && !ret; i++) {
 		int err = B->op[i].res ? B->op[i].res : B->verify ? B->op[nd + i].res : 0;
@@ -555,8 +561,13 @@ static int run_round(struct batch *B)
 	for (size_t k = 0; k < B->npc && !ret && !B->err; k++)
 		if (!B->pc[k].delivered && !B->b->e[B->pc[k].e].result)
 			piece_fail(B, (uint32_t)k, -EIO);
-	if (B->gpu && gpu_stream_sync(B->r->gpu, B->r->dev, B->stream) && !B->err)
-		B->err = -ENODEV;
+	{
+		uint64_t t = dm_mono_ns();
+
+		if (B->gpu && gpu_stream_sync(B->r->gpu, B->r->dev, B->stream) && !B->err)
+			B->err = -ENODEV;
+		B->t_sync += dm_mono_ns() - t;
+	}
 	put_slots(B);
 	return ret ? ret : B->err;
 }
@@ -607,7 +618,10 @@ static int batch_io(struct batch *B)
 			ret = -EINTR;
 			break;
 		}
+		uint64_t t = dm_mono_ns();
+
 		ret = build_round(B, BATCH_ROUND_OPS);
+		B->t_build += dm_mono_ns() - t;
 		if (ret <= 0) {
 			put_slots(B);
 			break;
@@ -648,7 +662,10 @@ int place_batch(struct place *pl, const struct place_caller *c, struct dmafs_ioc
 	for (unsigned m = 0; m < pl->fs->n; m++)
 		B.gran = MAX(B.gran, pl->fs->members[m].lbs);
 	share_enter(&pl->share, c->uid);
+	uint64_t t_hold = dm_mono_ns();
+
 	ret = batch_hold(&B, start);
+	t_hold = dm_mono_ns() - t_hold;
 	if (!ret)
 		ret = batch_io(&B);
 	share_leave(&pl->share, c->uid);
@@ -667,5 +684,11 @@ int place_batch(struct place *pl, const struct place_caller *c, struct dmafs_ioc
 	b->failed = failed;
 	b->path = B.gpu ? DMAFS_PATH_STAGED : DMAFS_PATH_HOST;
 	b->elapsed_ns = dm_mono_ns() - t0;
+	log_debug("batch of %u samples (%u files) for pid %d: %llu bytes in %llu us: hold %llu, "
+		  "build %llu, reads %llu (of which copies out %llu), device sync %llu",
+		  b->count, B.nf, (int)c->tgid, (unsigned long long)bytes,
+		  (unsigned long long)b->elapsed_ns / 1000, (unsigned long long)t_hold / 1000,
+		  (unsigned long long)B.t_build / 1000, (unsigned long long)B.t_io / 1000,
+		  (unsigned long long)B.t_out / 1000, (unsigned long long)B.t_sync / 1000);
 	return 0;
 }

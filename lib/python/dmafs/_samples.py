@@ -21,7 +21,6 @@ descriptors stay open and every sample is a pread (SlowPathWarning says so once)
 
 import ctypes
 import os
-import queue
 import threading
 import warnings
 
@@ -50,6 +49,7 @@ class SampleReader:
         self._pid = os.getpid()
         self._fds = []
         self._regs = {}  # data_ptr -> (tensor, Buffer): memory from empty(), registered once
+        self._pool = {}  # (shape, dtype) -> [tensor]: given back by batches(), for the next
         self._stage = None  # host Buffer for a CPU tensor not from empty() (a copy)
         self._warned_copy = self._warned_posix = False
         self.session = _lib.Session(os.path.dirname(os.path.abspath(self.files[0])) or "/")
@@ -138,6 +138,15 @@ class SampleReader:
             buf = ret
         self._regs[t.data_ptr()] = (t, buf)
         return t
+
+    def _take(self, shape, dtype):
+        """A registered tensor of shape from the pool, or a new one from empty()."""
+        free = self._pool.get((shape, dtype))
+        return free.pop() if free else self.empty(shape, dtype)
+
+    def _give(self, t):
+        """Back into the pool (still registered: registering costs a GPU IPC round trip)."""
+        self._pool.setdefault((tuple(t.shape), t.dtype), []).append(t)
 
     def release(self, t):
         """End the registration of a tensor from empty() (it stays usable as a tensor)."""
@@ -261,6 +270,7 @@ class SampleReader:
             if buf.target != _lib.TARGET_HOST:
                 buf.unregister()
         self._regs = {}
+        self._pool = {}
         if self._stage is not None:
             self._stage.unregister()
             self._stage = None
@@ -312,7 +322,9 @@ def batches(files, batch_size, *, sample_bytes, device="cpu", shuffle=True, seed
         stop_at = n - n % batch_size if drop_last else n
         order += [perm[i:i + batch_size] for i in range(0, stop_at, batch_size)]
     bufs = []
-    free = [queue.Queue() for _ in range(depth)]  # per buffer: the consumer's event, or None
+    # freed[k]: batch k may fill its buffer (k % depth): the consumer has moved past batch
+    # k - depth (value: the event behind the work it queued on it, or None)
+    freed = {k: None for k in range(depth)}
     ready = {}
     cond = threading.Condition()
     state = {"stop": False}
@@ -321,9 +333,12 @@ def batches(files, batch_size, *, sample_bytes, device="cpu", shuffle=True, seed
     def worker(j):
         try:
             for k in range(j, len(order), workers):
-                ev = free[k % depth].get()
-                if state["stop"]:
-                    return
+                with cond:
+                    while k not in freed and not state["stop"]:
+                        cond.wait()
+                    if state["stop"]:
+                        return
+                    ev = freed.pop(k)
                 if ev is not None:
                     ev.synchronize()
                 ix = order[k]
@@ -341,9 +356,7 @@ def batches(files, batch_size, *, sample_bytes, device="cpu", shuffle=True, seed
 
     threads = []
     try:
-        bufs = [reader.empty((batch_size, sample_bytes)) for _ in range(depth)]
-        for q in free:
-            q.put(None)
+        bufs = [reader._take((batch_size, sample_bytes), torch.uint8) for _ in range(depth)]
         threads = [threading.Thread(target=worker, args=(j,), name=f"dmafs-batches-{j}",
                                     daemon=True) for j in range(min(workers, len(order)))]
         for t in threads:
@@ -362,17 +375,18 @@ def batches(files, batch_size, *, sample_bytes, device="cpu", shuffle=True, seed
             if gpu:
                 ev = torch.cuda.Event()
                 ev.record(torch.cuda.current_stream(reader.dev))
-            free[k % depth].put(ev)
+            with cond:
+                freed[k + depth] = ev
+                cond.notify_all()
     finally:
         # stop the workers and wait for them before the memory goes
-        state["stop"] = True
-        for q in free:
-            for _ in range(workers):
-                q.put(None)
+        with cond:
+            state["stop"] = True
+            cond.notify_all()
         for t in threads:
             t.join()
         for t in bufs:
-            reader.release(t)
+            reader._give(t)  # a reused reader's next batches() takes them again
         if own:
             reader.close()
 
