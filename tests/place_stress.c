@@ -5,7 +5,8 @@
  * not write. A writer process rewrites a file over and over (sometimes truncating it to 0
  * first, sometimes rewriting a random range, sometimes punching a hole), every 512-byte
  * sector stamped with (magic, version, its own file offset); placer processes place the
- * whole file to EOF into host buffers filled with 0xEE before each call, and check every
+ * whole file to EOF (or its extents as the samples of one batch, dmafs_place_batch)
+ * into host buffers filled with 0xEE before each call, and check every
  * sector of the bytes reported: a stamp of this sector whole, or zeros (cut off, or a
  * hole). A prefetcher fills the warm tier meanwhile when the mount has one.
  *
@@ -182,6 +183,12 @@ static void placer(const char *mnt, const char *path, int k)
 		perror("place_stress: placer open");
 		_exit(1);
 	}
+	struct dmafs_handle h;
+
+	if ((ret = dmafs_handle_get(s, fd, &h))) {
+		fprintf(stderr, "place_stress: placer %d: a batch handle: %s\n", k, dmafs_strerror(ret));
+		_exit(1);
+	}
 	srandom((unsigned)getpid());
 	while (!sh->stop) {
 		/* at a buffer offset congruent with the file's (read straight into these pages)
@@ -209,7 +216,21 @@ static void placer(const char *mnt, const char *path, int k)
 			}
 		}
 		memset(p, FILL, fsize + 8192);
-		if (random() % 4 == 0) { /* the whole file by path: opened, sized and closed */
+		if (random() % 4 == 1) { /* the same extents as samples of one batch */
+			struct dmafs_sample sm[4];
+			uint64_t end = fsize;
+
+			for (int i = 0; i < n; i++) {
+				uint64_t l = ev[i].length == DMAFS_TO_EOF ? end - ev[i].file_offset : ev[i].length;
+
+				sm[i] = (struct dmafs_sample){ .file = h, .file_offset = ev[i].file_offset,
+							       .buffer_offset = ev[i].buffer_offset,
+							       .length = (uint32_t)l };
+			}
+			ret = dmafs_place_batch(b, sm, (size_t)n, &res);
+			for (int i = 0; i < n; i++)
+				ev[i].length = sm[i].length;
+		} else if (random() % 4 == 0) { /* the whole file by path: opened, sized and closed */
 			n = 1;
 			ret = dmafs_place_file(b, path, boff, &res);
 			ev[0] = (struct dmafs_extent){ .file_offset = 0, .length = res.bytes,
