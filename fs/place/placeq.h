@@ -19,7 +19,7 @@ struct placeq_job {
 };
 
 /* Requests of one user that may wait at a time by default (-EAGAIN beyond; mount option
- * place_queue): a queued placement holds its 12 KiB request in the daemon. */
+ * place_queue): a queued placement holds its request (up to 16 KiB) in the daemon. */
 #define PLACEQ_PER_USER 256
 
 /*
