@@ -74,7 +74,7 @@ struct dmafs_buf {
 };
 #define BUF_DEAD 0x80000000u
 
-/* session.c */
+/* session-ops.c */
 /* Issue an ioctl on the session descriptor; retries EINTR. Returns 0 or -errno. */
 int session_ioctl(struct dmafs_session *s, unsigned long cmd, void *arg);
 void session_link(struct dmafs_session *s, struct dmafs_buf *b);
