@@ -230,7 +230,8 @@ def main(argv):
                 continue
             for gt in GROUPS[:GRANK[gf]]:  # the groups above the caller's
                 for target in sorted(owners.get(gt, {}).get(s, ())):
-                    bad.append(f"{logical} calls {s}, defined only in {target}: {gf}/ is below {gt}/")
+                    bad.append(f"{logical} calls {s}, defined only in {target}: "
+                               f"{gf}/ is below {gt}/")
 
     # includes
     inc = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
@@ -258,7 +259,8 @@ def main(argv):
         no = sum(1 for k in objs if group_of(k) == g)
         ns = sum(1 for k in srcs if group_of(k) == g)
         ne = sum(len(v) for k, v in edges.items() if group_of(k) == g)
-        print(f"layers: {g}/: {no} objects, {ns} sources, {ne} file-to-file calls: all go down, no cycles")
+        print(f"layers: {g}/: {no} objects, {ns} sources, {ne} file-to-file calls: "
+              "all go down, no cycles")
     return 0
 
 
