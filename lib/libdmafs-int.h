@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libdmafs-int.h - what the files of libdmafs share: the session and buffer structs and
- * the internal calls between session.c, buf.c, place.c and mountinfo.c.
+ * the internal calls between session.c, session-ops.c, buf.c, place.c and mountinfo.c.
  */
 #ifndef DMAFS_LIBDMAFS_INT_H
 #define DMAFS_LIBDMAFS_INT_H

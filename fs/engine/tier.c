@@ -158,7 +158,7 @@ static struct tier_seg *pick(struct tier *t)
  * The segment a run of fills starts in where the whole tier is pinned: the lowest empty
  * one, one with memory first, so that placements filling at once each take chunks one
  * after another in memory (a warm placement copies such a run to the device at once:
- * join_hits in pipeline.c); else as pick(). Under lock.
+ * join_hits in pipeline-build.c); else as pick(). Under lock.
  */
 static struct tier_seg *pick_run(struct tier *t)
 {
