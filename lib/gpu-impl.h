@@ -3,7 +3,7 @@
  * gpu-impl.h - what each runtime shim (gpu-cuda.c, gpu-hip.c) gives gpu.c: the library to
  * open, the entry points to look up, how to start the runtime, and one call per gpu.h
  * operation. Everything the two runtimes do alike (loading once, device checks, making
- * a device current before a call) lives in gpu.c.
+ * a device current before a call) lives in gpu.c, the log of failed calls in gpu-log.c.
  */
 #ifndef DMAFS_GPU_IMPL_H
 #define DMAFS_GPU_IMPL_H
@@ -94,7 +94,10 @@ struct gpu {
 	const struct gpu_ops *ops;
 };
 
-/* Report a failed runtime call (to the daemon log, or stderr when DMAFS_DEBUG is set). */
+/*
+ * Report a failed runtime call (to the daemon log, or stderr when DMAFS_DEBUG is set);
+ * gpu-log.c.
+ */
 void gpu_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

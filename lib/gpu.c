@@ -1,37 +1,18 @@
 // SPDX-License-Identifier: MIT
 /*
- * gpu.c - what CUDA and HIP have in common: opening the runtime once, device checks,
- * making the device current before each call, and the log of failed calls. The runtime
- * calls themselves are in gpu-cuda.c and gpu-hip.c (gpu-impl.h).
+ * gpu.c - what CUDA and HIP have in common: opening the runtime once, device checks and
+ * making the device current before each call. The runtime calls themselves are in
+ * gpu-cuda.c and gpu-hip.c (gpu-impl.h); the log of failed calls is gpu-log.c.
  */
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dmafs.h"
 #include "gpu-impl.h"
-
-static void (*log_hook)(const char *msg);
-
-void gpu_log(const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	if (log_hook)
-		log_hook(msg);
-	else if (getenv("DMAFS_DEBUG"))
-		fprintf(stderr, "libdmafs: %s\n", msg);
-}
-
-void gpu_set_log(void (*fn)(const char *msg)) { log_hook = fn; }
 
 /* The shim of @target, or NULL with the reason in @why (not built, or no such target). */
 static const struct gpu_runtime *runtime(int target, char *why, size_t whylen)

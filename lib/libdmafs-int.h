@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libdmafs-int.h - what the files of libdmafs share: the session and buffer structs and
- * the internal calls between session.c, buf.c, place.c and mountinfo.c.
+ * the internal calls between session.c, session-ops.c, buf.c, place.c and mountinfo.c.
  */
 #ifndef DMAFS_LIBDMAFS_INT_H
 #define DMAFS_LIBDMAFS_INT_H
@@ -74,7 +74,7 @@ struct dmafs_buf {
 };
 #define BUF_DEAD 0x80000000u
 
-/* session.c */
+/* session-ops.c */
 /* Issue an ioctl on the session descriptor; retries EINTR. Returns 0 or -errno. */
 int session_ioctl(struct dmafs_session *s, unsigned long cmd, void *arg);
 void session_link(struct dmafs_session *s, struct dmafs_buf *b);

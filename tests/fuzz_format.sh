@@ -12,7 +12,7 @@
 # A long run with libFuzzer and AddressSanitizer (clang; the core built with clang too):
 #     clang -g -O1 -fsanitize=fuzzer,address,undefined -DFUZZING -D_GNU_SOURCE \
 #         -DFUSE_USE_VERSION=312 -Ifs -Ilib $(pkg-config --cflags fuse3) tests/fuzz_format.c \
-#         $(ls fs/*/*.c | grep -v fs/daemon/main.c) lib/gpu.c lib/populate.c \
+#         $(ls fs/*/*.c | grep -v fs/daemon/main.c) lib/gpu.c lib/gpu-log.c lib/populate.c \
 #         -luring -lxxhash -lpthread -ldl -lmount -o fuzz_fmt
 #     tests/fuzz_format -c corpus              # seed corpus from the driver
 #     ./fuzz_fmt -max_len=16384 -timeout=10 -rss_limit_mb=4096 -max_total_time=3600 corpus

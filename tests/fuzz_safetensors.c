@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * Description: fuzz target for the safetensors header and index parsers (lib/st-parse.c):
+ * Description: fuzz target for the safetensors header and index parsers (lib/st-parse.c,
+ * lib/st-json.c):
  * any input is refused cleanly (-EINVAL/-ENOMEM with a message) or parsed into entries
  * that satisfy every rule the parser promises; a crash, a sanitizer report or an abort on
  * a broken invariant is a finding.
@@ -12,7 +13,7 @@
  *
  * libFuzzer (clang), a long run:
  *     clang -g -O1 -fsanitize=fuzzer,address,undefined -DFUZZING -Ilib \
- *         tests/fuzz_safetensors.c lib/st-parse.c -o fuzz_st
+ *         tests/fuzz_safetensors.c lib/st-parse.c lib/st-json.c -o fuzz_st
  *     tests/fuzz_safetensors.sh --corpus corpus     # seed corpus: valid + malformed
  *     ./fuzz_st -max_len=65536 -timeout=10 -rss_limit_mb=4096 -jobs=16 corpus
  * (-max_total_time=3600 for an hour; crashes land in crash-* files: run one again with

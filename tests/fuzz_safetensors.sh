@@ -10,7 +10,7 @@
 #
 # A long run with libFuzzer and AddressSanitizer (clang):
 #     clang -g -O1 -fsanitize=fuzzer,address,undefined -DFUZZING -Ilib \
-#         tests/fuzz_safetensors.c lib/st-parse.c -o fuzz_st
+#         tests/fuzz_safetensors.c lib/st-parse.c lib/st-json.c -o fuzz_st
 #     tests/fuzz_safetensors.sh --corpus corpus
 #     ./fuzz_st -max_len=65536 -timeout=10 -rss_limit_mb=4096 -max_total_time=3600 corpus
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"

@@ -1,16 +1,31 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""layers.py - the daemon's folders are layers, and calls and includes only go down.
+"""layers.py - the daemon's folders are layers, calls and includes only go down, and no
+files depend on each other, in fs/, lib/ and tools/.
+
+The tree is three groups, highest first (GROUPS): tools/ (the programs), fs/ (the daemon,
+whose core library the tools link) and lib/ (libdmafs and the GPU shims, which the daemon
+and the tools use). A file may call functions of, and include headers from, its own group
+and the groups below it: a lib/ object never needs a symbol defined only in fs/ or tools/,
+an fs/ object never one defined only in tools/.
 
 fs/ holds one folder per layer, highest first (LAYERS). A file may call functions of, and
-include headers from, its own folder and the folders below it; and no two files may depend
-on each other, even through others (a cycle among files). Calls are read from the object
-files' symbols (nm: what each defines, what it needs); includes from the sources.
+include headers from, its own folder and the folders below it.
+
+In every group, no two files may depend on each other, even through others (a cycle among
+files). Calls are read from the object files' symbols (nm: what each defines, what it
+needs); includes from the sources. A symbol is looked up in the caller's own group first.
+
+Objects: fs/LAYER/NAME.o; lib/.libs/*.o, the libtool objects of libdmafs and of the
+convenience library libdmafsgpu (named libdmafsgpu_la-NAME.o), and lib/*.o; tools/*.o,
+those built with a program's own flags named PROGRAM-NAME.o. Each counts as the source it
+was built from (lib/NAME.c, tools/NAME.c); one source built twice is one file.
 
 usage: layers.py SRCDIR [LOGICAL=OBJECT ...] [--src LOGICAL=FILE ...]
-With no object arguments, every fs/**/*.o under the build tree (cwd) is checked against
-the sources under SRCDIR. Extra LOGICAL=OBJECT and --src LOGICAL=FILE pairs add objects or
-sources as if they were at fs/LOGICAL (tests/layers.sh plants violations that way).
+With no object arguments, the objects above under the build tree (cwd) are checked
+against the sources under SRCDIR. Extra LOGICAL=OBJECT and --src LOGICAL=FILE pairs add
+objects or sources as if they were at LOGICAL (fs/store/x.c, lib/x.c, tools/x.c;
+tests/layers.sh plants violations that way).
 Exit 0: layered; 1: a violation (each one printed); 2: usage or a tool failed.
 """
 import os
@@ -18,8 +33,16 @@ import re
 import subprocess
 import sys
 
+GROUPS = ["tools", "fs", "lib"]
+GRANK = {name: i for i, name in enumerate(GROUPS)}
 LAYERS = ["daemon", "fuse", "place", "engine", "store", "io", "format", "util"]
 RANK = {name: i for i, name in enumerate(LAYERS)}
+MIN_OBJS = {"fs": 10, "lib": 5, "tools": 5}
+
+
+def group_of(logical):
+    g = logical.split("/")[0]
+    return g if g in GRANK else None
 
 
 def layer_of(logical):
@@ -45,7 +68,7 @@ def symbols(obj):
     return defined, needed
 
 
-def find_objects(srcdir):
+def find_fs_objects(srcdir):
     objs = {}
     for layer in LAYERS:
         d = os.path.join("fs", layer)
@@ -57,7 +80,26 @@ def find_objects(srcdir):
             if name.endswith(".o"):
                 src = os.path.join(srcdir, d, name[:-2] + ".c")
                 if os.path.exists(src):
-                    objs[f"fs/{layer}/{name[:-2]}.c"] = os.path.join(d, name)
+                    objs[f"fs/{layer}/{name[:-2]}.c"] = [os.path.join(d, name)]
+    return objs
+
+
+def find_flat_objects(srcdir, folder, dirs):
+    """Objects of the sources directly in @folder (lib, tools), found in @dirs of the
+    build tree: NAME.o, or TARGET-NAME.o (a program's or convenience library's own
+    flags), as the source folder/NAME.c. Test programs' copies (tests_*) are left out."""
+    objs = {}
+    for d in dirs:
+        if not os.path.isdir(d):
+            continue
+        for name in sorted(os.listdir(d)):
+            if not name.endswith(".o") or name.startswith("tests_"):
+                continue
+            stem = name[:-2]
+            for cand in [stem] + [stem[i + 1:] for i, c in enumerate(stem) if c == "-"]:
+                if os.path.exists(os.path.join(srcdir, folder, cand + ".c")):
+                    objs.setdefault(f"{folder}/{cand}.c", []).append(os.path.join(d, name))
+                    break
     return objs
 
 
@@ -68,6 +110,11 @@ def find_sources(srcdir):
         for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
             if name.endswith((".c", ".h")):
                 srcs[f"fs/{layer}/{name}"] = os.path.join(d, name)
+    for folder in ("lib", "tools"):
+        d = os.path.join(srcdir, folder)
+        for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+            if name.endswith((".c", ".h")):
+                srcs[f"{folder}/{name}"] = os.path.join(d, name)
     return srcs
 
 
@@ -82,7 +129,7 @@ def cycles(edges):
         counter[0] += 1
         stack.append(v)
         on.add(v)
-        for w in edges.get(v, ()):
+        for w in sorted(edges.get(v, ())):
             if w not in index:
                 visit(w)
                 low[v] = min(low[v], low[w])
@@ -106,11 +153,23 @@ def cycles(edges):
     return out
 
 
+def include_group(srcdir, logical, name):
+    """The group of the header @name that @logical's #include "@name" finds, the way the
+    build's -I flags do (the source's own folder, then fs/, then lib/), or None."""
+    own = os.path.dirname(logical)
+    for base in (own, "fs", "lib"):
+        rel = os.path.normpath(os.path.join(base, name))
+        for root in (srcdir, "."):
+            if os.path.isfile(os.path.join(root, rel)):
+                return group_of(rel)
+    return None
+
+
 def main(argv):
     if len(argv) < 2:
         print(__doc__, file=sys.stderr)
         return 2
-    srcdir, objs, srcs = argv[1], None, None
+    srcdir = argv[1]
     extra_objs, extra_srcs = {}, {}
     args = argv[2:]
     while args:
@@ -120,50 +179,74 @@ def main(argv):
             extra_srcs[k] = v
         elif "=" in a:
             k, _, v = a.partition("=")
-            extra_objs[k] = v
+            extra_objs[k] = [v]
         else:
             print(f"layers: bad argument {a!r}", file=sys.stderr)
             return 2
-    objs = find_objects(srcdir)
+    objs = find_fs_objects(srcdir)
+    objs.update(find_flat_objects(srcdir, "lib", [os.path.join("lib", ".libs"), "lib"]))
+    objs.update(find_flat_objects(srcdir, "tools", ["tools"]))
     objs.update(extra_objs)
     srcs = find_sources(srcdir)
     srcs.update(extra_srcs)
-    if len(objs) < 10 or len(srcs) < 10:
-        print(f"layers: only {len(objs)} objects and {len(srcs)} sources found: run from the build tree after make", file=sys.stderr)
-        return 2
+    for g in GROUPS:
+        n = sum(1 for k in objs if group_of(k) == g)
+        if n < MIN_OBJS[g] or sum(1 for k in srcs if group_of(k) == g) < MIN_OBJS[g]:
+            print(f"layers: only {n} objects of {g}/ found: run from the build tree after make",
+                  file=sys.stderr)
+            return 2
     bad = []
     for logical in list(objs) + list(srcs):
-        if layer_of(logical) is None:
+        g = group_of(logical)
+        if g is None:
+            bad.append(f"{logical}: not in {', '.join(x + '/' for x in GROUPS)}")
+        elif g == "fs" and layer_of(logical) is None:
             bad.append(f"{logical}: not in a layer folder (fs/{{{','.join(LAYERS)}}}/)")
+        elif g != "fs" and logical.count("/") != 1:
+            bad.append(f"{logical}: not directly in {g}/")
 
-    # calls
-    owner, needs = {}, {}
-    for logical, obj in objs.items():
-        defined, needed = symbols(obj)
-        needs[logical] = needed
-        for s in defined:
-            owner[s] = logical
+    # calls: a symbol is looked up in the caller's own group first, then in the others
+    owners, needs = {}, {}
+    for logical, files in objs.items():
+        needs[logical] = set()
+        for obj in files:
+            defined, needed = symbols(obj)
+            needs[logical] |= needed
+            for s in defined:
+                owners.setdefault(group_of(logical), {}).setdefault(s, set()).add(logical)
     edges = {}
     for logical, needed in needs.items():
+        gf = group_of(logical)
+        if gf is None:
+            continue
         for s in sorted(needed):
-            target = owner.get(s)
-            if not target or target == logical:
+            own = owners.get(gf, {}).get(s, set()) - {logical}
+            if s in owners.get(gf, {}):
+                for target in sorted(own):
+                    edges.setdefault(logical, set()).add(target)
+                    lf, lt = layer_of(logical), layer_of(target)
+                    if lf and lt and RANK[lt] < RANK[lf]:
+                        bad.append(f"{logical} calls {s} of {target}: {lf} is below {lt}")
                 continue
-            edges.setdefault(logical, set()).add(target)
-            lf, lt = layer_of(logical), layer_of(target)
-            if lf and lt and RANK[lt] < RANK[lf]:
-                bad.append(f"{logical} calls {s} of {target}: {lf} is below {lt}")
+            for gt in GROUPS[:GRANK[gf]]:  # the groups above the caller's
+                for target in sorted(owners.get(gt, {}).get(s, ())):
+                    bad.append(f"{logical} calls {s}, defined only in {target}: "
+                               f"{gf}/ is below {gt}/")
 
     # includes
-    inc = re.compile(r'^\s*#\s*include\s+"([a-z]+)/([^"]+)"', re.M)
+    inc = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
     for logical, path in srcs.items():
-        lf = layer_of(logical)
+        gf, lf = group_of(logical), layer_of(logical)
         with open(path, encoding="utf-8", errors="replace") as f:
             text = f.read()
         for m in inc.finditer(text):
-            lt = m.group(1)
-            if lt in RANK and lf and RANK[lt] < RANK[lf]:
-                bad.append(f"{logical} includes {m.group(1)}/{m.group(2)}: {lf} is below {lt}")
+            name = m.group(1)
+            lt = name.split("/")[0] if "/" in name else None
+            if gf == "fs" and lt in RANK and lf and RANK[lt] < RANK[lf]:
+                bad.append(f"{logical} includes {name}: {lf} is below {lt}")
+            gt = include_group(srcdir, logical, name)
+            if gf and gt and GRANK[gt] < GRANK[gf]:
+                bad.append(f"{logical} includes {name} of {gt}/: {gf}/ is below {gt}/")
 
     for comp in cycles(edges):
         bad.append("files that depend on each other (a call cycle): " + " -> ".join(comp))
@@ -172,7 +255,12 @@ def main(argv):
         print("layers: " + b)
     if bad:
         return 1
-    print(f"layers: {len(objs)} objects, {len(srcs)} sources, {sum(len(v) for v in edges.values())} file-to-file calls: all go down, no cycles")
+    for g in GROUPS:
+        no = sum(1 for k in objs if group_of(k) == g)
+        ns = sum(1 for k in srcs if group_of(k) == g)
+        ne = sum(len(v) for k, v in edges.items() if group_of(k) == g)
+        print(f"layers: {g}/: {no} objects, {ns} sources, {ne} file-to-file calls: "
+              "all go down, no cycles")
     return 0
 
 

@@ -23,10 +23,10 @@
 #include <unistd.h>
 
 #include "common.h"
-#include "dmafs-load.h"
 #include "dmafs.h"
 #include "gpu.h"
 #include "json.h"
+#include "load-model.h"
 #include "tool.h"
 
 /* One buffer: the whole model, or one GPU's shards under --gpus. */

@@ -6,7 +6,7 @@
  *
  * The tier is one region of SIZE bytes cut into chunks of TIER_CHUNK bytes, each holding
  * the file bytes [idx * TIER_CHUNK, idx * TIER_CHUNK + valid) of one inode. The placement
- * pipeline (place/pipeline.c) looks pieces up here and fills whole chunks it reads from
+ * pipeline (place/pipeline.h) looks pieces up here and fills whole chunks it reads from
  * the members, after their checksums verify. Every change of a file's data invalidates
  * the chunks it touches (tier_invalidate, tier_forget); those calls cost one NULL check
  * when the tier is off, and one atomic load when the file has nothing in the tier.

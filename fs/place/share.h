@@ -3,7 +3,7 @@
  * share.h - the members' queue depth and a GPU's staging slots shared between users: the
  * placements and prefetches running now are counted per user, and each user's requests
  * together keep an equal part of the reads in flight that one request may have alone
- * (pipeline.c QD_PER_MEMBER) and of the device's staging slots (stage_take). A
+ * (pipeline-int.h QD_PER_MEMBER) and of the device's staging slots (stage_take). A
  * user placing without pause then slows another user's placement to about its fair share
  * (twice its time alone with two users), not to the share of its many requests.
  */

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * dmafs-load.h - what the two halves of dmafs-load share: options, the progress bar and
- * notices (dmafs-load.c, files) and the model mode (load-model.c).
+ * load-common.h - what dmafs-load's modes share (load-common.c): the options as main()
+ * parsed them, the layout constants, the progress bar, the notices on the path a
+ * placement took, and opening a session for a file. It needs nothing of the modes.
  */
-#ifndef DMAFS_LOAD_H
-#define DMAFS_LOAD_H
+#ifndef DMAFS_LOAD_COMMON_H
+#define DMAFS_LOAD_COMMON_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -53,8 +54,5 @@ int load_notice(const struct dmafs_caps *caps, int target, const char *tname, in
  * (/proc/self/fd/N): a file removed after it was opened still has its mount.
  */
 int load_session_open(const char *path, int fd, struct dmafs_session **s);
-
-/* load-model.c: the model mode. main() hands over every PATH; returns an exit status. */
-int load_models(const struct load_opt *opt, char **paths, int n);
 
 #endif
