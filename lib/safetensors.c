@@ -67,12 +67,12 @@ static int index_check(const struct dmafs_model *m, const struct st_index *ix,
 
 		st_quote(q, sizeof(q), ix->e[i].tensor);
 		if (k < 0)
-			return fail(err, errlen, -EINVAL,
+			return st_fail(err, errlen, -EINVAL,
 				    "%s: weight_map names tensor %s in %s, which does not hold it",
 				    ixshown, q, ix->e[i].file);
 		f = &m->f[m->t[k].file];
 		if (strcmp(f->name, ix->e[i].file))
-			return fail(err, errlen, -EINVAL,
+			return st_fail(err, errlen, -EINVAL,
 				    "%s: weight_map names tensor %s in %s, but it is in %s", ixshown,
 				    q, ix->e[i].file, f->shown);
 	}
@@ -94,7 +94,7 @@ static int index_check(const struct dmafs_model *m, const struct st_index *ix,
 			}
 			if (!hit) {
 				st_quote(q, sizeof(q), m->t[k].name);
-				return fail(err, errlen, -EINVAL,
+				return st_fail(err, errlen, -EINVAL,
 					    "%s: tensor %s is not in the weight_map of %s",
 					    m->f[m->t[k].file].shown, q, ixshown);
 			}
@@ -116,13 +116,13 @@ static int build(struct dmafs_model *m, char *err, size_t errlen)
 	m->t = calloc(m->nt ? m->nt : 1, sizeof(*m->t));
 	m->by_name = calloc(m->nt ? m->nt : 1, sizeof(*m->by_name));
 	if (!m->t || !m->by_name)
-		return fail(err, errlen, -ENOMEM, "out of memory for %zu tensors", m->nt);
+		return st_fail(err, errlen, -ENOMEM, "out of memory for %zu tensors", m->nt);
 	for (unsigned i = 0; i < m->nfiles; i++) {
 		struct mfile *f = &m->f[i];
 		uint64_t data = 8 + f->h.header_len;
 
 		if (off > UINT64_MAX - MODEL_ALIGN - f->size)
-			return fail(err, errlen, -EINVAL, "%s: the model is larger than 2^64 bytes",
+			return st_fail(err, errlen, -EINVAL, "%s: the model is larger than 2^64 bytes",
 				    f->shown);
 		f->base = off;
 		for (size_t e = 0; e < f->h.n; e++, k++) {
@@ -154,7 +154,7 @@ static int build(struct dmafs_model *m, char *err, size_t errlen)
 				b = x;
 			}
 			st_quote(q, sizeof(q), a->name);
-			return fail(err, errlen, -EINVAL, "%s: tensor %s is also in %s",
+			return st_fail(err, errlen, -EINVAL, "%s: tensor %s is also in %s",
 				    m->f[b->file].shown, q, m->f[a->file].shown);
 		}
 	}
@@ -193,12 +193,12 @@ int dmafs_model_open(const char *path, struct dmafs_model **out, char *err, size
 	if (out)
 		*out = NULL;
 	if (!path || !out)
-		return fail(err, errlen, -EINVAL, "dmafs_model_open: %s is NULL",
+		return st_fail(err, errlen, -EINVAL, "dmafs_model_open: %s is NULL",
 			    !path ? "path" : "out");
 	m = calloc(1, sizeof(*m));
 	if (!m)
-		return fail(err, errlen, -ENOMEM, "%s: out of memory", path);
-	ret = locate(m, path, 0, &ix, &ixshown, err, errlen);
+		return st_fail(err, errlen, -ENOMEM, "%s: out of memory", path);
+	ret = st_locate(m, path, 0, &ix, &ixshown, err, errlen);
 	for (unsigned i = 0; i < m->nfiles && !ret; i++)
 		ret = read_header(&m->f[i], err, errlen);
 	if (!ret)

@@ -24,7 +24,7 @@
 /* An index names tensors and files: a few MiB even for the largest hub models. */
 #define INDEX_MAX (64ULL << 20)
 
-int fail(char *err, size_t len, int ret, const char *fmt, ...)
+int st_fail(char *err, size_t len, int ret, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -132,16 +132,16 @@ static int open_regular(const char *path, const char *shown, struct stat *st, ch
 
 	if (fd < 0) {
 		ret = -errno;
-		return fail(err, errlen, ret, "%s: %s", shown, strerror(-ret));
+		return st_fail(err, errlen, ret, "%s: %s", shown, strerror(-ret));
 	}
 	if (fstat(fd, st)) {
 		ret = -errno;
 		close(fd);
-		return fail(err, errlen, ret, "%s: %s", shown, strerror(-ret));
+		return st_fail(err, errlen, ret, "%s: %s", shown, strerror(-ret));
 	}
 	if (!S_ISREG(st->st_mode)) {
 		close(fd);
-		return fail(err, errlen, S_ISDIR(st->st_mode) ? -EISDIR : -EINVAL,
+		return st_fail(err, errlen, S_ISDIR(st->st_mode) ? -EISDIR : -EINVAL,
 			    "%s: not a regular file", shown);
 	}
 	return fd;
@@ -191,11 +191,11 @@ out:
 	}
 	close(fd);
 	if (io && ret == -ENODATA)
-		return fail(err, errlen, -EINVAL, "%s: file shrank while its header was read",
+		return st_fail(err, errlen, -EINVAL, "%s: file shrank while its header was read",
 			    f->shown);
 	if (io)
-		return fail(err, errlen, ret, "%s: read: %s", f->shown, strerror(-ret));
-	return fail(err, errlen, ret, "%s: %s", f->shown, why);
+		return st_fail(err, errlen, ret, "%s: read: %s", f->shown, strerror(-ret));
+	return st_fail(err, errlen, ret, "%s: %s", f->shown, why);
 }
 
 static int read_small(const char *path, const char *shown, uint64_t max, uint8_t **buf,
@@ -209,14 +209,14 @@ static int read_small(const char *path, const char *shown, uint64_t max, uint8_t
 		return fd;
 	if ((uint64_t)st.st_size > max) {
 		close(fd);
-		return fail(err, errlen, -EINVAL, "%s: %lld bytes, more than an index can be (%llu)",
+		return st_fail(err, errlen, -EINVAL, "%s: %lld bytes, more than an index can be (%llu)",
 			    shown, (long long)st.st_size, (unsigned long long)max);
 	}
 	*len = (size_t)st.st_size;
 	*buf = malloc(*len ? *len : 1);
 	if (!*buf) {
 		close(fd);
-		return fail(err, errlen, -ENOMEM, "%s: out of memory", shown);
+		return st_fail(err, errlen, -ENOMEM, "%s: out of memory", shown);
 	}
 	ret = pread_all(fd, *buf, *len, 0);
 	close(fd);
@@ -224,8 +224,8 @@ static int read_small(const char *path, const char *shown, uint64_t max, uint8_t
 		free(*buf);
 		*buf = NULL;
 		if (ret == -ENODATA)
-			return fail(err, errlen, -EINVAL, "%s: file shrank while it was read", shown);
-		return fail(err, errlen, ret, "%s: read: %s", shown, strerror(-ret));
+			return st_fail(err, errlen, -EINVAL, "%s: file shrank while it was read", shown);
+		return st_fail(err, errlen, ret, "%s: read: %s", shown, strerror(-ret));
 	}
 	return 0;
 }
@@ -256,7 +256,7 @@ static int cmp_str(const void *a, const void *b)
 }
 
 /*
- * Every *.safetensors in @dir that is (or links to) a regular file, in name order. A
+ * Every *.safetensors in @dir that stj_is (or links to) a regular file, in name order. A
  * dangling symlink (an HF snapshot whose blob is missing) is an error, not a smaller model.
  */
 static int list_dir(struct dmafs_model *m, const char *dir, const char *shown, char *err,
@@ -271,7 +271,7 @@ static int list_dir(struct dmafs_model *m, const char *dir, const char *shown, c
 
 	if (!d) {
 		ret = -errno;
-		return fail(err, errlen, ret, "%s: %s", shown, strerror(-ret));
+		return st_fail(err, errlen, ret, "%s: %s", shown, strerror(-ret));
 	}
 	while (!ret && (errno = 0, de = readdir(d))) {
 		if (!ends_with(de->d_name, ".safetensors") || !strcmp(de->d_name, ".safetensors"))
@@ -284,7 +284,7 @@ static int list_dir(struct dmafs_model *m, const char *dir, const char *shown, c
 		if (stat(p, &st)) {
 			ret = -errno;
 			sp = join(shown, de->d_name);
-			fail(err, errlen, ret, "%s: %s%s", sp ? sp : de->d_name, strerror(-ret),
+			st_fail(err, errlen, ret, "%s: %s%s", sp ? sp : de->d_name, strerror(-ret),
 			     ret == -ENOENT ? " (a symbolic link to a missing file?)" : "");
 			free(sp);
 			free(p);
@@ -302,11 +302,11 @@ static int list_dir(struct dmafs_model *m, const char *dir, const char *shown, c
 	}
 	if (!ret && errno) {
 		ret = -errno;
-		fail(err, errlen, ret, "%s: readdir: %s", shown, strerror(-ret));
+		st_fail(err, errlen, ret, "%s: readdir: %s", shown, strerror(-ret));
 	}
 	closedir(d);
 	if (!ret && n == 0)
-		ret = fail(err, errlen, -ENOENT, "%s: no *.safetensors files and no %s", shown,
+		ret = st_fail(err, errlen, -ENOENT, "%s: no *.safetensors files and no %s", shown,
 			   INDEX_NAME);
 	if (!ret) {
 		qsort(names, n, sizeof(*names), cmp_str);
@@ -317,7 +317,7 @@ static int list_dir(struct dmafs_model *m, const char *dir, const char *shown, c
 		free(names[i]);
 	free(names);
 	if (ret == -ENOMEM)
-		fail(err, errlen, ret, "%s: out of memory", shown);
+		st_fail(err, errlen, ret, "%s: out of memory", shown);
 	return ret;
 }
 
@@ -385,10 +385,10 @@ static int locate_unindexed(struct dmafs_model *m, const char *path, const char 
 	int ret, hf = depth ? 0 : hf_repo_snapshot(abs, &snap);
 
 	if (hf < 0)
-		return fail(err, errlen, hf, "%s: out of memory", path);
+		return st_fail(err, errlen, hf, "%s: out of memory", path);
 	if (hf == 1 && !access(snap, F_OK)) {
 		/* Messages show the snapshot by its absolute path: "refs/main" named it. */
-		ret = locate(m, snap, 1, ix, ixshown, err, errlen);
+		ret = st_locate(m, snap, 1, ix, ixshown, err, errlen);
 		free(snap);
 		return ret;
 	}
@@ -413,11 +413,11 @@ static int read_index(struct dmafs_model *m, const char *path, const char *ixpat
 		return ret;
 	ret = st_parse_index(buf, len, ix, why, sizeof(why));
 	if (ret) {
-		ret = fail(err, errlen, ret, "%s: %s", ixshown, why);
+		ret = st_fail(err, errlen, ret, "%s: %s", ixshown, why);
 	} else {
 		ret = sdir ? index_files(m, ix, dir, sdir) : -ENOMEM;
 		if (ret)
-			ret = fail(err, errlen, ret, "%s: out of memory", path);
+			ret = st_fail(err, errlen, ret, "%s: out of memory", path);
 	}
 	free(buf);
 	return ret;
@@ -428,7 +428,7 @@ static int read_index(struct dmafs_model *m, const char *path, const char *ixpat
  * directory resolves to its snapshot once; a snapshot is not resolved again (a symlink
  * loop under snapshots/ must not recurse).
  */
-int locate(struct dmafs_model *m, const char *path, int depth, struct st_index *ix,
+int st_locate(struct dmafs_model *m, const char *path, int depth, struct st_index *ix,
 		  char **ixshown, char *err, size_t errlen)
 {
 	char *abs = NULL, *dir = NULL, *ixpath = NULL, *sdir = NULL;
@@ -437,24 +437,24 @@ int locate(struct dmafs_model *m, const char *path, int depth, struct st_index *
 
 	if (stat(path, &st)) {
 		ret = -errno;
-		return fail(err, errlen, ret, "%s: %s", path, strerror(-ret));
+		return st_fail(err, errlen, ret, "%s: %s", path, strerror(-ret));
 	}
 	abs = absolute(path);
 	if (!abs) {
 		ret = errno ? -errno : -ENOMEM;
-		return fail(err, errlen, ret, "%s: cannot make the path absolute: %s", path,
+		return st_fail(err, errlen, ret, "%s: cannot make the path absolute: %s", path,
 			    strerror(-ret));
 	}
 	if (S_ISREG(st.st_mode) && !ends_with(path, ".json")) {
 		ret = add_file(m, NULL, NULL, path);
 		if (ret)
-			ret = fail(err, errlen, ret, "%s: out of memory", path);
+			ret = st_fail(err, errlen, ret, "%s: out of memory", path);
 		goto out;
 	}
 	if (S_ISDIR(st.st_mode)) {
 		ixpath = join(abs, INDEX_NAME);
 		if (!ixpath) {
-			ret = fail(err, errlen, -ENOMEM, "%s: out of memory", path);
+			ret = st_fail(err, errlen, -ENOMEM, "%s: out of memory", path);
 			goto out;
 		}
 		if (access(ixpath, F_OK)) {
@@ -470,11 +470,11 @@ int locate(struct dmafs_model *m, const char *path, int depth, struct st_index *
 		dir = dir_of(abs);
 		sdir = dir_of(path);
 	} else {
-		ret = fail(err, errlen, -EINVAL, "%s: not a file or directory", path);
+		ret = st_fail(err, errlen, -EINVAL, "%s: not a file or directory", path);
 		goto out;
 	}
 	if (!ixpath || !*ixshown || !dir) {
-		ret = fail(err, errlen, -ENOMEM, "%s: out of memory", path);
+		ret = st_fail(err, errlen, -ENOMEM, "%s: out of memory", path);
 		goto out;
 	}
 	/* Shards are named relative to the index, shown relative to what the user gave. */

@@ -54,7 +54,7 @@ void st_quote(char *dst, size_t len, const char *s)
 	dst[o] = '\0';
 }
 
-int seterr(char *err, size_t len, const char *fmt, ...)
+int stj_seterr(char *err, size_t len, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -90,7 +90,7 @@ int jfail(struct jp *j, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(what, sizeof(what), fmt, ap);
 	va_end(ap);
-	return seterr(j->err, j->errlen, "invalid JSON at %s %zu: %s", j->where,
+	return stj_seterr(j->err, j->errlen, "invalid JSON at %s %zu: %s", j->where,
 		      (size_t)(j->p - j->start), what);
 }
 
@@ -123,17 +123,17 @@ int jinit(struct jp *j, const uint8_t *buf, size_t len, const char *where, char 
 	return j->arena ? 0 : -ENOMEM;
 }
 
-int peek(struct jp *j)
+int stj_peek(struct jp *j)
 {
 	while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r'))
 		j->p++;
 	return j->p < j->end ? *j->p : -1;
 }
 
-const char *found(struct jp *j)
+const char *stj_found(struct jp *j)
 {
 	static __thread char b[24];
-	int c = peek(j);
+	int c = stj_peek(j);
 
 	if (c < 0)
 		return "the end of the JSON";
@@ -144,10 +144,10 @@ const char *found(struct jp *j)
 	return b;
 }
 
-int expect(struct jp *j, int c)
+int stj_expect(struct jp *j, int c)
 {
-	if (peek(j) != c)
-		return jfail(j, "expected '%c', found %s", c, found(j));
+	if (stj_peek(j) != c)
+		return jfail(j, "expected '%c', found %s", c, stj_found(j));
 	j->p++;
 	return 0;
 }
@@ -156,9 +156,9 @@ int expect(struct jp *j, int c)
  * Does the value at the cursor start with @c? When not, the caller reports a schema error
  * ("must be an object"), unless the input ended, which is a syntax error reported here.
  */
-int starts(struct jp *j, int c)
+int stj_starts(struct jp *j, int c)
 {
-	int k = peek(j);
+	int k = stj_peek(j);
 
 	if (k == c)
 		return 1;
@@ -168,15 +168,15 @@ int starts(struct jp *j, int c)
 }
 
 /* After a member or element: 1 for ',', 0 for @close, or an error. */
-int next(struct jp *j, int close)
+int stj_next(struct jp *j, int close)
 {
-	int c = peek(j);
+	int c = stj_peek(j);
 
 	if (c == ',' || c == close) {
 		j->p++;
 		return c == ',';
 	}
-	return jfail(j, "expected ',' or '%c', found %s", close, found(j));
+	return jfail(j, "expected ',' or '%c', found %s", close, stj_found(j));
 }
 
 /* Length of the well-formed UTF-8 sequence at @p (Unicode table 3-7), 0 if there is none. */
@@ -303,8 +303,8 @@ static int escape(struct jp *j)
 /* Read a string into j->s (NUL-terminated, j->slen bytes; not kept). */
 int jstr(struct jp *j)
 {
-	if (!starts(j, '"'))
-		return jfail(j, "expected a string, found %s", found(j));
+	if (!stj_starts(j, '"'))
+		return jfail(j, "expected a string, found %s", stj_found(j));
 	j->p++;
 	j->s = j->arena + j->used;
 	j->slen = 0;
@@ -344,7 +344,7 @@ int jstr(struct jp *j)
 }
 
 /* Keep the last string: the arena moves past it. Returns its address. */
-char *keep(struct jp *j)
+char *stj_keep(struct jp *j)
 {
 	char *s = j->s;
 
@@ -352,7 +352,7 @@ char *keep(struct jp *j)
 	return s;
 }
 
-int is(const struct jp *j, const char *lit)
+int stj_is(const struct jp *j, const char *lit)
 {
 	return j->slen == strlen(lit) && !memcmp(j->s, lit, j->slen);
 }
@@ -371,13 +371,13 @@ static int isdig(const struct jp *j)
 static int jnum(struct jp *j, struct jnum *n)
 {
 	memset(n, 0, sizeof(*n));
-	peek(j);
+	stj_peek(j);
 	if (j->p < j->end && *j->p == '-') {
 		n->neg = 1;
 		j->p++;
 	}
 	if (!isdig(j))
-		return jfail(j, "expected a number, found %s", found(j));
+		return jfail(j, "expected a number, found %s", stj_found(j));
 	if (*j->p == '0') {
 		j->p++;
 		if (isdig(j))
@@ -432,7 +432,7 @@ static int jlit(struct jp *j, const char *lit)
 	size_t n = strlen(lit);
 
 	if ((size_t)(j->end - j->p) < n || memcmp(j->p, lit, n))
-		return jfail(j, "expected a JSON value, found %s", found(j));
+		return jfail(j, "expected a JSON value, found %s", stj_found(j));
 	j->p += n;
 	return 0;
 }
@@ -468,7 +468,7 @@ const struct key *keys_dup(struct keys *ks)
 	return NULL;
 }
 
-int dup_err(struct jp *j, const char *where, const struct key *k)
+int stj_dup_err(struct jp *j, const char *where, const struct key *k)
 {
 	char q[128];
 
@@ -479,7 +479,7 @@ int dup_err(struct jp *j, const char *where, const struct key *k)
 /* Any JSON value, checked and dropped; @depth levels are open around it. */
 int jskip(struct jp *j, int depth)
 {
-	int c = peek(j), ret = 0, more = 0;
+	int c = stj_peek(j), ret = 0, more = 0;
 
 	if (c == '"')
 		return jstr(j);
@@ -495,11 +495,11 @@ int jskip(struct jp *j, int depth)
 	if (c == 'n')
 		return jlit(j, "null");
 	if (c != '{' && c != '[')
-		return jfail(j, "expected a JSON value, found %s", found(j));
+		return jfail(j, "expected a JSON value, found %s", stj_found(j));
 	if (depth >= ST_DEPTH_MAX)
 		return jfail(j, "nesting deeper than %d levels", ST_DEPTH_MAX);
 	j->p++;
-	if (peek(j) == (c == '{' ? '}' : ']')) {
+	if (stj_peek(j) == (c == '{' ? '}' : ']')) {
 		j->p++;
 		return 0;
 	}
@@ -507,7 +507,7 @@ int jskip(struct jp *j, int depth)
 		do {
 			if (jskip(j, depth + 1))
 				return -EINVAL;
-		} while ((more = next(j, ']')) == 1);
+		} while ((more = stj_next(j, ']')) == 1);
 		return more < 0 ? -EINVAL : 0;
 	}
 	/* An object: its keys stay in the arena until its end, then the arena rolls back. */
@@ -517,23 +517,23 @@ int jskip(struct jp *j, int depth)
 		const struct key *d;
 
 		do {
-			if (jstr(j) || expect(j, ':')) {
+			if (jstr(j) || stj_expect(j, ':')) {
 				ret = -EINVAL;
 				break;
 			}
 			ret = keys_add(&ks, j->s, j->slen);
 			if (ret)
 				break;
-			keep(j);
+			stj_keep(j);
 			if (jskip(j, depth + 1)) {
 				ret = -EINVAL;
 				break;
 			}
-		} while ((more = next(j, '}')) == 1);
+		} while ((more = stj_next(j, '}')) == 1);
 		if (!ret && more < 0)
 			ret = -EINVAL;
 		if (!ret && (d = keys_dup(&ks)))
-			ret = dup_err(j, "", d);
+			ret = stj_dup_err(j, "", d);
 		free(ks.k);
 		j->used = mark;
 		return ret;
@@ -543,8 +543,8 @@ int jskip(struct jp *j, int depth)
 /* Only whitespace may follow the top object (the reference writer pads with spaces). */
 int jend(struct jp *j)
 {
-	if (peek(j) >= 0)
+	if (stj_peek(j) >= 0)
 		return jfail(j, "%s after the end of the top-level object (only whitespace may follow it)",
-			     found(j));
+			     stj_found(j));
 	return 0;
 }

@@ -25,7 +25,7 @@ struct jp {
 	int failed;	/* err already holds the first error */
 	char *arena;
 	size_t used;	/* bytes of kept strings */
-	/* the last string read, at arena + used (kept only by keep()) */
+	/* the last string read, at arena + used (kept only by stj_keep()) */
 	char *s;
 	size_t slen;
 	int snul;	/* it contains U+0000 */
@@ -42,7 +42,7 @@ struct keys {
 };
 
 /* Write the message into @err (when it has room); returns -EINVAL. */
-int seterr(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int stj_seterr(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* @shape's @ndim dimensions as "[a, b, c]" into @dst. */
 void fmt_shape(char *dst, size_t len, const int64_t *shape, int ndim);
 
@@ -54,21 +54,21 @@ int jbad(struct jp *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 int jinit(struct jp *j, const uint8_t *buf, size_t len, const char *where, char *err,
 	  size_t errlen);
 /* The next byte after whitespace (not taken), or -1 at the end. */
-int peek(struct jp *j);
+int stj_peek(struct jp *j);
 /* What is at the reader's position, for an error message. */
-const char *found(struct jp *j);
+const char *stj_found(struct jp *j);
 /* Take the byte @c after whitespace, or fail. */
-int expect(struct jp *j, int c);
+int stj_expect(struct jp *j, int c);
 /* Whether the next value starts with @c (nothing taken). */
-int starts(struct jp *j, int c);
+int stj_starts(struct jp *j, int c);
 /* After a member or element: 1 for ',', 0 for @close, or an error. */
-int next(struct jp *j, int close);
+int stj_next(struct jp *j, int close);
 /* Read a string into j->s (NUL-terminated, j->slen bytes; not kept). */
 int jstr(struct jp *j);
 /* Keep the last string: the arena moves past it. Returns its address. */
-char *keep(struct jp *j);
+char *stj_keep(struct jp *j);
 /* Whether the last string is @lit. */
-int is(const struct jp *j, const char *lit);
+int stj_is(const struct jp *j, const char *lit);
 /* A number that must be a non-negative integer below 2^53; @what names it in errors. */
 int juint(struct jp *j, const char *what, uint64_t *v);
 /* Note a key of an object for the duplicate check. 0 or -ENOMEM. */
@@ -76,7 +76,7 @@ int keys_add(struct keys *ks, const char *s, size_t len);
 /* The first duplicate key, or NULL. Sorts the keys. */
 const struct key *keys_dup(struct keys *ks);
 /* The error for duplicate key @k, @where in front. */
-int dup_err(struct jp *j, const char *where, const struct key *k);
+int stj_dup_err(struct jp *j, const char *where, const struct key *k);
 /* Any JSON value, checked and dropped; @depth levels are open around it. */
 int jskip(struct jp *j, int depth);
 /* Only whitespace may follow the top object. */

@@ -41,7 +41,7 @@ struct dmafs_model {
 };
 
 /* Write the message into @err (when it has room); returns @ret. */
-int fail(char *err, size_t len, int ret, const char *fmt, ...)
+int st_fail(char *err, size_t len, int ret, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 /* Open f->path for good (f->fd), read and validate its header; record size and mtime. */
 int read_header(struct mfile *f, char *err, size_t errlen);
@@ -50,7 +50,7 @@ int read_header(struct mfile *f, char *err, size_t errlen);
  * in *@ixshown). @depth: 0 from dmafs_model_open (an HF repository directory resolves to
  * its snapshot once).
  */
-int locate(struct dmafs_model *m, const char *path, int depth, struct st_index *ix,
+int st_locate(struct dmafs_model *m, const char *path, int depth, struct st_index *ix,
 	   char **ixshown, char *err, size_t errlen);
 
 #endif

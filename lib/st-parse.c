@@ -84,23 +84,23 @@ static int parse_meta(struct jp *j, size_t *count)
 	int ret = 0, more = 0;
 	char q[128];
 
-	if (!starts(j, '{'))
+	if (!stj_starts(j, '{'))
 		return jbad(j, "\"__metadata__\" must be an object of strings");
 	j->p++;
-	if (peek(j) == '}') {
+	if (stj_peek(j) == '}') {
 		j->p++;
 		return 0;
 	}
 	do {
-		if (jstr(j) || expect(j, ':')) {
+		if (jstr(j) || stj_expect(j, ':')) {
 			ret = -EINVAL;
 			break;
 		}
 		ret = keys_add(&ks, j->s, j->slen);
 		if (ret)
 			break;
-		keep(j);
-		if (!starts(j, '"')) {
+		stj_keep(j);
+		if (!stj_starts(j, '"')) {
 			st_quote(q, sizeof(q), ks.k[ks.n - 1].s);
 			ret = jbad(j, "\"__metadata__\" value of %s must be a string", q);
 			break;
@@ -109,11 +109,11 @@ static int parse_meta(struct jp *j, size_t *count)
 			ret = -EINVAL;
 			break;
 		}
-	} while ((more = next(j, '}')) == 1);
+	} while ((more = stj_next(j, '}')) == 1);
 	if (!ret && more < 0)
 		ret = -EINVAL;
 	if (!ret && (d = keys_dup(&ks)))
-		ret = dup_err(j, "\"__metadata__\": ", d);
+		ret = stj_dup_err(j, "\"__metadata__\": ", d);
 	*count = ks.n;
 	free(ks.k);
 	j->used = mark;
@@ -126,10 +126,10 @@ static int parse_shape(struct jp *j, const char *q, struct st_entry *e)
 	uint64_t v;
 	int more;
 
-	if (!starts(j, '['))
+	if (!stj_starts(j, '['))
 		return jbad(j, "tensor %s: \"shape\" must be an array of integers", q);
 	j->p++;
-	if (peek(j) == ']') {
+	if (stj_peek(j) == ']') {
 		j->p++;
 		return 0; /* a scalar: one element */
 	}
@@ -141,7 +141,7 @@ static int parse_shape(struct jp *j, const char *q, struct st_entry *e)
 		if (juint(j, what, &v))
 			return -EINVAL;
 		e->shape[e->ndim++] = (int64_t)v;
-	} while ((more = next(j, ']')) == 1);
+	} while ((more = stj_next(j, ']')) == 1);
 	return more < 0 ? -EINVAL : 0;
 }
 
@@ -149,24 +149,24 @@ static int parse_offsets(struct jp *j, const char *q, struct st_entry *e)
 {
 	char what[160];
 
-	if (!starts(j, '['))
+	if (!stj_starts(j, '['))
 		return jbad(j, "tensor %s: \"data_offsets\" must be [begin, end]", q);
 	j->p++;
 	snprintf(what, sizeof(what), "tensor %s: data_offsets begin", q);
-	if (peek(j) == ']')
+	if (stj_peek(j) == ']')
 		return jbad(j, "tensor %s: \"data_offsets\" must be [begin, end]", q);
 	if (juint(j, what, &e->begin))
 		return -EINVAL;
-	if (peek(j) != ',')
-		return peek(j) == ']' ? jbad(j, "tensor %s: \"data_offsets\" must be [begin, end]", q)
-				      : expect(j, ',');
+	if (stj_peek(j) != ',')
+		return stj_peek(j) == ']' ? jbad(j, "tensor %s: \"data_offsets\" must be [begin, end]", q)
+				      : stj_expect(j, ',');
 	j->p++;
 	snprintf(what, sizeof(what), "tensor %s: data_offsets end", q);
 	if (juint(j, what, &e->end))
 		return -EINVAL;
-	if (peek(j) == ',')
+	if (stj_peek(j) == ',')
 		return jbad(j, "tensor %s: \"data_offsets\" must be [begin, end]", q);
-	return expect(j, ']');
+	return stj_expect(j, ']');
 }
 
 /* Shape and offsets agree, and the data lies inside the data section. */
@@ -208,24 +208,24 @@ static int parse_tensor(struct jp *j, const char *name, uint64_t data_len, struc
 
 	st_quote(q, sizeof(q), name);
 	e->name = name;
-	if (!starts(j, '{'))
+	if (!stj_starts(j, '{'))
 		return jbad(j, "tensor %s: expected an object with \"dtype\", \"shape\", \"data_offsets\"",
 			    q);
 	j->p++;
-	if (peek(j) == '}') {
+	if (stj_peek(j) == '}') {
 		j->p++;
 		goto done;
 	}
 	do {
 		int *have;
 
-		if (jstr(j) || expect(j, ':'))
+		if (jstr(j) || stj_expect(j, ':'))
 			return -EINVAL;
-		if (is(j, "dtype"))
+		if (stj_is(j, "dtype"))
 			have = &have_dtype;
-		else if (is(j, "shape"))
+		else if (stj_is(j, "shape"))
 			have = &have_shape;
-		else if (is(j, "data_offsets"))
+		else if (stj_is(j, "data_offsets"))
 			have = &have_off;
 		else {
 			char k[128];
@@ -244,7 +244,7 @@ static int parse_tensor(struct jp *j, const char *name, uint64_t data_len, struc
 		if (have == &have_dtype) {
 			char d[64];
 
-			if (!starts(j, '"'))
+			if (!stj_starts(j, '"'))
 				return jbad(j, "tensor %s: \"dtype\" must be a string", q);
 			if (jstr(j))
 				return -EINVAL;
@@ -259,7 +259,7 @@ static int parse_tensor(struct jp *j, const char *name, uint64_t data_len, struc
 		} else if (parse_offsets(j, q, e)) {
 			return -EINVAL;
 		}
-	} while ((more = next(j, '}')) == 1);
+	} while ((more = stj_next(j, '}')) == 1);
 	if (more < 0)
 		return -EINVAL;
 done:
@@ -343,11 +343,11 @@ static int header_member(struct jp *j, struct entries *v, uint64_t data_len, int
 	char *name;
 	int ret;
 
-	if (is(j, "__metadata__")) {
+	if (stj_is(j, "__metadata__")) {
 		if (*seen_meta)
 			return jbad(j, "duplicate key '__metadata__'");
 		*seen_meta = 1;
-		ret = expect(j, ':');
+		ret = stj_expect(j, ':');
 		return ret ? ret : parse_meta(j, nmeta);
 	}
 	if (j->slen == 0)
@@ -358,8 +358,8 @@ static int header_member(struct jp *j, struct entries *v, uint64_t data_len, int
 		st_quote(q, sizeof(q), j->s);
 		return jbad(j, "tensor name %s contains U+0000", q);
 	}
-	name = keep(j);
-	ret = expect(j, ':');
+	name = stj_keep(j);
+	ret = stj_expect(j, ':');
 	if (!ret)
 		ret = entry_add(v, &e);
 	if (!ret)
@@ -376,18 +376,18 @@ int st_parse_header(const uint8_t *json, size_t len, uint64_t data_len, struct s
 
 	memset(h, 0, sizeof(*h));
 	if (!json && len)
-		return seterr(err, errlen, "no header");
+		return stj_seterr(err, errlen, "no header");
 	if (len > ST_HEADER_MAX)
-		return seterr(err, errlen, "header of %zu bytes is larger than the %llu byte limit",
+		return stj_seterr(err, errlen, "header of %zu bytes is larger than the %llu byte limit",
 			      len, (unsigned long long)ST_HEADER_MAX);
 	if (jinit(&j, json, len, "header byte", err, errlen))
 		return -ENOMEM;
-	if (peek(&j) != '{') {
-		ret = jfail(&j, "the header must be a JSON object, found %s", found(&j));
+	if (stj_peek(&j) != '{') {
+		ret = jfail(&j, "the header must be a JSON object, found %s", stj_found(&j));
 		goto out;
 	}
 	j.p++;
-	if (peek(&j) == '}') {
+	if (stj_peek(&j) == '}') {
 		j.p++;
 		more = 0;
 	} else {
@@ -397,7 +397,7 @@ int st_parse_header(const uint8_t *json, size_t len, uint64_t data_len, struct s
 				ret = header_member(&j, &v, data_len, &seen_meta, &h->nmeta);
 			if (ret)
 				goto out;
-		} while ((more = next(&j, '}')) == 1);
+		} while ((more = stj_next(&j, '}')) == 1);
 	}
 	ret = more < 0 ? -EINVAL : jend(&j);
 	if (!ret)
@@ -413,7 +413,7 @@ int st_parse_header(const uint8_t *json, size_t len, uint64_t data_len, struct s
 	}
 out:
 	if (ret == -ENOMEM)
-		seterr(err, errlen, "out of memory");
+		stj_seterr(err, errlen, "out of memory");
 	if (ret)
 		h->nmeta = 0;
 	free(v.e);
@@ -427,17 +427,17 @@ int st_header_len(const uint8_t prefix[8], uint64_t file_size, uint64_t *n, char
 	uint64_t v = 0;
 
 	if (file_size < 8)
-		return seterr(err, errlen,
+		return stj_seterr(err, errlen,
 			      "file of %llu bytes is too short for a safetensors header (8-byte length, then JSON)",
 			      (unsigned long long)file_size);
 	for (int i = 7; i >= 0; i--)
 		v = v << 8 | prefix[i];
 	if (v > ST_HEADER_MAX)
-		return seterr(err, errlen,
+		return stj_seterr(err, errlen,
 			      "header length %llu is larger than the %llu byte limit (not a safetensors file?)",
 			      (unsigned long long)v, (unsigned long long)ST_HEADER_MAX);
 	if (v > file_size - 8)
-		return seterr(err, errlen,
+		return stj_seterr(err, errlen,
 			      "header length %llu runs past the end of the file (%llu bytes): truncated?",
 			      (unsigned long long)v, (unsigned long long)file_size);
 	*n = v;
@@ -452,7 +452,7 @@ int st_parse_file(const uint8_t *buf, size_t len, struct st_header *h, char *err
 
 	memset(h, 0, sizeof(*h));
 	if (!buf && len)
-		return seterr(err, errlen, "no data");
+		return stj_seterr(err, errlen, "no data");
 	ret = st_header_len(buf, len, &n, err, errlen);
 	if (ret)
 		return ret;
@@ -510,10 +510,10 @@ static int parse_map(struct jp *j, struct mapv *v)
 	int more;
 	char q[128], r[128];
 
-	if (!starts(j, '{'))
+	if (!stj_starts(j, '{'))
 		return jbad(j, "\"weight_map\" must be an object {tensor: file}");
 	j->p++;
-	if (peek(j) == '}') {
+	if (stj_peek(j) == '}') {
 		j->p++;
 		return 0;
 	}
@@ -527,10 +527,10 @@ static int parse_map(struct jp *j, struct mapv *v)
 			return jbad(j, "weight_map: a tensor with an empty name");
 		if (j->snul)
 			return jbad(j, "weight_map: tensor name %s contains U+0000", q);
-		t = keep(j);
-		if (expect(j, ':'))
+		t = stj_keep(j);
+		if (stj_expect(j, ':'))
 			return -EINVAL;
-		if (!starts(j, '"'))
+		if (!stj_starts(j, '"'))
 			return jbad(j, "weight_map: the value of %s must be a file name", q);
 		if (jstr(j))
 			return -EINVAL;
@@ -539,10 +539,10 @@ static int parse_map(struct jp *j, struct mapv *v)
 			st_quote(r, sizeof(r), j->s);
 			return jbad(j, "weight_map: file %s of tensor %s %s", r, q, why);
 		}
-		f = keep(j);
+		f = stj_keep(j);
 		if (map_add(v, t, f))
 			return -ENOMEM;
-	} while ((more = next(j, '}')) == 1);
+	} while ((more = stj_next(j, '}')) == 1);
 	return more < 0 ? -EINVAL : 0;
 }
 
@@ -558,13 +558,13 @@ static int by_tensor(const void *a, const void *b)
  */
 static int index_member(struct jp *j, struct keys *ks, struct mapv *v, int *seen_map)
 {
-	int map = is(j, "weight_map") && !*seen_map;
+	int map = stj_is(j, "weight_map") && !*seen_map;
 	int ret = keys_add(ks, j->s, j->slen);
 
 	if (ret)
 		return ret;
-	keep(j);
-	ret = expect(j, ':');
+	stj_keep(j);
+	ret = stj_expect(j, ':');
 	if (ret)
 		return ret;
 	if (!map)
@@ -581,7 +581,7 @@ static int index_check(struct jp *j, struct keys *ks, struct mapv *v, int seen_m
 	char q[128];
 
 	if (d)
-		return dup_err(j, "", d);
+		return stj_dup_err(j, "", d);
 	if (!seen_map)
 		return jbad(j, "no \"weight_map\"");
 	if (v->n == 0)
@@ -606,15 +606,15 @@ int st_parse_index(const uint8_t *json, size_t len, struct st_index *ix, char *e
 
 	memset(ix, 0, sizeof(*ix));
 	if (!json && len)
-		return seterr(err, errlen, "no data");
+		return stj_seterr(err, errlen, "no data");
 	if (jinit(&j, json, len, "byte", err, errlen))
 		return -ENOMEM;
-	if (peek(&j) != '{') {
-		ret = jfail(&j, "the index must be a JSON object, found %s", found(&j));
+	if (stj_peek(&j) != '{') {
+		ret = jfail(&j, "the index must be a JSON object, found %s", stj_found(&j));
 		goto out;
 	}
 	j.p++;
-	if (peek(&j) == '}')
+	if (stj_peek(&j) == '}')
 		j.p++;
 	else {
 		do {
@@ -623,7 +623,7 @@ int st_parse_index(const uint8_t *json, size_t len, struct st_index *ix, char *e
 				ret = index_member(&j, &ks, &v, &seen_map);
 			if (ret)
 				goto out;
-		} while ((more = next(&j, '}')) == 1);
+		} while ((more = stj_next(&j, '}')) == 1);
 	}
 	ret = more < 0 ? -EINVAL : jend(&j);
 	if (!ret)
@@ -645,7 +645,7 @@ int st_parse_index(const uint8_t *json, size_t len, struct st_index *ix, char *e
 	v.e = NULL;
 out:
 	if (ret == -ENOMEM)
-		seterr(err, errlen, "out of memory");
+		stj_seterr(err, errlen, "out of memory");
 	free(ks.k);
 	free(v.e);
 	free(j.arena);

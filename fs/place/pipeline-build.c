@@ -36,7 +36,7 @@ static int whole_chunk(const struct pipe *p, uint64_t off, uint64_t we)
  * straight into the client's pages; its partial blocks, and whole windows that disagree,
  * go through a slot.
  */
-int cut(struct pipe *p, const struct dmafs_ioc_place *rq)
+int pipe_cut(struct pipe *p, const struct dmafs_ioc_place *rq)
 {
 	size_t cap = 0;
 	int ret = 0;
@@ -79,7 +79,7 @@ int cut(struct pipe *p, const struct dmafs_ioc_place *rq)
  * A prefetch's pieces: the chunks of [from, to) (@from chunk aligned, @to a chunk boundary
  * or the end of the file), each a whole chunk, less those the tier holds already.
  */
-int cut_chunks(struct pipe *p, uint64_t from, uint64_t to)
+int pipe_cut_chunks(struct pipe *p, uint64_t from, uint64_t to)
 {
 	size_t cap = 0;
 	int ret = 0;
@@ -356,7 +356,7 @@ static int join_hits(struct pipe *p, struct rec *r)
  * for it, with its checksums. A chunk someone else filled meanwhile counts as held. When
  * every chunk of the tier is in use, wait for this prefetch's own fills to publish (which
  * frees chunks it can evict next); with none of them outstanding, the chunk is skipped:
- * its chunks are all held by other placements' copies. Returns as build().
+ * its chunks are all held by other placements' copies. Returns as pipe_build().
  */
 static int build_fill(struct pipe *p, struct rec **out)
 {
@@ -408,7 +408,7 @@ static int build_fill(struct pipe *p, struct rec **out)
  * its checksums, whether or not placements verify. Returns 1 built, 0 nothing to do now
  * (no record or slot free), -errno.
  */
-int build(struct pipe *p, struct rec **out)
+int pipe_build(struct pipe *p, struct rec **out)
 {
 	const struct piece *pc = &p->pc[p->next];
 	struct tier_chunk *tc = NULL;
@@ -583,7 +583,7 @@ static int csum_spans(struct pipe *p)
  * Read p->cs's spans, all at once (uring_rw: it gives up, bounded, when the ring fails).
  * A span that fails is left to the checksum reads of the data reads it covers.
  */
-void csum_ahead(struct pipe *p)
+void pipe_csum_ahead(struct pipe *p)
 {
 	struct uring_op *ops;
 	size_t total = 0;

@@ -108,7 +108,7 @@ static void rec_append(struct rec **head, struct rec **tail, struct rec *r)
 	*tail = r;
 }
 
-void fail(struct pipe *p, int err)
+void pipe_fail(struct pipe *p, int err)
 {
 	if (!p->err)
 		p->err = err;
@@ -145,7 +145,7 @@ static void rec_read(struct pipe *p, struct rec *r)
 		p->ps->nops += r->nd;
 	}
 	if (r->err || p->err) {
-		fail(p, r->err);
+		pipe_fail(p, r->err);
 		rec_release(p, r);
 		return;
 	}
@@ -158,7 +158,7 @@ static void rec_read(struct pipe *p, struct rec *r)
 		}
 		r->err = r->verify ? rec_verify(r) : 0;
 		if (r->err) {
-			fail(p, r->err);
+			pipe_fail(p, r->err);
 			rec_release(p, r);
 			return;
 		}
@@ -190,7 +190,7 @@ static void deliver(struct pipe *p, struct rec *r)
 	if (!p->t->gpu) {
 		/* the client may have shrunk its memory object: its fault, not a member's */
 		if (!r->copied && copy_to_host(p, r))
-			fail(p, -EFAULT);
+			pipe_fail(p, -EFAULT);
 		rec_release(p, r);
 		return;
 	}
@@ -243,7 +243,7 @@ static void copy_out(struct pipe *p, struct rec *r)
 		gpu_copy_htod_async(s->gpu, s->dev, dst, r->buf + r->from[0], r->len, p->stream);
 
 	if (ret) {
-		fail(p, -ENODEV);
+		pipe_fail(p, -ENODEV);
 		rec_release(p, r);
 		return;
 	}
@@ -259,7 +259,7 @@ static void copy_out(struct pipe *p, struct rec *r)
 	}
 	if (gpu_event_record(s->gpu, s->dev, s->event[r->slot], p->stream)) {
 		/* without the event, only a full sync says the slot is free again */
-		fail(p, -ENODEV);
+		pipe_fail(p, -ENODEV);
 		gpu_stream_sync(s->gpu, s->dev, p->stream);
 		rec_release(p, r);
 		return;
@@ -285,7 +285,7 @@ static int reclaim(struct pipe *p, int wait)
 		if (q < 0) {
 			/* the device is in trouble: wait for the stream so no copy reads a
 			 * slot after it is given back */
-			fail(p, -ENODEV);
+			pipe_fail(p, -ENODEV);
 			gpu_stream_sync(s->gpu, s->dev, p->stream);
 		}
 		p->cq_head = r->next;
@@ -327,7 +327,7 @@ static int take_verified(struct pipe *p, int wait)
 		p->hashing--;
 		n++;
 		if (r->err || p->err) {
-			fail(p, r->err);
+			pipe_fail(p, r->err);
 			rec_release(p, r);
 		} else {
 			deliver(p, r);
@@ -411,12 +411,12 @@ static int issue(struct pipe *p)
 
 		if (!r) {
 			if (stopped(p)) { /* no new reads: what is in flight finishes */
-				fail(p, -EINTR);
+				pipe_fail(p, -EINTR);
 				break;
 			}
-			ret = build(p, &r);
+			ret = pipe_build(p, &r);
 			if (ret < 0) {
-				fail(p, ret);
+				pipe_fail(p, ret);
 				break;
 			}
 			if (ret == 0)
@@ -439,7 +439,7 @@ static int issue(struct pipe *p)
 			r->ops[i].done = 0;
 			if (submit_op(p, &r->ops[i])) {
 				/* the ring is wedged: treat the rest as failed reads */
-				fail(p, -EIO);
+				pipe_fail(p, -EIO);
 				r->left -= r->nops - i;
 				if (r->left == 0)
 					rec_read(p, r);
@@ -500,7 +500,7 @@ static void pstats_step(struct pipe *p)
 }
 
 /* Move every stage along until all pieces are placed or the pipe failed; sleep only when stuck. */
-void drive(struct pipe *p)
+void pipe_drive(struct pipe *p)
 {
 	for (;;) {
 		int moved = 0;

@@ -159,25 +159,25 @@ struct cspan {
 /* pipeline-build.c: pieces and records */
 
 /* @rq's entries cut into p->pc (see pipeline-build.c); 0 or -ENOMEM. */
-int cut(struct pipe *p, const struct dmafs_ioc_place *rq);
+int pipe_cut(struct pipe *p, const struct dmafs_ioc_place *rq);
 /* A prefetch's pieces: the chunks of [from, to) the tier lacks; 0 or -ENOMEM. */
-int cut_chunks(struct pipe *p, uint64_t from, uint64_t to);
+int pipe_cut_chunks(struct pipe *p, uint64_t from, uint64_t to);
 /* The records pieces are read into, all on the free list: 0 or -ENOMEM (nothing kept). */
 int recs_alloc(struct pipe *p);
 /* Build the record of the next pieces: 1 built (*@out), 0 nothing to do now, -errno. */
-int build(struct pipe *p, struct rec **out);
+int pipe_build(struct pipe *p, struct rec **out);
 /* Give back what @r holds: its slot, its tier chunk and the record itself. */
 void rec_release(struct pipe *p, struct rec *r);
 /* The alignment of slot reads (filesystem block with @verify, else the members' sector). */
 uint64_t read_granule(const struct fs *fs, int verify);
 /* Read ahead the checksum blocks of every piece that will be checked (p->cs). */
-void csum_ahead(struct pipe *p);
+void pipe_csum_ahead(struct pipe *p);
 
 /* pipeline-drive.c: moving records along */
 
 /* Note @err as the pipe's error, unless it has one already. */
-void fail(struct pipe *p, int err);
+void pipe_fail(struct pipe *p, int err);
 /* Move every stage along until all pieces are placed or the pipe failed. */
-void drive(struct pipe *p);
+void pipe_drive(struct pipe *p);
 
 #endif

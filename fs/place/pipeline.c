@@ -87,14 +87,14 @@ static int run(struct pipe *p)
 			p->ps->t0 = p->ps->last = dm_mono_ns();
 	}
 	if (p->verify || p->tier)
-		csum_ahead(p);
-	drive(p);
+		pipe_csum_ahead(p);
+	pipe_drive(p);
 	if (p->nkeep) {
 		/* the copies out of the tier are done (the placement's bytes are in place when
-		 * it returns; a host target's were made on the pool before drive() ended), then
+		 * it returns; a host target's were made on the pool before pipe_drive() ended), then
 		 * their chunks may go */
 		if (p->t->gpu && gpu_stream_sync(p->st->gpu, p->st->dev, p->stream))
-			fail(p, -ENODEV);
+			pipe_fail(p, -ENODEV);
 		for (size_t i = 0; i < p->nkeep; i++)
 			tier_put(p->tier, p->keep[i]);
 		free(p->keep);
@@ -115,7 +115,7 @@ int pipeline_run(struct fs *fs, struct inode *ino, const struct pipe_target *t,
 	if (p.tier) /* before any read goes out: a change after it keeps fills out */
 		p.tgen = tier_gen(ino);
 
-	ret = cut(&p, rq);
+	ret = pipe_cut(&p, rq);
 	if (ret || !p.npc) {
 		free(p.pc);
 		return ret;
@@ -144,7 +144,7 @@ int pipeline_prefetch(struct fs *fs, struct inode *ino, uint64_t from, uint64_t 
 	if (!p.tier)
 		return -EOPNOTSUPP;
 	p.tgen = tier_gen(ino); /* before any read goes out, as for placements */
-	ret = cut_chunks(&p, from, MIN(to, p.fsize));
+	ret = pipe_cut_chunks(&p, from, MIN(to, p.fsize));
 	if (ret || !p.npc) {
 		free(p.pc);
 		return ret;
