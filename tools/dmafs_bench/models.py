@@ -103,6 +103,8 @@ def run(a):
             tools[name] = rig.program(mode, name, f"tools/{name}")
         except rig.Fail:
             tools[name] = ""
+    if "dmafs-load" in a.methods and not tools["dmafs-load"]:
+        rig.fail("models: method dmafs-load: dmafs-load not found (build it, or install dmafs)")
     need = 2 * a.members * a.member_mib + 256
     rig.need_shm(mode, need, f"2 x {a.members} members of {a.member_gb:g} GiB")
     out = rig.Out(mode, a.out)

@@ -211,7 +211,10 @@ def need_fuse(mode):
 
 
 def need_shm(mode, mib, what):
-    st = os.statvfs("/dev/shm")
+    try:
+        st = os.statvfs("/dev/shm")
+    except OSError:
+        fail(f"{mode}: /dev/shm is missing (the members are files there)")
     free = st.f_bavail * st.f_frsize >> 20
     if free < mib:
         fail(f"{mode}: /dev/shm has {free} MiB free; {what} need {mib} MiB: use fewer or "
