@@ -35,6 +35,7 @@ import json
 import mmap
 import os
 import re
+import signal
 import statistics
 import struct
 import subprocess
@@ -434,6 +435,9 @@ def main():
     p.add_argument("--verify", action="store_true")
     p.add_argument("--json", required=True, metavar="FILE")
     a = p.parse_args()
+    # dmafs-bench stops this process with SIGTERM: leave by an exception, so that the
+    # temporary folder of the ranks method goes too
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     a.methods = [m.strip() for m in a.methods.split(",") if m.strip()]
     for m in a.methods:
         if m not in METHODS:
