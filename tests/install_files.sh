@@ -4,7 +4,9 @@
 # module of lib/python/dmafs and every module the package imports, and no other; every
 # manual page, and the target of each .so link; for each page of sections 1 and 8 its
 # program (bindir, sbindir); every script of tools/ but quickstart; the model JSONs of
-# dmafs-synth-model; dmafs.h and the headers it includes, which compile; dmafs.pc, with
+# dmafs-synth-model; every module of dmafs-bench (tools/dmafs_bench), where the installed
+# dmafs-bench looks for them, and no other; dmafs.h and the headers it includes, which
+# compile; dmafs.pc, with
 # which a program links the installed libdmafs.so.0 and runs with its version; the links
 # that mount(8), umount(8) and fsck(8) run. make uninstall then leaves no file behind.
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
@@ -90,6 +92,15 @@ done
 for f in "$top_srcdir"/tools/models/*.json; do
 	need "$D$pkgdatadir/models/${f##*/}" "a model of dmafs-synth-model"
 done
+# dmafs-bench finds its modules in ../share/dmafs/dmafs_bench from its own folder
+bench=$D$bindir/../share/dmafs/dmafs_bench
+for f in "$top_srcdir"/tools/dmafs_bench/*.py; do
+	need "$bench/${f##*/}" "a module of dmafs-bench"
+done
+for f in "$bench"/*.py; do
+	[ -e "$top_srcdir/tools/dmafs_bench/${f##*/}" ] ||
+		bad "installed ${f#"$D"}, which tools/dmafs_bench does not have"
+done
 
 t_log "mount(8), umount(8) and fsck(8) helper links"
 for pair in mount.fuse.dmafs:mount.dmafs umount.fuse.dmafs:umount.dmafs fsck.dmafs:dmafs-fsck; do
@@ -150,11 +161,18 @@ if [ -n "${pythondir:-}" ] && [ -d "$D$pythondir/dmafs" ] && [ -x "${PYTHON:-}" 
 	PYTHONPATH=$D$pythondir "$PYTHON" -c 'import dmafs' 2>/dev/null
 	[ -d "$D$pythondir/dmafs/__pycache__" ] || t_log "  (no __pycache__ written by $PYTHON)"
 fi
+# and the installed dmafs-bench, which finds its modules there (no benchmark is run)
+if [ -x "${PYTHON:-}" ]; then
+	"$PYTHON" "$D$bindir/dmafs-bench" models --help >"$T_WORK/bench.help" 2>&1 ||
+		t_fail "the installed dmafs-bench models --help failed: $(tail -n 5 "$T_WORK/bench.help")"
+	grep -q "^usage: dmafs-bench models" "$T_WORK/bench.help" ||
+		t_fail "the installed dmafs-bench printed no usage: $(head -n 5 "$T_WORK/bench.help")"
+fi
 t_log "make uninstall DESTDIR=$D leaves no file, and no folder of dmafs's"
 env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -C "$top_builddir" uninstall DESTDIR="$D" \
 	>"$T_WORK/uninstall.log" 2>&1 || t_fail "make uninstall failed: $(tail -n 20 "$T_WORK/uninstall.log")"
 left=$(cd "$D" && find . ! -type d | sort)
 [ -z "$left" ] || t_fail "make uninstall left: $(echo $left)"
-left=$(cd "$D" && find . -type d \( -name dmafs -o -name models -o -name __pycache__ \) | sort)
+left=$(cd "$D" && find . -type d \( -name dmafs -o -name models -o -name dmafs_bench -o -name __pycache__ \) | sort)
 [ -z "$left" ] || t_fail "make uninstall left folders: $(echo $left)"
 t_log "PASS"

@@ -9,7 +9,9 @@
  *   place    dmafs placement of the file into device memory (libdmafs)
  *   naive    pread from the mount (page cache dropped) + cudaMemcpy of each chunk
  *   host     dmafs placement into shared host memory vs POSIX pread (cache dropped)
- * and verifies every placed byte. Prints a table of GB/s (10^9 bytes/s) and ratios.
+ * and verifies every placed byte. Prints a table of GB/s (10^9 bytes/s) and ratios, or
+ * with --json the figures as one JSON object (what `dmafs-bench place` reads and prints in
+ * the benchmark's table). --target host measures the host rows only.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -30,6 +32,7 @@
 #include "common.h"
 #include "dmafs.h"
 #include "gpu.h"
+#include "json.h"
 #include "tool.h"
 
 /* Seconds on the monotonic clock, for durations. */
@@ -185,13 +188,14 @@ struct bench {
 	const char *file, *target;
 	char **members;
 	int nmembers, reps;
-	int gpu_target, dev, have_gpu;
+	int gpu_target, dev, have_gpu, host_only;
 	size_t size;
 	char *ref, *tmp;	/* the file's bytes (POSIX read), scratch of its size */
 	struct dmafs_session *s;
 	struct gpu *g;
 	double raw, h2d, place, naive, hostp, posix, hash;
 	const char *place_path;
+	char why[256];	/* why there are no GPU rows */
 };
 
 /* The reference bytes, and the POSIX read figure (page cache dropped each time). Reads of
@@ -312,15 +316,19 @@ static void bench_naive(struct bench *b, void *d)
 	}
 }
 
-static void bench_gpu(struct bench *b)
+static void bench_gpu(struct bench *b, int quiet)
 {
-	char why[256];
 	void *d;
 	int ret;
 
-	b->have_gpu = gpu_load(b->gpu_target, &b->g, why, sizeof(why)) == 0;
+	if (b->host_only) {
+		snprintf(b->why, sizeof(b->why), "--target host");
+		return;
+	}
+	b->have_gpu = gpu_load(b->gpu_target, &b->g, b->why, sizeof(b->why)) == 0;
 	if (!b->have_gpu) {
-		tool_err("no %s target: %s", b->target, why);
+		if (!quiet)
+			tool_err("no %s target: %s", b->target, b->why);
 		return;
 	}
 	ret = gpu_mem_alloc(b->g, b->dev, b->size, &d);
@@ -377,6 +385,21 @@ static void print_table(const struct bench *b)
 	}
 }
 
+/* The figures as one JSON object; 0 for those not measured. */
+static void print_json(const struct bench *b)
+{
+	printf("{\"bytes\": %zu, \"members\": %d, \"reps\": %d, \"target\": ", b->size,
+	       b->nmembers, b->reps);
+	json_str(b->target);
+	printf(", \"gpu\": %s, \"why\": ", b->have_gpu ? "true" : "false");
+	json_str(b->have_gpu ? "" : b->why);
+	printf(", \"raw\": %.4f, \"hash\": %.4f, \"h2d\": %.4f, \"place\": %.4f, \"path\": ",
+	       b->raw, b->hash, b->h2d, b->place);
+	json_str(b->place_path);
+	printf(", \"naive\": %.4f, \"host\": %.4f, \"posix\": %.4f}\n", b->naive, b->hostp,
+	       b->posix);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -384,21 +407,24 @@ int main(int argc, char **argv)
 		{ "members", required_argument, NULL, 'm' },
 		{ "target", required_argument, NULL, 't' },
 		{ "reps", required_argument, NULL, 'r' },
+		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static const char usage[] =
-		"usage: dmafs-bench-place --file FILE --members A,B,... [--target cuda:N|hip:N] [--reps N]\n"
+		"usage: dmafs-bench-place --file FILE --members A,B,... [--target cuda:N|hip:N|host]\n"
+		"                         [--reps N] [--json]\n"
 		"Times, on FILE of a dmafs mount whose members are A,B,...: raw O_DIRECT reads of the\n"
 		"members' ranges that hold it, pinned host-to-device copies, placement into the GPU,\n"
 		"pread + copy through the mount, and host placement against pread (best of N, default\n"
-		"3); checks every placed byte; prints a table. `dmafs-bench place` sets up members,\n"
-		"file and mount and runs it (dmafs-bench(1)).\n";
+		"3; --target host: the host rows only); checks every placed byte; prints a table, or\n"
+		"with --json the figures. `dmafs-bench place` sets up members, file and mount and runs\n"
+		"it (dmafs-bench(1)).\n";
 	struct bench b = { .target = "cuda:0", .reps = 3, .gpu_target = DMAFS_TARGET_CUDA,
 			   .place_path = "-" };
 	char *members[64], *list = NULL;
 	struct stat st;
-	int c, ret;
+	int c, ret, json = 0;
 
 	tool_init("dmafs-bench-place");
 	while ((c = getopt_long(argc, argv, "f:m:t:r:h", lo, NULL)) != -1) {
@@ -407,6 +433,7 @@ int main(int argc, char **argv)
 		case 'm': list = strdup(optarg); break;
 		case 't': b.target = optarg; break;
 		case 'r': b.reps = atoi(optarg); break;
+		case 'j': json = 1; break;
 		case 'h': fputs(usage, stdout); return 0;
 		default: fputs(usage, stderr); return BENCH_EXIT_ERR;
 		}
@@ -418,7 +445,9 @@ int main(int argc, char **argv)
 	for (char *tok = strtok(list, ","); tok && b.nmembers < 64; tok = strtok(NULL, ","))
 		members[b.nmembers++] = tok;
 	b.members = members;
-	if (!strncmp(b.target, "hip:", 4))
+	if (!strcmp(b.target, "host"))
+		b.host_only = 1;
+	else if (!strncmp(b.target, "hip:", 4))
 		b.gpu_target = DMAFS_TARGET_HIP;
 	b.dev = atoi(strchr(b.target, ':') ? strchr(b.target, ':') + 1 : "0");
 	if (stat(b.file, &st))
@@ -435,9 +464,12 @@ int main(int argc, char **argv)
 	for (int r = 0; r < b.reps; r++)
 		b.raw = better(b.raw, raw_read(b.file, b.members, b.nmembers));
 	bench_host(&b);
-	bench_gpu(&b);
+	bench_gpu(&b, json);
 	bench_hash(&b);
 	dmafs_session_close(b.s);
-	print_table(&b);
+	if (json)
+		print_json(&b);
+	else
+		print_table(&b);
 	return BENCH_EXIT_OK;
 }

@@ -539,7 +539,7 @@ int load_models(const struct load_opt *opt, char **paths, int n)
 		json_str(!opt->verify ? "skipped" : run.mismatches ? "mismatch" : "ok");
 		printf(",\n  \"errors\": %d\n}\n", run.errors);
 	} else {
-		/* Always, as in file mode: scripts read the total line (dmafs-bench-models). */
+		/* Always, as in file mode: scripts read the total line (dmafs-bench models). */
 		printf("total  %zu models  %zu tensors  %llu bytes  %.3f s  %.2f GB/s  path %s  target %s\n",
 		       run.models, run.tensors, (unsigned long long)run.bytes, run.ns / 1e9,
 		       load_gbps(run.bytes, run.ns), dmafs_path_name(run.path),

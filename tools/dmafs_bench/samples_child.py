@@ -1,0 +1,155 @@
+# SPDX-License-Identifier: MIT
+"""samples_child - one row of the samples mode, under PYTHON (with torch and dmafs).
+Prints one JSON line: samples counted ("n") over seconds ("s") from the loop's first batch
+on, and for files-dmafs the seconds the reader's handles took ("setup"); for overhead, "one"
+and "per" (microseconds).
+
+usage: python samples_child.py ROW DEVICE LIST BATCH FILE_KB [BATCHES RECORDS]
+ROW: files-dmafs, files-loader, shards-dmafs, shards-loader, overhead. LIST: a file naming
+the files (or shards), one per line.
+"""
+
+import json
+import os
+import random
+import statistics
+import sys
+import threading
+import time
+
+import torch
+from torch.utils.data import DataLoader
+
+
+def sync(dev):
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+class Files:
+    def __init__(self, paths):
+        self.paths = paths
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, i):
+        with open(self.paths[i], "rb", buffering=0) as f:
+            return torch.frombuffer(bytearray(f.read()), dtype=torch.uint8)
+
+
+class Records:
+    def __init__(self, shards, recs, size):
+        self.shards, self.recs, self.size, self.fds = shards, recs, size, None
+
+    def __len__(self):
+        return len(self.recs)
+
+    def __getitem__(self, i):
+        if self.fds is None:  # in the worker
+            self.fds = [os.open(p, os.O_RDONLY) for p in self.shards]
+        s, off = self.recs[i]
+        return torch.frombuffer(bytearray(os.pread(self.fds[s], self.size, off)), dtype=torch.uint8)
+
+
+def pad(items):
+    m = max(x.numel() for x in items)
+    out = torch.zeros((len(items), m), dtype=torch.uint8)
+    for r, x in enumerate(items):
+        out[r, :x.numel()] = x
+    return out
+
+
+def loader(ds, batch, dev):
+    g = torch.Generator()
+    g.manual_seed(1)
+    dl = DataLoader(ds, batch_size=batch, num_workers=8, shuffle=True, generator=g,
+                    pin_memory=dev.type == "cuda", collate_fn=pad)
+    n, t = 0, None
+    for x in dl:
+        x = x.to(dev, non_blocking=True)
+        if t is None:
+            t = time.monotonic()  # from the first batch on: the workers' start is not counted
+        else:
+            n += x.shape[0]
+    sync(dev)
+    return {"n": n, "s": time.monotonic() - t}
+
+
+def main():
+    import dmafs
+    row, devname, lst, batch, kib = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+    dev = torch.device(devname)
+    paths = open(lst).read().split()
+    size = kib << 10
+    if row == "files-dmafs":
+        t0 = time.monotonic()
+        reader = dmafs.SampleReader(paths, device=devname)
+        setup = time.monotonic() - t0
+        n, t = 0, None
+        for b in dmafs.batches(reader, batch, sample_bytes=size, seed=1):
+            if t is None:
+                t = time.monotonic()
+            else:
+                n += b.index.numel()
+        sync(dev)
+        res = {"n": n, "s": time.monotonic() - t, "setup": setup}
+        reader.close()
+    elif row == "files-loader":
+        res = loader(Files(paths), batch, dev)
+    elif row in ("shards-dmafs", "shards-loader"):
+        nb, per = int(sys.argv[6]), int(sys.argv[7])
+        rng = random.Random(1)
+        recs = [(rng.randrange(len(paths)), rng.randrange(per) * size) for _ in range(nb * batch)]
+        if row == "shards-loader":
+            res = loader(Records(paths, recs, size), batch, dev)
+        else:
+            reader = dmafs.SampleReader(paths, device=devname)
+            idx = torch.tensor([s for s, _ in recs], dtype=torch.int64)
+            offs = torch.tensor([o for _, o in recs], dtype=torch.int64)
+            lens = torch.full((len(recs),), size, dtype=torch.int64)
+            outs = [reader.empty((batch, size)) for _ in range(3)]  # registered before the clock
+            err = []
+
+            def work(k):
+                try:
+                    for b in range(k, nb, 3):
+                        s = slice(b * batch, (b + 1) * batch)
+                        got = reader.read_into(outs[k], (idx[s], offs[s], lens[s]))
+                        if int(got.sum()) != batch * size:
+                            raise RuntimeError("a batch of records came back short")
+                except BaseException as e:
+                    err.append(e)
+
+            th = [threading.Thread(target=work, args=(k,)) for k in range(3)]
+            t = time.monotonic()
+            for x in th:
+                x.start()
+            for x in th:
+                x.join()
+            sync(dev)
+            res = {"n": nb * batch, "s": time.monotonic() - t}
+            reader.close()
+            if err:
+                raise err[0]
+    elif row == "overhead":
+        reader = dmafs.SampleReader(paths[:1], device="cpu")
+        out = reader.empty(320 * 512)
+        fsize = os.path.getsize(paths[0])
+        med = {}
+        for n in (1, 320):
+            ts = []
+            for k in range(50):
+                spec = [(0, ((k * 320 + j) * 7919 % max(1, fsize // 4096)) * 4096, 512) for j in range(n)]
+                reader.read_into(out, spec)
+                ts.append(reader.last_result[2] / 1e3)
+            med[n] = statistics.median(ts)
+        reader.close()
+        res = {"one": med[1], "per": (med[320] - med[1]) / 319}
+    else:
+        sys.exit(f"samples_child: unknown row {row}")
+    print(json.dumps(res))
+
+
+if __name__ == "__main__":
+    main()
