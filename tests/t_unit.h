@@ -6,8 +6,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* Failed checks so far; T_CHECK may be used from several threads at once. */
+/*
+ * Failed checks so far; T_CHECK may be used from several threads at once. A test program
+ * made of several files defines T_UNIT_SHARED before including this header, in each of
+ * them, and defines the counter (int t_failures;) in one: their checks then count together.
+ */
+#ifdef T_UNIT_SHARED
+extern int t_failures;
+#else
 static int t_failures;
+#endif
 
 #define T_CHECK(cond, ...)                                                         \
 	do {                                                                       \
