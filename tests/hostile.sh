@@ -1,6 +1,6 @@
 #!/bin/bash
 # Description: the placement channel against a hostile unprivileged user on an allow_other
-# mount of 3 members (tests/hostile.c makes the attacks): descriptors REGISTER must refuse,
+# mount of 3 members (tests/hostile makes the attacks): descriptors REGISTER must refuse,
 # each with its errno in the order of the checks; buffers truncated or punched (tmpfs,
 # hugetlbfs) under a placement; REGISTER of files of the mount itself from 20 processes; a
 # flood of 10,000 registrations against the per-user and mount-wide limits, and the byte
@@ -20,7 +20,7 @@ HOSTILE=$top_builddir/tests/hostile
 H_USER=dmafs-t-hostile
 PT=2	       # place_threads of the mounts: the descriptor bound allows 2 per thread
 NPROC=20       # attacker processes of the hang and starve cases
-H_PROMPT=2     # seconds a refusal may take (hostile.c's PROMPT_MS)
+H_PROMPT=2     # seconds a refusal may take (hostile.h's PROMPT_MS)
 H_RESULTS=()   # "case PASS|FAIL|SKIP reason" lines for the summary
 H_CASE=
 H_CASE_BAD=
