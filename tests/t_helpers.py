@@ -7,7 +7,8 @@
 #
 #   t_check.py    shared by all: check(), say(), errno expectations, seeded data, run()
 #   t_posix.py    POSIX semantics on a mount: files, directories, rename, xattrs, big
-#                 directories, concurrent processes
+#                 directories, concurrent processes (with t_posix_rename.py,
+#                 t_posix_xattr.py and t_posix_many.py)
 #   t_ondisk.py   what the members hold: superblocks, layouts, stripes, bytes read from
 #                 the images, tree manifests, GPT
 #   t_crash.py    the crash workload and its check after kill -9 or a power cut
