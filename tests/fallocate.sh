@@ -411,12 +411,8 @@ FAULTFS=$top_builddir/tests/faultfs
 if [ -x "$FAULTFS" ]; then
 	t_log "a member without BLKZEROOUT or fallocate (faultfs): zeroing falls back to writes"
 	t_images 2 128M ff
-	FF=$T_WORK/ff
-	mkdir -p "$FF" || t_fail "mkdir $FF"
-	t_register mnt "$FF"
-	"$FAULTFS" "${T_IMGS[1]}" "$T_WORK/ctl" "$FF" -f 2>"$T_WORK/faultfs.err" &
-	t_register pid $!
-	t_wait_mounted "$FF" 30 || t_fail "faultfs did not mount: $(cat "$T_WORK/faultfs.err")"
+	t_faultfs "${T_IMGS[1]}"
+	FF=$T_FF
 	t_mkfs "${T_IMGS[0]}" "$FF/disk"
 	t_mount_fg "${T_IMGS[0]},$FF/disk" "$M" "attr_timeout=0"
 	fill_and_free "$M" 100

@@ -22,19 +22,11 @@ t_workdir
 t_images 3 256M
 W=$T_WORK
 M=$W/mnt
-FF=$W/ff
-CTL=$W/ctl
-: >"$CTL"
-
 # faultfs in the foreground (background job) so that we know its pid for kill -9.
-mkdir -p "$FF" || t_fail "mkdir $FF"
-t_register mnt "$FF"
-"$FAULTFS" "${T_IMGS[1]}" "$CTL" "$FF" -f 2>"$W/faultfs.err" &
-FF_PID=$!
-disown "$FF_PID" # no "Killed" job notice when the test kills it
-t_register pid "$FF_PID"
-t_wait_mounted "$FF" 30 || t_fail "faultfs did not mount $FF: $(cat "$W/faultfs.err")"
-[ -f "$FF/disk" ] || t_fail "no $FF/disk"
+t_faultfs "${T_IMGS[1]}"
+FF=$T_FF
+CTL=$T_FF_CTL
+FF_PID=$T_FAULTFS_PID
 
 MEMBER1=$FF/disk
 t_log "mkfs over img0, $MEMBER1 (faultfs), img2"

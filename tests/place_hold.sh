@@ -48,14 +48,9 @@ if ! awk '$2 == "/sys/fs/fuse/connections" { f = 1 } END { exit !f }' /proc/self
 fi
 
 t_images 3 384M
-CTL=$W/ctl
-: >"$CTL"
-FF=$W/ff
-mkdir -p "$FF" || t_fail "mkdir $FF"
-t_register mnt "$FF"
-"$FAULTFS" "${T_IMGS[1]}" "$CTL" "$FF" -f 2>"$W/faultfs.err" &
-t_register pid $!
-t_wait_mounted "$FF" 30 || t_fail "faultfs did not mount $FF: $(cat "$W/faultfs.err")"
+t_faultfs "${T_IMGS[1]}"
+CTL=$T_FF_CTL
+FF=$T_FF
 t_mkfs "${T_IMGS[0]}" "$FF/disk" "${T_IMGS[2]}"
 t_mount "${T_IMGS[0]},$FF/disk,${T_IMGS[2]}" "$M" allow_other,tier=64M,tier_fill=now,place_threads=2
 DPID=$(t_daemon_pids "$M" | head -n 1)

@@ -27,4 +27,22 @@ tr '\r' '\n' <"$T_WORK/tty.out" | grep '^scrub \[' | tail -1 | grep -q 'GB/s' ||
 	t_fail "the bar does not give the rate: $(tr '\r' '\n' <"$T_WORK/tty.out" | grep '^scrub \[' | tail -1)"
 "$FSCK" --scrub "${T_IMGS[@]}" >"$T_WORK/plain.out" 2>&1 || t_fail "dmafs-fsck --scrub failed"
 grep -q $'\r' "$T_WORK/plain.out" && t_fail "a bar was drawn into a file: $(head -c 300 "$T_WORK/plain.out")"
+
+# dmafs-bench's long steps (member files, file sets, shards) draw the same way: rig.Progress
+cat >"$T_WORK/bar.py" <<'PY'
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from dmafs_bench import rig
+bar = rig.Progress("writing x", 1000)
+for i in range(0, 1001, 20):
+    bar.update(i)
+    time.sleep(0.02)
+bar.end()
+PY
+script -qec "$T_PY $T_WORK/bar.py $top_srcdir/tools" "$T_WORK/bench.out" >/dev/null || t_fail "the bench's progress line under script(1) failed"
+draws=$(tr '\r' '\n' <"$T_WORK/bench.out" | grep -c 'writing x: [0-9,]* of 1,000 MiB.*MiB/s.*s left')
+t_log "dmafs-bench's progress line on a terminal: $draws redraws in about 1 s"
+[ "$draws" -ge 2 ] && [ "$draws" -le 9 ] || t_fail "$draws redraws of the bench's line in about 1 s (want 2 to 9): $(head -c 300 "$T_WORK/bench.out")"
+$T_PY "$T_WORK/bar.py" "$top_srcdir/tools" >"$T_WORK/bench.plain" 2>&1 || t_fail "the bench's progress line into a file failed"
+[ -s "$T_WORK/bench.plain" ] && t_fail "the bench drew a progress line into a file: $(head -c 300 "$T_WORK/bench.plain")"
 t_log "PASS"

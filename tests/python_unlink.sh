@@ -16,14 +16,9 @@ M=$W/mnt
 SIZE=$((128 * 1048576))
 
 t_images 2 512M
-CTL=$W/ctl
-: >"$CTL"
-FF=$W/ff
-mkdir -p "$FF" || t_fail "mkdir $FF"
-t_register mnt "$FF"
-"$FAULTFS" "${T_IMGS[1]}" "$CTL" "$FF" -f 2>"$W/faultfs.err" &
-t_register pid $!
-t_wait_mounted "$FF" 30 || t_fail "faultfs did not mount $FF: $(cat "$W/faultfs.err")"
+t_faultfs "${T_IMGS[1]}"
+CTL=$T_FF_CTL
+FF=$T_FF
 t_mkfs "${T_IMGS[0]}" "$FF/disk"
 t_mount "${T_IMGS[0]},$FF/disk" "$M"
 

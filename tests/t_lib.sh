@@ -221,6 +221,26 @@ t_mkfs() {
 	out=$("$MKFS" -q "$@" 2>&1) || t_fail "mkfs.dmafs $* failed: $out"
 }
 
+# t_faultfs IMAGE - serve IMAGE as $T_WORK/ff/disk through tests/faultfs (the member whose
+# reads can be delayed or failed through the control file $T_WORK/ctl, made empty here);
+# faultfs runs in the foreground as a background job, its pid in T_FAULTFS_PID, unmounted
+# and stopped at the end. Sets T_FF (the mount point) and T_FF_CTL. Skips without faultfs.
+t_faultfs() {
+	local ff=$T_WORK/ff bin=$top_builddir/tests/faultfs
+	[ -x "$bin" ] || t_skip "tests/faultfs not built"
+	T_FF=$ff
+	T_FF_CTL=$T_WORK/ctl
+	: >"$T_FF_CTL"
+	mkdir -p "$ff" || t_fail "mkdir $ff"
+	t_register mnt "$ff"
+	"$bin" "$1" "$T_FF_CTL" "$ff" -f 2>>"$T_WORK/faultfs.err" &
+	T_FAULTFS_PID=$!
+	disown "$T_FAULTFS_PID" # no "Killed" job notice when a test kills it
+	t_register pid "$T_FAULTFS_PID"
+	t_wait_mounted "$ff" 30 || t_fail "faultfs did not mount $ff: $(cat "$T_WORK/faultfs.err")"
+	[ -f "$ff/disk" ] || t_fail "faultfs mounted $ff without $ff/disk"
+}
+
 # t_fsck RC ARGS... - run dmafs-fsck ARGS, output in $T_WORK/fsck.out; fail unless it
 # exits RC.
 t_fsck() {

@@ -122,18 +122,27 @@ def names(root, nfiles, ndirs):
     return [os.path.join(root, f"d{i % ndirs:05d}", f"f{i:08d}") for i in range(nfiles)]
 
 
-def in_procs(fn, items, nproc):
-    """fn(list) in nproc forked processes, items dealt round-robin; fails on a failure."""
+def in_procs(fn, items, nproc, what=None):
+    """fn(list) in nproc forked processes, items dealt round-robin; fails on a failure.
+    With @what, a progress line counts the items done (fn calls tick() after each)."""
+    global _count
     nproc = max(1, min(nproc, len(items)))
     ctx = multiprocessing.get_context("fork")
+    _count = ctx.Value("q", 0, lock=False)
     procs = [ctx.Process(target=fn, args=(items[k::nproc],)) for k in range(nproc)]
+    bar = rig.Progress(what, len(items), "files") if what else None
     try:
         for p in procs:
             p.start()
         bad = 0
         for p in procs:
+            while bar and p.is_alive():
+                p.join(0.2)
+                bar.update(_count.value)
             p.join()
             bad += p.exitcode != 0
+        if bar:
+            bar.end()
     finally:
         for p in procs:
             if p.is_alive():
@@ -141,6 +150,13 @@ def in_procs(fn, items, nproc):
                 p.join()
     if bad:
         rig.fail(f"dataset: {bad} of {nproc} worker processes failed (see above)")
+
+
+_count = None  # items done by in_procs' workers (a shared counter; races only undercount)
+
+
+def tick():
+    _count.value += 1
 
 
 def create_set(root, nfiles, ndirs, kib, nproc):
@@ -154,10 +170,11 @@ def create_set(root, nfiles, ndirs, kib, nproc):
                 fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
                 os.write(fd, data)
                 os.close(fd)
+                tick()
         except OSError as e:
             print(f"dmafs-bench: dataset: creating {e.filename}: {e.strerror}", file=sys.stderr)
             os._exit(1)
-    in_procs(work, names(root, nfiles, ndirs), nproc)
+    in_procs(work, names(root, nfiles, ndirs), nproc, f"creating {nfiles:,} files")
 
 
 def read_set(paths, nproc, size):

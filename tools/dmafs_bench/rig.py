@@ -343,6 +343,40 @@ class Out:
             f.write(text)
 
 
+class Progress:
+    """A progress line for a long step on standard error: what, done of total (in @unit),
+    the rate and the time left; redrawn at most 5 times a second, cleared by end(), and
+    silent when standard error is not a terminal (a log file gets no bar)."""
+
+    def __init__(self, what, total, unit="MiB"):
+        self.what, self.total, self.unit = what, max(total, 1), unit
+        self.on = sys.stderr.isatty()
+        self.t0 = self.last = time.monotonic()
+        self.shown = False
+
+    def update(self, done):
+        if not self.on:
+            return
+        now = time.monotonic()
+        if now - self.last < 0.2 and done < self.total:
+            return
+        self.last = now
+        el = max(now - self.t0, 1e-9)
+        rate = done / el
+        left = (self.total - done) / rate if rate > 0 else 0
+        sys.stderr.write(f"\r{PROG}: {self.what}: {done:,} of {self.total:,} {self.unit} "
+                         f"({100 * done // self.total}%), {rate:,.0f} {self.unit}/s, "
+                         f"{left:.0f} s left\033[K")
+        sys.stderr.flush()
+        self.shown = True
+
+    def end(self):
+        if self.shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+            self.shown = False
+
+
 def write_file(path, mib, random=False, zero=False):
     """@mib MiB at @path: random bytes, zeros (every page written), or allocated only."""
     try:
@@ -354,6 +388,7 @@ def write_file(path, mib, random=False, zero=False):
             chunk = 16 << 20 if zero else 1 << 20
             buf = bytes(chunk) if zero else None
             left = mib << 20
+            bar = Progress(f"writing {os.path.basename(path)}", mib)
             while left:
                 n = min(left, chunk)
                 data = buf[:n] if zero else os.urandom(n)
@@ -361,6 +396,8 @@ def write_file(path, mib, random=False, zero=False):
                 while done < n:
                     done += os.write(fd, data[done:])
                 left -= n
+                bar.update(mib - (left >> 20))
+            bar.end()
         finally:
             os.close(fd)
     except OSError as e:

@@ -100,7 +100,9 @@ def make_shards(root, n, mb):
     os.makedirs(root, exist_ok=True)
     chunk = os.urandom(8 << 20)
     paths = []
+    bar = rig.Progress(f"writing {n} shards", n * mb)
     for i in range(n):
+        bar.update(i * mb)
         p = os.path.join(root, f"shard-{i:05d}.bin")
         with open(p, "wb") as f:
             left = mb << 20
@@ -111,6 +113,7 @@ def make_shards(root, n, mb):
                 left -= len(piece)
                 k += 1
         paths.append(p)
+    bar.end()
     os.sync()
     return paths
 
