@@ -13,6 +13,10 @@
 
     dmafs.prefetch("/mnt/models/qwen2.5-7b")   # into the mount's warm tier (-o tier=SIZE)
 
+    # training batches: many small files per request, straight into GPU memory
+    for b in dmafs.batches(files, 256, sample_bytes=48 << 10, device="cuda:0"):
+        step(b.data, b.lengths)                   # see dmafs.SampleReader for byte ranges
+
 load_file() returns what safetensors.torch.load_file() returns (same keys, dtypes, shapes
 and values); the daemon reads the files from the member drives with O_DIRECT and puts
 them straight into the destination: shared host memory for device "cpu", the GPU
