@@ -183,9 +183,10 @@ def _tp_context(model, load_config, kw):
     # nothing else escaped), searched in the parameter name; the first branch that matches
     alt = re.compile("|".join(f"(?P<g{i}>{k.replace('*', '.*')})" for i, k in enumerate(keys))) \
         if keys else None
-    meta = {}
+    meta, state = {}, {}
     try:
-        meta = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+        state = model.state_dict()
+        meta = {k: tuple(v.shape) for k, v in state.items()}
     except Exception:  # no state_dict(): no parameter is known, every tensor is placed whole
         pass
     try:  # the mesh's process group: the ranks share what they all keep whole over it
@@ -195,7 +196,8 @@ def _tp_context(model, load_config, kw):
     return {"rank": int(mesh.get_local_rank()), "world": int(mesh.size()), "plan": plan,
             "group": group,
             "keys": keys, "alt": alt, "prefix": getattr(model, "base_model_prefix", "") or "",
-            "meta": meta}
+            "meta": meta, "state": state, "load_config": load_config,
+            "base_model_prefix": getattr(model, "base_model_prefix", None)}
 
 
 def _param_name(name, tp):
@@ -246,6 +248,128 @@ def _tp_rule(info, tp):
     return None
 
 
+class _Unasked(Exception):
+    """What transformers asked of a tensor is not a region dmafs can place."""
+
+
+class _Probe:
+    """A safetensors slice that reads nothing: it records each index asked of it and
+    returns an empty meta tensor of that region's shape, so that transformers' own
+    shard-on-read operation, run on it, tells what it would take of the tensor."""
+
+    def __init__(self, info, torch):
+        self._shape, self._dtype, self._torch = list(info.shape), info.dtype_name, torch
+        self.asked = []
+
+    def get_shape(self):
+        return list(self._shape)
+
+    def get_dtype(self):
+        return self._dtype
+
+    @property
+    def shape(self):
+        return self._torch.Size(self._shape)
+
+    def __getitem__(self, index):
+        region = _region(index, self._shape)
+        if region is None or any(isinstance(r, tuple) for r in region):
+            raise _Unasked(index)
+        self.asked.append(region)
+        return self._torch.empty([len(r) for r in region], device="meta")
+
+
+def _ask_transformers(tp, infos):
+    """{checkpoint tensor name: rule} (see _shard.SKIP): what this rank's transformers will
+    take of each tensor, found by running transformers' own renaming, weight converters
+    and shard-on-read operation (core_model_loading: rename_source_key, the converters'
+    MergeModulelist expert index, DtensorShardOperation on the parameter's DTensor) on
+    _Probe objects, in the order and with the rules of its loading loop. None when this
+    transformers does not load that way (no DTensor parameters: the plan's rules apply).
+    A tensor transformers takes whole is None (kept whole by every rank) when its
+    parameter is replicated, and OWN (whole, this rank's alone: an expert under expert
+    parallelism) when the parameter is sharded; one it does not take at all (another
+    rank's expert, a key the model has no parameter for) is SKIP; a slice is the even
+    rule (dim, blocks) when it is that, else (dim, start, stop); what is none of these
+    (several dimensions cut, indices) is placed whole and warned about when asked for."""
+    import copy
+
+    import torch
+    from ._shard import OWN, SKIP, shard_range
+
+    try:
+        from transformers import core_model_loading as cml
+        need = (cml.rename_source_key, cml.dot_natural_key, cml.is_dtensor,
+                cml.DtensorShardOperation, cml.WeightConverter, cml.WeightRenaming,
+                cml.MergeModulelist)
+    except (ImportError, AttributeError):
+        return None
+    del need
+    lc, state, prefix = tp["load_config"], tp["state"], tp["base_model_prefix"]
+    if not any(cml.is_dtensor(v) for v in state.values()):
+        return None
+    if getattr(lc, "hf_quantizer", None) is not None:
+        return None  # quantizers add operations of their own: the plan's rules
+    # copies: rename_source_key marks a transform used, which transformers keeps for saving
+    mapping = copy.deepcopy(list(getattr(lc, "weight_mapping", None) or []))
+    renamings = [e for e in mapping if isinstance(e, cml.WeightRenaming)]
+    converters = [e for e in mapping if isinstance(e, cml.WeightConverter)]
+    by_pattern = {k: c for c in converters for k in c.source_patterns}
+    world, rank = tp["world"], tp["rank"]
+    seen, rules = {}, {}
+    for name in sorted(infos, key=cml.dot_natural_key):
+        info = infos[name]
+        key, pattern = cml.rename_source_key(name, renamings, converters, prefix, state)
+        if key not in state and name in state:
+            key, pattern = cml.rename_source_key(name, [], [], prefix, state)
+        if key not in state:
+            rules[name] = SKIP  # transformers reports it unexpected and reads nothing
+            continue
+        param = state[key]
+        idx = None
+        if pattern is not None and any(isinstance(op, cml.MergeModulelist)
+                                       for op in by_pattern[pattern].operations):
+            idx = seen.get((key, pattern), 0)  # the expert's place in the merged tensor
+            seen[(key, pattern)] = idx + 1
+        if not cml.is_dtensor(param):
+            rules[name] = None
+            continue
+        shape = list(info.shape)
+        probe = _Probe(info, torch)
+        try:
+            got = cml.DtensorShardOperation(param).shard_tensor(probe, tensor_idx=idx,
+                                                                device="meta", dtype=None)
+        except _Unasked:
+            rules[name] = OWN
+            continue
+        if got is None and not probe.asked:
+            rules[name] = SKIP
+            continue
+        full = [range(n) for n in shape]
+        cut = [[d for d, r in enumerate(a) if r != full[d]] for a in probe.asked]
+        if len(probe.asked) == 1 and not cut[0]:
+            sharded = any(hasattr(p, "dim") for p in getattr(param, "placements", ()))
+            rules[name] = OWN if sharded else None
+            continue
+        dims = {d for c in cut for d in c}
+        if len(dims) != 1 or any(len(c) != 1 for c in cut):
+            rules[name] = OWN
+            continue
+        d = dims.pop()
+        runs = [a[d] for a in probe.asked]
+        blocks = len(runs)
+        rule = OWN
+        if shape[d] % blocks == 0:
+            b = shape[d] // blocks
+            s, e = shard_range(b, rank, world)
+            if all(r == range(k * b + s, k * b + e) for k, r in enumerate(runs)):
+                rule = (d, blocks)
+        if rule == OWN and blocks == 1:
+            rule = (d, runs[0].start, runs[0].stop)
+        rules[name] = rule
+    return rules
+
+
 def _shard_plan(rules, names, rule_of):
     """A load_shard() plan that gives every tensor of @names its rule in @rules (None:
     whole): one pattern per layer-generic name (the layer numbers as '*') where that
@@ -290,6 +414,9 @@ def _placed_region(shape, rule, rank, world):
     from ._shard import shard_range
 
     out = [range(n) for n in shape]
+    if len(rule) == 3:
+        out[rule[0] % len(shape)] = range(rule[1], rule[2])
+        return out
     dim, blocks = rule
     block = shape[dim] // blocks
     s, e = shard_range(block, rank, world)
@@ -360,27 +487,60 @@ class _TPSlice:
         return self._info.dtype_name
 
     def __getitem__(self, index):
+        from ._shard import OWN, SKIP
+
         m, name, shape = self._m, self._name, tuple(self._info.shape)
-        rule, placed = m.rules.get(name), m.tensors[name]
+        rule, placed = m.rules.get(name), m.tensors.get(name)
         region = _region(index, shape)
         tp = m.tp
-        if rule is None:
+        if rule is None or rule == OWN:
             if region is not None and _same_region(region, [range(n) for n in shape]):
                 return placed
-            warnings.warn(f"dmafs: {m.file_of[name]}: tensor {name!r} was placed whole (the tp "
-                          f"plan keeps it whole here), but transformers took {_describe(index)} "
-                          "of it: the whole tensor stays in this rank's memory while the part "
-                          "is used", SlowPathWarning, stacklevel=2)
+            warnings.warn(f"dmafs: {m.file_of[name]}: tensor {name!r} was placed whole (what "
+                          f"this rank was predicted to take), but transformers took "
+                          f"{_describe(index)} of it: the whole tensor stays in this rank's "
+                          "memory while the part is used", SlowPathWarning, stacklevel=2)
             return placed[index]
-        if region is not None and _same_region(region, _placed_region(shape, rule, tp["rank"],
-                                                                      tp["world"])):
-            return placed
+        if rule != SKIP and region is not None:
+            mine = _placed_region(shape, rule, tp["rank"], tp["world"])
+            part = placed if _same_region(region, mine) else _part_of(placed, region, mine)
+            if part is not None:
+                return part
+        what = "nothing (another rank's, or not a parameter here)" if rule == SKIP else \
+            f"dimension {rule[0]} " + (f"[{rule[1]}, {rule[2]})" if len(rule) == 3 else
+                                       f"in {rule[1]} packed blocks" if rule[1] > 1 else "evenly")
         warnings.warn(f"dmafs: {m.file_of[name]}: tensor {name!r}: transformers asked for "
-                      f"{_describe(index)}, not the slice placed for rank {tp['rank']} of "
-                      f"{tp['world']} (dimension {rule[0]}"
-                      f"{f', {rule[1]} packed blocks' if rule[1] > 1 else ''}): read from the "
-                      "file instead", SlowPathWarning, stacklevel=2)
+                      f"{_describe(index)}, not what was placed for rank {tp['rank']} of "
+                      f"{tp['world']} ({what}): read from the file instead", SlowPathWarning,
+                      stacklevel=2)
         return _read_tensor(m, name)[index].clone()
+
+
+def _part_of(placed, region, mine):
+    """The view of @placed (the region @mine of a tensor, as _placed_region gives it) that
+    is the region @region, when @region differs from @mine along one dimension at most,
+    and there is one run of @mine's indices; else None."""
+    cut = None
+    for d, (r, p) in enumerate(zip(region, mine)):
+        if isinstance(r, tuple):
+            return None
+        if (r == p) if isinstance(p, range) else (len(r) == len(p) and tuple(r) == p):
+            continue
+        if cut is not None:
+            return None
+        cut = d
+    if cut is None:
+        return placed
+    r, idx = region[cut], mine[cut]
+    if not len(r):
+        return placed.narrow(cut, 0, 0)
+    try:
+        at = idx.index(r.start)
+    except ValueError:
+        return None
+    if tuple(idx[at:at + len(r)]) != tuple(r):
+        return None
+    return placed.narrow(cut, at, len(r))
 
 
 class _Model:
@@ -418,6 +578,19 @@ class _Model:
         if isinstance(device, dict):  # transformers gives one device to a TP rank
             device = next(iter(device.values()))
         self.tp = tp
+        try:
+            asked = _ask_transformers(tp, self.infos)
+        except Exception as e:  # a loader of another shape than the one this was written for
+            asked = None
+            warnings.warn(f"dmafs: {path}: could not ask transformers what this rank takes of "
+                          f"each tensor ({e!r}): the tp plan's rules decide, and what they do "
+                          "not predict is read whole", SlowPathWarning, stacklevel=5)
+        if asked is not None:
+            self.rules = {n: r for n, r in asked.items() if r is not None}
+            self.tensors = load_shard(path, device, rank=tp["rank"], world_size=tp["world"],
+                                      plan={}, rules=asked, group=tp.get("group"),
+                                      stacklevel=5)
+            return
         self.rules = {t.name: r for t in model.tensors
                       if (r := _tp_rule(t, tp)) is not None}
         plan = _shard_plan(self.rules, [t.name for t in model.tensors],
@@ -452,14 +625,16 @@ class _Shard:
     def _get(self, name):
         if name not in self._keys:
             raise KeyError(f"{self._file} does not contain tensor {name!r}")
-        return self._m.tensors[name]
+        return self._m.tensors.get(name)
 
     def get_tensor(self, name):
+        from ._shard import OWN
+
         t = self._get(name)
-        if name in self._m.rules:  # only this rank's slice is placed
+        if self._m.rules.get(name, OWN) != OWN:  # only this rank's slice is placed, or none
             warnings.warn(f"dmafs: {self._file}: get_tensor({name!r}) of a tensor-parallel load: "
-                          "only this rank's slice is placed; the whole tensor is read from the "
-                          "file", SlowPathWarning, stacklevel=2)
+                          "only this rank's part of it is placed; the whole tensor is read from "
+                          "the file", SlowPathWarning, stacklevel=2)
             return _read_tensor(self._m, name)
         return t
 

@@ -52,19 +52,41 @@ _EXCHANGE_BELOW = 1 << 20
 _EXCHANGE_SEND = 256 << 20
 
 
+# What a plan (or _rules) says of a tensor, besides None (no pattern: whole, and with share
+# placed once between the ranks): SKIP, not placed in this rank; OWN, whole, placed by this
+# rank alone (the others keep other tensors, as an expert of expert parallelism); (dim,
+# blocks), this rank's even slice (the same rule in every rank); (dim, start, stop), rows
+# [start, stop) of that dimension, this rank's alone.
+SKIP, OWN = "skip", "own"
+
+
 def _rule(name, plan, path):
-    """(dim, blocks) for the tensor @name, from the first plan pattern matching it, or None
-    (placed whole). A plan value is a dimension (int) or (dimension, blocks)."""
+    """The rule of the first plan pattern matching the tensor @name (see SKIP), or None
+    (placed whole). A plan value is a dimension (int), (dimension, blocks), (dimension,
+    start, stop), None (not placed) or "whole" (placed whole by this rank alone)."""
     for pattern, v in plan.items():
         if not fnmatch.fnmatchcase(name, pattern):
             continue
-        dim, blocks = (v, 1) if isinstance(v, int) else tuple(v) if isinstance(v, (tuple, list)) \
-            and len(v) == 2 else (None, None)
-        if not isinstance(dim, int) or not isinstance(blocks, int) or blocks < 1:
-            raise ValueError(f"dmafs: {path}: plan pattern {pattern!r} has value {v!r}: want a "
-                             "dimension, or (dimension, number of packed blocks)")
-        return dim, blocks
+        return _check_rule(v, path, f"plan pattern {pattern!r}")
     return None
+
+
+def _check_rule(v, path, what):
+    if v is None:
+        return SKIP
+    if v == "whole":
+        return OWN
+    if isinstance(v, int) and not isinstance(v, bool):
+        return (v, 1)
+    if isinstance(v, (tuple, list)) and all(isinstance(x, int) and not isinstance(x, bool)
+                                            for x in v):
+        if len(v) == 2 and v[1] >= 1:
+            return tuple(v)
+        if len(v) == 3 and 0 <= v[1] <= v[2]:
+            return tuple(v)
+    raise ValueError(f"dmafs: {path}: {what} has value {v!r}: want a dimension, (dimension, "
+                     "number of packed blocks), (dimension, start, stop), None (not placed) "
+                     "or \"whole\" (placed whole by this rank alone)")
 
 
 def shard_range(size, rank, world):
@@ -85,21 +107,29 @@ def _numpy():
 
 def _slice(t, shape, rule, rank, world, elsize, path, np):
     """(shape of this rank's slice, int64 array [[file_offset, length], ...] in file order)."""
-    if rule is None:
+    if rule is None or rule == OWN:
         return shape, np.array([[t.file_offset, t.nbytes]] if t.nbytes else [],
                                dtype=np.int64).reshape(-1, 2)
-    dim, blocks = rule
+    dim = rule[0]
     nd = len(shape)
     if not -nd <= dim < nd:
         raise ValueError(f"dmafs: {path}: the plan splits dimension {dim} of tensor {t.name!r}, "
                          f"which has shape {list(shape)}")
     dim %= nd
     size = shape[dim]
-    if size % blocks:
-        raise ValueError(f"dmafs: {path}: tensor {t.name!r} of shape {list(shape)} does not "
-                         f"split into {blocks} packed blocks along dimension {dim}")
-    block = size // blocks
-    start, stop = shard_range(block, rank, world)
+    if len(rule) == 3:  # rows [start, stop) of the dimension
+        blocks, block = 1, size
+        start, stop = rule[1], rule[2]
+        if stop > size:
+            raise ValueError(f"dmafs: {path}: the plan keeps [{start}, {stop}) of dimension "
+                             f"{dim} of tensor {t.name!r}, which has shape {list(shape)}")
+    else:
+        blocks = rule[1]
+        if size % blocks:
+            raise ValueError(f"dmafs: {path}: tensor {t.name!r} of shape {list(shape)} does not "
+                             f"split into {blocks} packed blocks along dimension {dim}")
+        block = size // blocks
+        start, stop = shard_range(block, rank, world)
     outer = 1
     for d in shape[:dim]:
         outer *= d
@@ -122,15 +152,20 @@ def _slice(t, shape, rule, rank, world, elsize, path, np):
     return tuple(new), ext
 
 
-def shard_plan(model, plan, rank, world, torch):
+def shard_plan(model, plan, rank, world, torch, rules=None):
     """[(info, dtype, shard shape, buffer offset, extents, whole), ...], the buffer size and
     the end of the tensors kept whole: every tensor's slice, checked before any I/O
-    (extents: see _slice). The tensors every rank keeps whole come first in the buffer."""
+    (extents: see _slice). The tensors every rank keeps whole come first in the buffer
+    (whole: True); a tensor the rank does not keep (SKIP) is not listed. @rules: {name:
+    rule} (see SKIP) instead of the plan's patterns, for every tensor (absent: None)."""
     np = _numpy()
+    rule_of = _rule_of(model, plan, rules)
     items = []
     for t, dt, shape in _plan(model, torch):
-        rule = _rule(t.name, plan, model.path)
-        if rule is not None and t.dtype_name == "F4":
+        rule = rule_of(t.name)
+        if rule == SKIP:
+            continue
+        if rule is not None and rule != OWN and t.dtype_name == "F4":
             raise ValueError(f"dmafs: {model.path}: F4 tensor {t.name!r} packs two values in a "
                              "byte; it cannot be sliced")
         es = _lib.C.dtype_size(t.dtype)
@@ -144,6 +179,13 @@ def shard_plan(model, plan, rank, world, torch):
         if whole:
             shared = at
     return out, at, shared
+
+
+def _rule_of(model, plan, rules):
+    """name -> rule (see SKIP): by @rules when given, else by the plan's patterns."""
+    if rules is not None:
+        return lambda n: rules.get(n)
+    return lambda n: _rule(n, plan, model.path)
 
 
 def _place_file(buf, model, f, arr):
@@ -363,16 +405,18 @@ def _count(row, lo, hi, a, b):
     return sum(n * w for _off, n, w in _runs(row, lo, hi, a, b))
 
 
-def _exchange_plan(model, entries, plan, world):
+def _exchange_plan(model, entries, rule_of, world):
     """([[_Swap, ...], ...], send bytes): the tensors of shard_plan's @entries whose slices
     the ranks exchange rather than read per row, in batches whose send slots fit
     _EXCHANGE_SEND (or one tensor's slot, when larger), and the bytes of the largest
     batch. The same in every rank: shapes, plan and world decide, never the rank."""
     swaps = []
     for i, (t, _dt, _shape, _at, _ext, whole) in enumerate(entries):
-        if whole or world < 2:
+        rule = rule_of(t.name)
+        # an even slice only: a rank's own range or tensor is not the others' business
+        if whole or world < 2 or rule == OWN or len(rule) != 2:
             continue
-        dim, blocks = _rule(t.name, plan, model.path)
+        dim, blocks = rule
         shape = t.shape  # the file's: an F4 tensor, whose torch shape differs, is never split
         dim %= len(shape)  # checked by _slice
         outer, inner = 1, _lib.C.dtype_size(t.dtype)
@@ -555,7 +599,7 @@ def _place_shared(tgt, model, entries, shared, rank, world, group, threads, stat
 
 
 def load_shard(path, device="cpu", *, rank=None, world_size=None, plan, group=None, share=None,
-               threads=0, stacklevel=2):
+               threads=0, stacklevel=2, rules=None):
     """This rank's slices of a model (see dmafs.load(..., shard=...)).
 
     share: the tensors that every rank keeps whole are placed once between the ranks, each
@@ -563,7 +607,7 @@ def load_shard(path, device="cpu", *, rank=None, world_size=None, plan, group=No
     _exchange; a collective: every rank of @group must call this at the same time). None:
     when rank and world size are those of an initialised torch.distributed @group (always
     when they are not given); False: each rank places them all itself, the row slices one
-    extent per row."""
+    extent per row. @rules: {tensor name: rule} (see SKIP) instead of @plan's patterns."""
     torch = _torch()
     if rank is None or world_size is None:
         import torch.distributed as dist
@@ -572,14 +616,15 @@ def load_shard(path, device="cpu", *, rank=None, world_size=None, plan, group=No
                                "torch.distributed")
         rank, world_size = dist.get_rank(group), dist.get_world_size(group)
     if not isinstance(plan, dict):
-        raise TypeError("dmafs: plan must be a dict {tensor name pattern: dimension or "
-                        "(dimension, packed blocks)}")
+        raise TypeError("dmafs: plan must be a dict {tensor name pattern: dimension, "
+                        "(dimension, packed blocks), (dimension, start, stop), None or "
+                        "\"whole\"}")
     if not (isinstance(rank, int) and isinstance(world_size, int) and 0 <= rank < world_size):
         raise ValueError(f"dmafs: rank {rank!r} of world_size {world_size!r}")
     t0 = time.perf_counter()
     with _lib.Model(path) as model:
         dev, target, index = _device(device)
-        entries, size, shared = shard_plan(model, plan, rank, world_size, torch)
+        entries, size, shared = shard_plan(model, plan, rank, world_size, torch, rules)
         sharing = _share_ok(share, rank, world_size, group, dev)
         stats = new_stats(model, dev, target)
         stats.rank, stats.world_size = rank, world_size
@@ -587,7 +632,8 @@ def load_shard(path, device="cpu", *, rank=None, world_size=None, plan, group=No
         if sharing:
             import torch.distributed as dist
             from ._dist import _agree, _layout_digest
-            batches, send_size = _exchange_plan(model, entries, plan, world_size)
+            batches, send_size = _exchange_plan(model, entries, _rule_of(model, plan, rules),
+                                                world_size)
             swaps = sum(len(b) for b in batches)
             same, _ = _agree(dist, group, torch, dev, [shared, _layout_digest(model), swaps,
                                                       send_size])

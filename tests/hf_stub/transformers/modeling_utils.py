@@ -6,7 +6,10 @@ device="cpu", backend="mmap"), takes get_slice() of every key, then materializes
 slice with slice[...] and .to(device) (transformers 5.17's _load_pretrained_model and
 core_model_loading._materialize_copy). With load_config.device_mesh (a tensor-parallel
 load, tp_plan="auto"), the model is a TPModel and each tensor goes through _load_tp: the
-per-rank sharding of tensor_parallel.py. safe_open here is a small reader of the format."""
+per-rank sharding of tensor_parallel.py (the style objects of the 5.x line before DTensor
+parameters); when the model's parameters are DTensors (core_model_loading.py, the 5.17
+path, with weight converters), through convert_and_load_state_dict_in_model. safe_open
+here is a small reader of the format."""
 import json
 import os
 import struct
@@ -69,8 +72,9 @@ def safe_open(filename, framework="pt", device="cpu", backend=None):
 
 
 class LoadStateDictConfig:
-    def __init__(self, device_map=None, dtype=None, device_mesh=None):
+    def __init__(self, device_map=None, dtype=None, device_mesh=None, weight_mapping=None):
         self.device_map, self.dtype, self.device_mesh = device_map, dtype, device_mesh
+        self.weight_mapping, self.hf_quantizer = weight_mapping, None
 
 
 class DeviceMesh:
@@ -153,7 +157,10 @@ class PreTrainedModel:
             for k in fp.keys():
                 merged[k] = fp.get_slice(k)  # don't materialize yet
         if load_config.device_mesh is not None:
+            from .core_model_loading import convert_and_load_state_dict_in_model, is_dtensor
             try:
+                if any(is_dtensor(v) for v in model.state_dict().values()):
+                    return convert_and_load_state_dict_in_model(model, merged, load_config)
                 return _load_tp(model, merged, load_config)
             finally:
                 for p in pointers:

@@ -1,0 +1,234 @@
+# SPDX-License-Identifier: MIT
+"""hf_moe.py - dmafs.enable() under tensor-parallel and expert-parallel loads of two small
+mixture-of-experts checkpoints, with the stand-in of transformers 5.17's DTensor loading
+path (tests/hf_stub: core_model_loading.py), in 2 and 4 ranks on gloo (host memory).
+
+Usage: hf_moe.py --stub DIR --work DIR --worlds 2,4 QMOE_DIR MIX_DIR
+
+Both models are written here (on the mount), in two shard files each, with odd sizes so
+that the ranks' slices and expert sets are uneven:
+  - QMOE, Qwen3-MoE's layout: per-expert mlp.experts.E.{gate,up,down}_proj.weight, merged
+    by weight converters into mlp.experts.gate_up_proj [E, 2I, H] and down_proj [E, H, I];
+  - MIX, Mixtral's: block_sparse_moe.experts.E.{w1,w3,w2}.weight, and a renaming of
+    block_sparse_moe.gate to mlp.gate.
+Under "tp" the merged parameters are cut as transformers' plan does (gate_up_proj strided
+in two groups along dimension 1, down_proj along 2; attention colwise/rowwise; lm_head
+colwise); under "ep" the experts are split between the ranks along dimension 0 and the rest
+is replicated. Each rank loads each model plainly (the stand-in's reader) and under
+dmafs.enable(); every parameter must be equal byte for byte, no SlowPathWarning may come
+(dmafs predicted every slice and expert set transformers took), the stand-in's reader must
+not be used, and the bytes dmafs placed in this rank (dmafs.last_stats().bytes) must be at
+most what the rank keeps + 2 % (not every expert in every rank). Exits 0 when every check
+passed in every rank.
+"""
+import argparse
+import json
+import math
+import os
+import random
+import struct
+import sys
+import warnings
+
+SIZE = {"F32": 4, "BF16": 2}
+
+
+def qmoe_shapes():
+    """{name: (dtype, shape)} of the QMOE checkpoint; and the model's parameters."""
+    H, I, E, V = 12, 10, 7, 11
+    ck, par = {}, {}
+    for n, s in (("model.embed_tokens.weight", [V, H]), ("model.norm.weight", [H]),
+                 ("lm_head.weight", [V, H])):
+        ck[n] = par[n] = ("F32", s)
+    for L in range(2):
+        p = f"model.layers.{L}."
+        for n, s in (("self_attn.q_proj.weight", [16, H]), ("self_attn.k_proj.weight", [8, H]),
+                     ("self_attn.v_proj.weight", [8, H]), ("self_attn.o_proj.weight", [H, 16]),
+                     ("self_attn.q_norm.weight", [4]), ("self_attn.k_norm.weight", [4]),
+                     ("input_layernorm.weight", [H]), ("post_attention_layernorm.weight", [H]),
+                     ("mlp.gate.weight", [E, H])):
+            ck[p + n] = par[p + n] = ("F32", s)
+        for e in range(E):
+            ck[f"{p}mlp.experts.{e}.gate_proj.weight"] = ("BF16", [I, H])
+            ck[f"{p}mlp.experts.{e}.up_proj.weight"] = ("BF16", [I, H])
+            ck[f"{p}mlp.experts.{e}.down_proj.weight"] = ("BF16", [H, I])
+        par[p + "mlp.experts.gate_up_proj"] = ("BF16", [E, 2 * I, H])
+        par[p + "mlp.experts.down_proj"] = ("BF16", [E, H, I])
+    return ck, par
+
+
+def mix_shapes():
+    H, I, E, V = 12, 9, 10, 11
+    ck, par = {}, {}
+    for n, s in (("model.embed_tokens.weight", [V, H]), ("model.norm.weight", [H]),
+                 ("lm_head.weight", [V, H])):
+        ck[n] = par[n] = ("F32", s)
+    for L in range(2):
+        p = f"model.layers.{L}."
+        for n, s in (("self_attn.q_proj.weight", [16, H]), ("self_attn.k_proj.weight", [8, H]),
+                     ("self_attn.v_proj.weight", [8, H]), ("self_attn.o_proj.weight", [H, 16]),
+                     ("input_layernorm.weight", [H]), ("post_attention_layernorm.weight", [H])):
+            ck[p + n] = par[p + n] = ("F32", s)
+        ck[p + "block_sparse_moe.gate.weight"] = ("F32", [E, H])
+        par[p + "mlp.gate.weight"] = ("F32", [E, H])
+        for e in range(E):
+            ck[f"{p}block_sparse_moe.experts.{e}.w1.weight"] = ("BF16", [I, H])
+            ck[f"{p}block_sparse_moe.experts.{e}.w3.weight"] = ("BF16", [I, H])
+            ck[f"{p}block_sparse_moe.experts.{e}.w2.weight"] = ("BF16", [H, I])
+        par[p + "mlp.experts.gate_up_proj"] = ("BF16", [E, 2 * I, H])
+        par[p + "mlp.experts.down_proj"] = ("BF16", [E, H, I])
+    return ck, par
+
+
+def mapping(cml, kind):
+    """The weight converters transformers 5.17 registers for qwen3_moe / mixtral."""
+    if kind == "qmoe":
+        return [cml.WeightConverter(["mlp.experts.*.gate_proj.weight", "mlp.experts.*.up_proj.weight"],
+                                    "mlp.experts.gate_up_proj",
+                                    [cml.MergeModulelist(0), cml.Concatenate(1)]),
+                cml.WeightConverter("mlp.experts.*.down_proj.weight", "mlp.experts.down_proj",
+                                    [cml.MergeModulelist(0)])]
+    return [cml.WeightRenaming(".block_sparse_moe.gate", ".mlp.gate"),
+            cml.WeightConverter(["block_sparse_moe.experts.*.w1.weight",
+                                 "block_sparse_moe.experts.*.w3.weight"],
+                                "mlp.experts.gate_up_proj",
+                                [cml.MergeModulelist(0), cml.Concatenate(1)]),
+            cml.WeightConverter(["block_sparse_moe.experts.*.w2.weight"], "mlp.experts.down_proj",
+                                [cml.MergeModulelist(0)])]
+
+
+def placements(cml, name, mode):
+    """The parameter's placements, as transformers' tp and ep plans give them; None for a
+    plain (not distributed) parameter."""
+    mod = name.rsplit(".", 1)[0] if name.endswith(".weight") else name
+    if mod.endswith("experts.gate_up_proj"):
+        return [cml.StridedShard(1, 2)] if mode == "tp" else [cml.Shard(0)]
+    if mod.endswith("experts.down_proj"):
+        return [cml.Shard(2)] if mode == "tp" else [cml.Shard(0)]
+    if mode == "tp":
+        if mod.endswith(("q_proj", "k_proj", "v_proj")) or mod == "lm_head":
+            return [cml.Shard(0)]
+        if mod.endswith("o_proj"):
+            return [cml.Shard(1)]
+    if mod.endswith(("mlp.gate", "embed_tokens", "q_proj")):
+        return [cml.Replicate()]  # distributed, every rank the whole
+    return None
+
+
+def write(d, ck, seed):
+    """The checkpoint as two safetensors files, random bytes, the keys alternating."""
+    rnd = random.Random(seed)
+    os.makedirs(d, exist_ok=True)
+    names = sorted(ck)
+    for i in range(2):
+        header, blobs, off = {}, [], 0
+        for k in names[i::2]:
+            dt, shape = ck[k]
+            n = math.prod(shape) * SIZE[dt]
+            header[k] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + n]}
+            blobs.append(rnd.randbytes(n))
+            off += n
+        h = json.dumps(header, separators=(",", ":")).encode()
+        h += b" " * (-len(h) % 8)
+        with open(os.path.join(d, f"model-{i + 1:05d}-of-00002.safetensors"), "wb") as f:
+            f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def raw(t):
+    import torch
+    return t.contiguous().reshape(-1).view(torch.uint8) if t.dim() else t.reshape(1).view(torch.uint8)
+
+
+def check(rank, world, path, kind, mode, fails):
+    import torch
+    import transformers.core_model_loading as cml
+    import transformers.modeling_utils as mu
+
+    import dmafs
+
+    tdt = {"F32": torch.float32, "BF16": torch.bfloat16}
+    _ck, par = qmoe_shapes() if kind == "qmoe" else mix_shapes()
+    mesh = mu.DeviceMesh(world, rank)
+    meta = {}
+    for k, (d, s) in par.items():
+        pl = placements(cml, k, mode)
+        meta[k] = torch.empty(s, dtype=tdt[d], device="meta") if pl is None else \
+            cml.DTensor(s, tdt[d], mesh, pl)
+    files = [os.path.join(path, f) for f in sorted(os.listdir(path)) if f.endswith(".safetensors")]
+
+    def load():
+        model = mu.TPModel(meta, {})
+        cfg = mu.LoadStateDictConfig(device_map={"": "cpu"}, device_mesh=mesh,
+                                     weight_mapping=mapping(cml, kind))
+        mu.PreTrainedModel._load_pretrained_model(model, None, files, cfg)
+        return model
+
+    what = f"rank {rank}/{world} {kind} {mode}"
+    ref = load()
+    mu.opened.clear()
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        with dmafs.enable():
+            got = load()
+            st = dmafs.last_stats()
+    if mu.opened:
+        fails.append(f"{what}: the stand-in's reader opened {mu.opened}")
+    if set(got) != set(ref) or set(got) != set(meta):
+        fails.append(f"{what}: parameters differ: {sorted(set(got) ^ set(ref))}")
+    for k in ref:
+        a, b = got.get(k), ref[k]
+        if a is None or a.dtype != b.dtype or a.shape != b.shape or not torch.equal(raw(a), raw(b)):
+            fails.append(f"{what}: {k}: got {None if a is None else (a.dtype, tuple(a.shape))}, "
+                         f"the plain load has {(b.dtype, tuple(b.shape))}"
+                         f"{'' if a is None or a.shape != b.shape else ' with other bytes'}")
+    kept = sum(t.numel() * t.element_size() for t in ref.values())
+    whole = sum(math.prod(s) * SIZE[d] for d, s in par.values())
+    slow = [str(x.message) for x in w if issubclass(x.category, dmafs.SlowPathWarning)]
+    if slow:
+        fails.append(f"{what}: SlowPathWarnings: {slow}")
+    if st is None or st.bytes > kept * 1.02:
+        fails.append(f"{what}: dmafs placed {st.bytes if st else None} bytes in this rank, it "
+                     f"keeps {kept} (+2 % allowed) of the model's {whole}")
+    return kept, whole, st.bytes if st else -1
+
+
+def worker(rank, args, world):
+    sys.path.insert(0, args.stub)
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method=f"file://{args.work}/moe-store{world}",
+                            rank=rank, world_size=world)
+    fails = []
+    for path, kind in ((args.qmoe, "qmoe"), (args.mix, "mix")):
+        for mode in ("tp", "ep"):
+            kept, whole, placed = check(rank, world, path, kind, mode, fails)
+            print(f"  rank {rank}/{world} {kind} {mode}: placed {placed}, keeps {kept} of "
+                  f"{whole} bytes", flush=True)
+    for f in fails:
+        print("FAIL " + f, flush=True)
+    dist.barrier()
+    dist.destroy_process_group()
+    if fails:
+        os._exit(1)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--stub", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--worlds", default="2,4")
+    ap.add_argument("qmoe")
+    ap.add_argument("mix")
+    args = ap.parse_args()
+    write(args.qmoe, qmoe_shapes()[0], 1)
+    write(args.mix, mix_shapes()[0], 2)
+    import torch.multiprocessing as mp
+    for world in (int(w) for w in args.worlds.split(",")):
+        mp.spawn(worker, args=(args, world), nprocs=world, join=True)
+        print(f"hf_moe: {world} ranks: every parameter equal to the plain load under tp and "
+              "ep, each rank placed no more than it keeps", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,216 @@
+# SPDX-License-Identifier: MIT
+"""Stand-in for transformers.core_model_loading (transformers 5.17's DTensor loading path),
+written for the tests from its behaviour, for a torch without DTensor:
+
+  - DTensor: an empty parameter of a tensor-parallel model (shape, dtype, device_mesh,
+    placements); is_dtensor() tells one.
+  - Shard(dim), StridedShard(dim, split_factor), Replicate(): its placements on the 1-d
+    mesh; only Shard and StridedShard have .dim.
+  - DtensorShardOperation(param).shard_tensor(slice, tensor_idx=, device=, dtype=): what a
+    rank takes of a checkpoint tensor, asked of the safetensors slice object with basic
+    indices. tensor_idx None: every dimension a Shard cuts, its contiguous chunk (chunk =
+    ceil(size / world), rank r from r * chunk, clipped); a StridedShard cuts each of its
+    split_factor equal groups so, one slice call per group, concatenated. tensor_idx given
+    (one expert of a tensor MergeModulelist stacks): None, reading nothing, when a Shard of
+    dimension 0 gives the expert to another rank; else the parameter's dimension d > 0 cut
+    as a contiguous chunk of the source's dimension d - 1 (a StridedShard too).
+  - WeightRenaming / WeightConverter(source_patterns, target_patterns, operations) with
+    MergeModulelist(dim) (stack one source pattern's tensors, in key order) and
+    Concatenate(dim) (join the source patterns' stacks); a source pattern's '*.' matches
+    any run of characters before a dot; the matched text is replaced by the first target.
+  - rename_source_key(key, renamings, converters, base_model_prefix, meta): the renamings
+    in turn, the first converter that matches, then the base model prefix dropped or added
+    when that names a parameter; returns (name, the converter's source pattern or None).
+  - dot_natural_key; convert_and_load_state_dict_in_model(model, state_dict, load_config):
+    keys in natural order, renamed; a key naming no parameter is skipped; each tensor
+    materialized in a pool of 4 threads by the parameter's DtensorShardOperation (tensor_idx:
+    the count of tensors collected before it for the same parameter and source pattern,
+    when the converter merges a module list) or slice[...]; then the converters' operations.
+"""
+import math
+import re
+from concurrent.futures import ThreadPoolExecutor
+
+import torch
+
+
+class Shard:
+    def __init__(self, dim):
+        self.dim = dim
+
+
+class StridedShard:
+    def __init__(self, dim, split_factor):
+        self.dim, self.split_factor = dim, split_factor
+
+
+class Replicate:
+    pass
+
+
+class DTensor:
+    """An empty parameter of a tensor-parallel model."""
+
+    def __init__(self, shape, dtype, device_mesh, placements):
+        self.shape, self.dtype = torch.Size(shape), dtype
+        self.device_mesh, self.placements = device_mesh, tuple(placements)
+        self.ndim = len(self.shape)
+
+    def dim(self):
+        return self.ndim
+
+
+def is_dtensor(t):
+    return isinstance(t, DTensor)
+
+
+def _chunk(size, rank, world):
+    step = -(-size // world)
+    start = min(rank * step, size)
+    return start, min(start + step, size)
+
+
+class DtensorShardOperation:
+    def __init__(self, param):
+        self.mesh, self.placements, self.ndim = param.device_mesh, param.placements, param.ndim
+        self.rank, self.world = self.mesh.get_local_rank(), self.mesh.size()
+        self.own0 = (0, param.shape[0]) if self.ndim else (0, 0)
+        for p in self.placements:
+            if hasattr(p, "dim") and p.dim % self.ndim == 0:
+                self.own0 = _chunk(param.shape[0], self.rank, self.world)
+
+    def shard_tensor(self, source, tensor_idx=None, device=None, dtype=None):
+        shape = list(source.shape) if isinstance(source, torch.Tensor) else source.get_shape()
+        cuts = [p for p in self.placements if hasattr(p, "dim")]
+        if tensor_idx is not None:
+            if any(p.dim % self.ndim == 0 for p in cuts) and \
+                    not self.own0[0] <= tensor_idx < self.own0[1]:
+                return None
+            index = [slice(None)] * len(shape)
+            for p in cuts:
+                d = p.dim % self.ndim
+                if d > 0:
+                    index[d - 1] = slice(*_chunk(shape[d - 1], self.rank, self.world))
+            return self._finish(source[tuple(index)], device, dtype)
+        if not cuts:
+            return self._finish(source[...], device, dtype)
+        index = [slice(None)] * len(shape)
+        strided = None
+        for p in cuts:
+            d = p.dim % self.ndim
+            if isinstance(p, StridedShard):
+                strided = (d, p.split_factor)
+            else:
+                index[d] = slice(*_chunk(shape[d], self.rank, self.world))
+        if strided is None:
+            return self._finish(source[tuple(index)], device, dtype)
+        d, sf = strided
+        group = math.ceil(shape[d] / sf)
+        parts = []
+        for g in range(sf):
+            lo, hi = g * group, min((g + 1) * group, shape[d])
+            a, b = _chunk(hi - lo, self.rank, self.world)
+            index[d] = slice(lo + a, lo + b)
+            parts.append(source[tuple(index)])
+        return self._finish(torch.cat(parts, dim=d), device, dtype)
+
+    @staticmethod
+    def _finish(t, device, dtype):
+        return t.to(device=device, dtype=dtype) if dtype is not None else t.to(device=device)
+
+
+class MergeModulelist:
+    def __init__(self, dim=0):
+        self.dim = dim
+
+
+class Concatenate:
+    def __init__(self, dim=0):
+        self.dim = dim
+
+
+class WeightTransform:
+    def __init__(self, source_patterns, target_patterns, operations=()):
+        self.source_patterns = [source_patterns] if isinstance(source_patterns, str) \
+            else list(source_patterns)
+        self.target_patterns = [target_patterns] if isinstance(target_patterns, str) \
+            else list(target_patterns)
+        self.operations = list(operations)
+        self._re = [re.compile(p.replace("*.", r".*\.")) for p in self.source_patterns]
+        self.used = False
+
+    def rename_source_key(self, key):
+        for pattern, rx in zip(self.source_patterns, self._re):
+            m = rx.search(key)
+            if m:
+                self.used = True
+                return key.replace(m.group(0), self.target_patterns[0], 1), pattern
+        return key, None
+
+
+class WeightRenaming(WeightTransform):
+    pass
+
+
+class WeightConverter(WeightTransform):
+    pass
+
+
+def dot_natural_key(s):
+    return [(0, int(p)) if p.isdigit() else (1, p) for p in s.split(".")]
+
+
+def rename_source_key(key, renamings, converters, base_model_prefix=None, meta_state_dict=None):
+    for r in renamings:
+        key, _ = r.rename_source_key(key)
+    pattern = None
+    for c in converters:
+        key, pattern = c.rename_source_key(key)
+        if pattern is not None:
+            break
+    p = base_model_prefix
+    if p is not None and meta_state_dict is not None:
+        if key.startswith(p) and re.sub(f"^{p}.", "", key, count=1) in meta_state_dict:
+            key = re.sub(f"^{p}.", "", key, count=1)
+        elif f"{p}.{key}" in meta_state_dict:
+            key = f"{p}.{key}"
+    return key, pattern
+
+
+def convert_and_load_state_dict_in_model(model, state_dict, load_config):
+    meta, prefix = model.state_dict(), model.base_model_prefix
+    device = (load_config.device_map or {"": "cpu"})[""]
+    dtype = load_config.dtype
+    mapping = load_config.weight_mapping or []
+    renamings = [e for e in mapping if isinstance(e, WeightRenaming)]
+    converters = [e for e in mapping if isinstance(e, WeightConverter)]
+    by_pattern = {p: c for c in converters for p in c.source_patterns}
+    todo = {}  # parameter -> (converter or None, {source pattern or key: [future, ...]})
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        for key, s in sorted(state_dict.items(), key=lambda kv: dot_natural_key(kv[0])):
+            name, pattern = rename_source_key(key, renamings, converters, prefix, meta)
+            if name not in meta and key in meta:
+                name, pattern = rename_source_key(key, [], [], prefix, meta)
+            if name not in meta:
+                continue  # unexpected key
+            conv = by_pattern[pattern] if pattern is not None else None
+            _c, got = todo.setdefault(name, (conv, {}))
+            lst = got.setdefault(pattern or key, [])
+            idx = len(lst) if conv is not None and any(isinstance(o, MergeModulelist)
+                                                       for o in conv.operations) else None
+            empty = meta[name]
+            if is_dtensor(empty):
+                lst.append(pool.submit(DtensorShardOperation(empty).shard_tensor, s,
+                                       tensor_idx=idx, device=device, dtype=dtype))
+            else:
+                lst.append(pool.submit(DtensorShardOperation._finish, s[...], device, dtype))
+        for name, (conv, got) in todo.items():
+            lists = [[t for t in (f.result() for f in got[p]) if t is not None]
+                     for p in (conv.source_patterns if conv else got) if p in got]
+            for op in (conv.operations if conv else []):
+                if isinstance(op, MergeModulelist):
+                    lists = [[torch.stack(lst, dim=op.dim)] for lst in lists]
+                elif isinstance(op, Concatenate):
+                    lists = [[torch.cat([lst[0] for lst in lists], dim=op.dim)]]
+            model[name] = lists[0][0]
+    return {"loaded": len(model)}, {}
