@@ -4,12 +4,17 @@
 AutoModelForCausalLM.from_pretrained(MODEL, tp_plan="auto", dtype=bfloat16) plainly and
 under dmafs.enable(), in each rank.
 
-Usage: torchrun --nproc-per-node 2 tp_gpu.py [--loops DEV,...] [--allow-slow] MODEL
+Usage: torchrun --nproc-per-node 2 tp_gpu.py [--loops DEV,...] [--allow-slow] [--ep] [--cpu] MODEL
+
+--ep: expert parallelism instead (distributed_config=DistributedConfig(tp_plan="auto",
+enable_expert_parallel=True)); --cpu: gloo and host memory (CUDA hidden), for a machine
+without GPUs.
 
 Checks, in each rank: the two models have the same parameters, and each parameter's local
 shard (DTensor: .to_local()) is equal byte for byte, in dtype, shape and device; dmafs
 placed slices (dmafs.last_stats(): this rank and world size, fewer bytes than the model's
-files, the ranks' bytes together at least the model's); no SlowPathWarning (transformers
+files, the ranks' bytes together at least the model's, this rank's at most what it keeps,
+its parameters' and buffers' local bytes, + 2 %); no SlowPathWarning (transformers
 asked every tensor for exactly what dmafs placed; --allow-slow reports them instead). Prints
 the transformers version, the times and, with --loops, the bytes the member devices read.
 Exits 0 when every check passed; torchrun fails when any rank fails.
@@ -39,8 +44,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--loops", default="")
     ap.add_argument("--allow-slow", action="store_true")
+    ap.add_argument("--ep", action="store_true")
+    ap.add_argument("--cpu", action="store_true")
     ap.add_argument("model")
     args = ap.parse_args()
+    if args.cpu:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
     import torch
     import torch.distributed as dist
     import transformers
@@ -50,8 +59,17 @@ def main():
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     lrank = int(os.environ["LOCAL_RANK"])
-    torch.cuda.set_device(lrank)
-    dist.init_process_group("nccl")
+    if args.cpu:
+        dist.init_process_group("gloo")
+        dev = "cpu"
+    else:
+        torch.cuda.set_device(lrank)
+        dist.init_process_group("nccl")
+        dev = "cuda"
+
+    def sync():
+        if not args.cpu:
+            torch.cuda.synchronize()
     loops = args.loops.split(",") if args.loops else []
     total = model_bytes(args.model)
 
@@ -59,20 +77,26 @@ def main():
         print(f"[rank {rank}] {msg}", flush=True)
 
     def timed(fn):
-        torch.cuda.synchronize()
+        sync()
         dist.barrier()
         before = sectors_read(loops) if loops else 0
         t0 = time.perf_counter()
         r = fn()
-        torch.cuda.synchronize()
+        sync()
         dist.barrier()
         return r, time.perf_counter() - t0, (sectors_read(loops) - before) if loops else None
 
     def load():
+        if args.ep:
+            from transformers.distributed import DistributedConfig
+            return AutoModelForCausalLM.from_pretrained(
+                args.model, dtype=torch.bfloat16,
+                distributed_config=DistributedConfig(tp_plan="auto", enable_expert_parallel=True))
         return AutoModelForCausalLM.from_pretrained(args.model, tp_plan="auto", dtype=torch.bfloat16)
 
     say(f"transformers {transformers.__version__}, torch {torch.__version__}, "
-        f"dmafs {dmafs.__version__}, rank {rank} of {world}, cuda:{lrank}")
+        f"dmafs {dmafs.__version__}, rank {rank} of {world}, "
+        f"{'cpu' if args.cpu else f'cuda:{lrank}'}{', expert parallel' if args.ep else ''}")
     plain, tp, pread = timed(load)
     ref = {n: local(p) for n, p in plain.named_parameters()}
     ref.update({n: local(b) for n, b in plain.named_buffers()})
@@ -97,11 +121,14 @@ def main():
           "asked for parts dmafs did not place (--allow-slow to only report them)")
     check(st is not None and st.rank == rank and st.world_size == world and 0 < st.bytes < total,
           f"dmafs did not place this rank's slices: {st!r} (model files: {total} bytes)")
-    part = torch.tensor([st.bytes], dtype=torch.int64, device="cuda")
+    kept = sum(t.numel() * t.element_size() for t in ref.values())
+    check(st.bytes <= kept * 1.02, f"this rank placed {st.bytes} bytes, it keeps {kept} "
+          "(+2 % allowed)")
+    part = torch.tensor([st.bytes], dtype=torch.int64, device=dev)
     dist.all_reduce(part)
     check(int(part) >= total * 0.9, f"the ranks placed {int(part)} bytes in all, the model "
           f"has {total}: some tensors were not placed?")
-    say(f"{len(ref)} parameters and buffers equal to the plain tp load; this rank placed {st.bytes} of {total} bytes; plain {tp:.3f} s, "
+    say(f"{len(ref)} parameters and buffers equal to the plain load; this rank placed {st.bytes} of {total} bytes, keeps {kept}; plain {tp:.3f} s, "
         f"dmafs {tr:.3f} s; {len(slow)} SlowPathWarnings"
         + (f"; members read {pread} bytes plain, {rread} with dmafs" if loops else ""))
     dist.barrier()
