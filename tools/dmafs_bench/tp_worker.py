@@ -54,9 +54,14 @@ def main():
 
     if args.ep:
         from transformers.distributed import DistributedConfig
-        # transformers refuses tp_plan= beside distributed_config=: the plan goes in it
-        how = {"distributed_config": DistributedConfig(tp_plan="auto",
-                                                       enable_expert_parallel=True)}
+        try:
+            # transformers 5.17 refuses tp_plan= beside distributed_config=: the plan goes in it
+            how = {"distributed_config": DistributedConfig(tp_plan="auto",
+                                                           enable_expert_parallel=True)}
+        except TypeError:
+            # a DistributedConfig without tp_plan (earlier transformers): both keywords
+            how = {"tp_plan": "auto",
+                   "distributed_config": DistributedConfig(enable_expert_parallel=True)}
     else:
         how = {"tp_plan": "auto"}
 
