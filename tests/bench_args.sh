@@ -131,6 +131,12 @@ refused tp --member-gb 1e3 "tp: --member-gb must be a number of GiB (got '1e3')"
 refused tp --scale 0.5 "tp: --scale must be at least 1 (got '0.5')"
 refused tp --model "tp: --model needs a value (NAME|FILE.json)"
 refused tp --no-such-option "tp: unknown option '--no-such-option'"
+refused tp --ep=1 "tp: --ep takes no value (got '--ep=1')"
+refused tp --verify=yes "tp: --verify takes no value (got '--verify=yes')"
+refused tp --ep "tp: --ep wants a mixture-of-experts model, and qwen2.5-7b has no experts"
+refused tp --ep --model qwen3-0.6b "tp: --ep wants a mixture-of-experts model, and qwen3-0.6b has no experts"
+refused tp --ep --model mixtral-8x7b --gpus 3 "tp: --ep: the 8 experts of mixtral-8x7b do not divide over 3 ranks (--gpus)"
+refused tp --ep --model qwen3-30b-a3b --gpus 6 "tp: --ep: the 128 experts of qwen3-30b-a3b do not divide over 6 ranks (--gpus)"
 
 # fair
 refused fair --members 0 "fair: --members must be a whole number from 1 to 64 (got '0')"

@@ -17,18 +17,32 @@ MEETS, MISSES = "MEETS", "MISSES"
 
 
 class Goal:
-    """A ratio's goal: at least (or, with @at_most, at most) @target. @what says what
-    the ratio is, for --help and the manual page."""
+    """A ratio's goal: at least (or, with @at_most, at most) @target; with @lo, from @lo to
+    @target. With @count the value is a count (printed as a whole number, no "x"). @what
+    says what the value is, for --help and the manual page."""
 
-    def __init__(self, what, target, at_most=False):
+    def __init__(self, what, target, at_most=False, lo=None, count=False):
         self.what, self.target, self.at_most = what, target, at_most
+        self.lo, self.count = lo, count
 
     def met(self, value):
         if value is None:
             return False
+        if self.lo is not None:
+            return self.lo <= value <= self.target
         return value <= self.target if self.at_most else value >= self.target
 
+    def show(self, value):
+        """The value as printed."""
+        if self.count:
+            return "n/a" if value is None else f"{value:d}"
+        return times(value)
+
     def __str__(self):
+        if self.lo is not None:
+            return f"{self.lo:.2f}x to {self.target:.2f}x"
+        if self.count:
+            return f"{'<=' if self.at_most else '>='} {self.target:d}"
         return f"{'<=' if self.at_most else '>='} {self.target:.2f}x"
 
 
@@ -136,8 +150,8 @@ class Report:
         """The ratio, goal and result cells of a row with a goal; counted for the
         verdict under @name."""
         ok = goal.met(value)
-        (self.met if ok else self.missed).append(f"{name} ({times(value)}, goal {goal})")
-        return times(value), str(goal), MEETS if ok else MISSES
+        (self.met if ok else self.missed).append(f"{name} ({goal.show(value)}, goal {goal})")
+        return goal.show(value), str(goal), MEETS if ok else MISSES
 
     def verdict(self):
         n = len(self.met) + len(self.missed)
