@@ -29,6 +29,13 @@ def local(t):
     return t.to_local() if hasattr(t, "to_local") else t
 
 
+def raw(t):
+    """The tensor's bytes, as a flat uint8 tensor."""
+    import torch
+    t = t.detach().contiguous()
+    return t.reshape(-1).view(torch.uint8) if t.dim() else t.reshape(1).view(torch.uint8)
+
+
 def main():
     ap = argparse.ArgumentParser(prog="tp_worker.py")
     ap.add_argument("--runs", type=int, default=3)
@@ -128,7 +135,8 @@ def main():
         differ = 0
         for name in sorted(set(want) | set(have)):
             a, b = want.get(name), have.get(name)
-            if a is None or b is None or not torch.equal(local(a), local(b)):
+            # bit for bit (random bytes make NaNs, which torch.equal calls unequal)
+            if a is None or b is None or not torch.equal(raw(local(a)), raw(local(b))):
                 differ += 1
                 if differ <= 5:
                     print(f"tp_worker: rank {rank}: parameter {name} differs", flush=True)
