@@ -338,6 +338,61 @@ def check_failure(rank, world, path, plan, fails):
         fails.append(f"rank {rank}/{world}: no load after the planted failures")
 
 
+def check_forms(rank, world, path, fails):
+    """Plan values that differ between the ranks: None (not placed), "whole" (placed whole
+    by this rank alone) and (dimension, start, stop) (those rows of the dimension), beside
+    an even split the same in every rank; each rank alone (shard=(rank, world, plan)) and
+    all at once (shard=plan: only what no pattern names is shared). Every tensor must be
+    its part of the whole one, a tensor not placed absent, the rank's bytes alone exactly
+    its parts, and values out of range refused."""
+    import torch.distributed as dist
+    import dmafs
+    full = dmafs.load(path, "cpu")
+    cube = (0, rank % 3, min(3, rank % 3 + 2))  # odd.cube is [3, 5, 6]
+    plan = {"odd.col": None if rank % 2 else "whole", "odd.row": (1, rank, min(9, rank + 4)),
+            "odd.cube": cube, "odd.qkv": 1, "odd.wide": None}
+    want = {}
+    for name, t in full.items():
+        v = plan.get(name, "shared")
+        if v is None:
+            continue
+        if isinstance(v, tuple) and len(v) == 3:
+            want[name] = t.narrow(v[0], v[1], v[2] - v[1])
+        elif isinstance(v, int):
+            want[name] = ref_slice(t, (v, 1), rank, world)
+        else:
+            want[name] = t
+    for shard, what in (((rank, world, plan), "alone"), (plan, "together")):
+        dist.barrier()
+        got = dmafs.load(path, DEV, shard=shard)
+        st = dmafs.last_stats()
+        if set(got) != set(want):
+            fails.append(f"rank {rank}/{world} plan forms ({what}): tensors {sorted(got)}, "
+                         f"want {sorted(want)}")
+        for name, w in want.items():
+            g = got.get(name)
+            g = g.cpu() if g is not None else None
+            if g is None or g.shape != w.shape or not torch_equal(g, w):
+                fails.append(f"rank {rank}/{world} plan forms ({what}): {name}: got "
+                             f"{None if g is None else tuple(g.shape)}, want {tuple(w.shape)}")
+        mine = sum(w.numel() * w.element_size() for w in want.values())
+        if what == "alone" and (st is None or st.bytes != mine):
+            fails.append(f"rank {rank}/{world} plan forms (alone): placed "
+                         f"{st.bytes if st else None} bytes, its parts are {mine}")
+    for bad in ({"odd.col": (0, 5, 3)}, {"odd.col": (0, 0, 11)}, {"odd.col": "half"},
+                {"odd.col": (0, 0)}):
+        try:
+            dmafs.load(path, DEV, shard=(rank, world, bad))
+            fails.append(f"rank {rank}/{world}: plan {bad} was taken")
+        except ValueError:
+            pass
+
+
+def torch_equal(a, b):
+    import torch
+    return a.dtype == b.dtype and torch.equal(raw(a), raw(b))
+
+
 def check_runs():
     """The exchange's bookkeeping alone, on many small shapes and world sizes: each rank's
     range, cut into pieces per destination (dmafs._shard._runs), gathered in rank order,
@@ -398,6 +453,7 @@ def worker(rank, args, world):
               f"tensors shared: {want_all} bytes, members read {read_all} "
               f"({read_all / max(want_all, 1):.2f}x)", flush=True)
     check_failure(rank, world, args.odd, PLAN_ODD, fails)
+    check_forms(rank, world, args.odd, fails)
     for f in fails:
         print("FAIL " + f, flush=True)
     dist.barrier()
