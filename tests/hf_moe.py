@@ -188,6 +188,8 @@ def check(rank, world, path, kind, mode, fails):
     slow = [str(x.message) for x in w if issubclass(x.category, dmafs.SlowPathWarning)]
     if slow:
         fails.append(f"{what}: SlowPathWarnings: {slow}")
+    if st is None or st.plan_seconds is None:
+        fails.append(f"{what}: last_stats() has no plan_seconds (the prediction's time): {st!r}")
     if st is None or st.bytes > kept * 1.02:
         fails.append(f"{what}: dmafs placed {st.bytes if st else None} bytes in this rank, it "
                      f"keeps {kept} (+2 % allowed) of the model's {whole}")

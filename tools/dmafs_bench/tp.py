@@ -181,8 +181,12 @@ def report(a, name, j, moe):
     base = min(tm["btrfs"])
     for meth in METHODS:
         best = min(tm[meth])
-        note = (f"dmafs's own load {min(j['dmafs_seconds']):.3f} s (best), the rest "
-                "transformers'" if meth == "dmafs+enable" and j["dmafs_seconds"] else "")
+        asked = j.get("plan_seconds") or []
+        note = (f"dmafs's own load {min(j['dmafs_seconds']):.3f} s (best"
+                + (f"; of it {min(asked):.3f} s asking transformers what each rank takes"
+                   if asked and max(asked) > 0 else "")
+                + "), the rest transformers'" if meth == "dmafs+enable" and j["dmafs_seconds"]
+                else "")
         if meth == "dmafs+enable" and moe:
             ratio, goal, result = rep.check(f"{name} dmafs+enable vs btrfs", base / best,
                                             GOAL_MOE)

@@ -113,18 +113,22 @@ def main():
     torch.cuda.empty_cache()
     methods = (("dmafs+enable", args.dmafs, True), ("dmafs", args.dmafs, False),
                ("btrfs", args.btrfs, False))
-    times, placed, own = {m: [] for m, _, _ in methods}, None, []
+    times, placed, own, asking = {m: [] for m, _, _ in methods}, None, [], []
     for _ in range(args.runs):
         for m, path, enabled in methods:
             secs, st = load(path, enabled)
             times[m].append(secs)
             if st is not None:
                 placed = [int(x) for x in gather(st.bytes)]
-                # dmafs's own part of the load: the slowest rank's dmafs load (placement
-                # and exchange); the rest of the time is transformers' own work
-                s_ = torch.tensor([st.seconds], dtype=torch.float64, device="cuda")
+                # dmafs's own part of the load: the slowest rank's dmafs load (asking
+                # transformers what the rank takes, placement and exchange); the rest of
+                # the time is transformers' own work
+                s_ = torch.tensor([st.seconds + (getattr(st, "plan_seconds", None) or 0.0),
+                                   getattr(st, "plan_seconds", None) or 0.0],
+                                  dtype=torch.float64, device="cuda")
                 dist.all_reduce(s_, op=dist.ReduceOp.MAX)
-                own.append(float(s_))
+                own.append(float(s_[0]))
+                asking.append(float(s_[1]))
     verify = None
     if args.verify:
         # the plain load from btrfs against the load under dmafs.enable(), every parameter
@@ -148,7 +152,7 @@ def main():
         with open(args.json, "w") as f:
             json.dump({"bytes": total, "world": world, "ep": args.ep, "times": times,
                        "placed": placed, "kept": kept, "verify": verify,
-                       "dmafs_seconds": own, "transformers": transformers.__version__,
+                       "dmafs_seconds": own, "plan_seconds": asking, "transformers": transformers.__version__,
                        "torch": torch.__version__, "dmafs": dmafs.__version__,
                        "device": torch.cuda.get_device_name()}, f, indent=1)
     dist.barrier()

@@ -101,8 +101,12 @@ def load(path, device="cpu", *, threads=0, shard=None):
     {name: tensor} over all shards; names are unique across shards (checked). Same
     device, lifetime, errors, warnings and statistics as load_file().
 
-    shard: this rank's slices only, for tensor parallelism: a plan {tensor name pattern:
-    dimension, or (dimension, packed blocks)}, rank and world size from torch.distributed,
+    shard: this rank's slices only, for tensor or expert parallelism: a plan {tensor name
+    pattern: dimension, or (dimension, packed blocks), or (dimension, start, stop) for
+    those rows of that dimension (this rank's alone: an expert set of a stacked experts
+    tensor, an uneven split), None for a tensor this rank does not keep (another rank's
+    expert: not read, not returned), or "whole" for one only this rank keeps whole},
+    rank and world size from torch.distributed,
     a collective: the tensors every rank keeps whole are placed once between the ranks,
     an equal part each, and broadcast; or (rank, world_size, plan), where each rank places
     everything it keeps itself. Patterns match whole tensor names with fnmatch; the first
@@ -110,7 +114,9 @@ def load(path, device="cpu", *, threads=0, shard=None):
     dimension: [rank * ceil(D / world), + ceil(D / world)) clipped to its size D, the rule
     of transformers' tensor parallelism; with packed blocks (a fused gate_up or qkv
     projection) the dimension is cut into that many equal blocks first and the rank gets
-    its slice of each, in order. Other tensors come whole. Only the slices are read (a row
+    its slice of each, in order. Other tensors come whole, and with shard=plan they are
+    the ones placed once between the ranks (a plan's values other than a dimension or
+    (dimension, blocks) may differ from rank to rank). Only the slices are read (a row
     slice is one extent per row, which the daemon packs into its staging and reads to the
     members' sector, unless the mount verifies placements: then to the 4 KiB block). With
     a plan dict, a row slice whose piece of a row is under 1 MiB (not packed) is exchanged

@@ -27,29 +27,37 @@ _load_pretrained_model to learn the load's device_map. For shards on a dmafs mou
 Shards not on dmafs are read by safetensors as before, with a SlowPathWarning naming
 them. Parameters are bit-identical to a plain from_pretrained: the bytes are the file's.
 
-Tensor parallelism (from_pretrained(path, tp_plan="auto") under torchrun): transformers 5
-passes the tp device mesh to its loader (load_config.device_mesh) and keeps the plan on
-the model (model.tp_plan, {glob of module names: style}). Each of its workers then asks
-each tensor's slice object for the rank's part: get_shape(), get_dtype() and one
-slice[index], where index is, for colwise/rowwise/embedding_rowwise/grouped_gemm, a tuple
-of slice(None) with slice(start, end) at the split dimension, start = rank * ceil(D / W),
-end = min(start + ceil(D / W), D) (get_tensor_shard: dimension -2 for colwise weights and
--1 for 1-d ones, -1 for rowwise weights, rowwise biases whole, 0 for embeddings), and for
-packed_colwise/packed_rowwise a list of indices at that dimension, both halves' parts
-(get_packed_weights); a tensor the plan does not split is slice[...]. Under such a load
-the first shard opened places, with load_shard() (dmafs.load(..., shard=...)), only this
-rank's slice of every tensor the plan splits, and the other tensors whole, into the
-rank's device (its device_map). The checkpoint names are matched as transformers does:
-the base model prefix dropped or added, the plan's globs as one alternation searched in
-the parameter name; a tensor is split only when it loads one to one into a parameter of
-its shape (what weight converters rename or fuse is placed whole). slice[index] returns
-the placed slice when index asks for exactly it; anything else still gets the right
-bytes, read from the file with pread (or indexed out of a tensor placed whole), with a
-SlowPathWarning naming the tensor; get_tensor() of a split tensor reads it whole, warned
-too. dmafs.last_stats() gives the rank's bytes. enable(distributed=True) is not needed
-(and not used) for this: each rank reads only its own slices, except that over the mesh's
-process group the tensors kept whole are read once between the ranks and broadcast, and
-the narrow rowwise slices read as blocks of whole rows and exchanged (see _shard.py).
+Tensor and expert parallelism (from_pretrained(path, tp_plan="auto"), or
+distributed_config=DistributedConfig(tp_plan="auto", enable_expert_parallel=True), under
+torchrun): transformers passes the device mesh to its loader (load_config.device_mesh),
+and in transformers 5.17 the model's parameters are then DTensors whose placements say
+what each rank keeps. Its loading loop takes the checkpoint keys in natural order,
+renames each (load_config.weight_mapping: renamings, then at most one weight converter,
+then the base model prefix), and materializes each tensor with the parameter's
+DtensorShardOperation.shard_tensor(slice, tensor_idx=...), tensor_idx being an expert's
+place when a converter merges per-expert tensors (MergeModulelist); shard_tensor indexes
+the slice object for the rank's part, or returns None for another rank's expert.
+
+Under such a load the first shard opened asks transformers itself what this rank will
+take (_ask_transformers): the same renaming and expert counting, with transformers' own
+functions, and shard_tensor run on _Probe objects that record the indices asked and read
+nothing. Each checkpoint tensor gets a rule: nothing (another rank's expert, a key no
+parameter takes), whole (shared by the ranks when the parameter is replicated; this
+rank's own when it is sharded: an expert under expert parallelism), an even slice
+transformers' way (ceil(D / W) per rank, packed blocks for strided shards), or an
+explicit range. load_shard() places just that into the rank's device: for a Qwen3-MoE or
+Mixtral model, each rank's part of every expert under tensor parallelism, and only its
+experts under expert parallelism. slice[index] returns the placed tensor, or a view of
+it, when index asks for it or a run of it; anything else still gets the right bytes,
+read from the file (or indexed out of a tensor placed whole), with a SlowPathWarning
+naming the tensor, as does get_tensor() of a tensor not placed whole.
+dmafs.last_stats() gives the rank's bytes, and plan_seconds the time the asking took.
+A transformers without DTensor parameters (the 5.x line before) is predicted from the
+model's tp plan instead (_tp_rule): the styles' slicing rules, for tensors that load one
+to one into a parameter of their shape, the rest placed whole. Either way the tensors
+every rank keeps whole are read once between the ranks over the mesh's process group
+and broadcast, and the narrow row slices read as blocks of whole rows and exchanged (see
+_shard.py); enable(distributed=True) is not needed for this.
 
 In a torch.distributed job, enable(distributed=True) makes that whole-model placement
 the way dmafs.load_distributed() does it: each rank places a part, the parts are
@@ -66,11 +74,13 @@ import glob
 import os
 import re
 import threading
+import time
 import warnings
 
 from . import _lib
 from ._dist import distributed_ready, place_distributed
-from ._torch import SlowPathWarning, place_model, place_spread, read_metadata
+from ._torch import SlowPathWarning, last_stats as _lib_stats, place_model, place_spread, \
+    read_metadata
 
 _lock = threading.Lock()
 _saved = {}  # what enable() replaced: {"safe_open": f, "load": staticmethod}
@@ -316,7 +326,7 @@ def _ask_transformers(tp, infos):
     converters = [e for e in mapping if isinstance(e, cml.WeightConverter)]
     by_pattern = {k: c for c in converters for k in c.source_patterns}
     world, rank = tp["world"], tp["rank"]
-    seen, rules = {}, {}
+    seen, rules, ops = {}, {}, {}
     for name in sorted(infos, key=cml.dot_natural_key):
         info = infos[name]
         key, pattern = cml.rename_source_key(name, renamings, converters, prefix, state)
@@ -336,9 +346,11 @@ def _ask_transformers(tp, infos):
             continue
         shape = list(info.shape)
         probe = _Probe(info, torch)
+        op = ops.get(key)
+        if op is None:  # made from the parameter alone: one per parameter, not per tensor
+            op = ops[key] = cml.DtensorShardOperation(param)
         try:
-            got = cml.DtensorShardOperation(param).shard_tensor(probe, tensor_idx=idx,
-                                                                device="meta", dtype=None)
+            got = op.shard_tensor(probe, tensor_idx=idx, device="meta", dtype=None)
         except _Unasked:
             rules[name] = OWN
             continue
@@ -578,6 +590,7 @@ class _Model:
         if isinstance(device, dict):  # transformers gives one device to a TP rank
             device = next(iter(device.values()))
         self.tp = tp
+        t0 = time.perf_counter()
         try:
             asked = _ask_transformers(tp, self.infos)
         except Exception as e:  # a loader of another shape than the one this was written for
@@ -587,9 +600,13 @@ class _Model:
                           "not predict is read whole", SlowPathWarning, stacklevel=5)
         if asked is not None:
             self.rules = {n: r for n, r in asked.items() if r is not None}
+            spent = time.perf_counter() - t0
             self.tensors = load_shard(path, device, rank=tp["rank"], world_size=tp["world"],
                                       plan={}, rules=asked, group=tp.get("group"),
                                       stacklevel=5)
+            st = _lib_stats()
+            if st is not None:
+                st.plan_seconds = spent
             return
         self.rules = {t.name: r for t in model.tensors
                       if (r := _tp_rule(t, tp)) is not None}

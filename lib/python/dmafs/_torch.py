@@ -101,11 +101,15 @@ class LoadStats:
     drives (or, on the posix path, through the page cache). Both None when libdmafs is
     older than dmafs_buf_tier_bytes (0.5); tier_bytes is 0 without a tier, on the posix
     path, and from a daemon older than 0.5. A piece comes from the tier only when the tier
-    holds its whole 1 MiB chunk, filled by an earlier placement or dmafs.prefetch()."""
+    holds its whole 1 MiB chunk, filled by an earlier placement or dmafs.prefetch().
+
+    plan_seconds: under dmafs.enable(), in a tensor- or expert-parallel from_pretrained,
+    the time spent before the load asking transformers what this rank takes of each tensor
+    (not in seconds); None otherwise."""
 
     __slots__ = ("model", "files", "tensors", "bytes", "seconds", "place_seconds", "path",
                  "target", "fallback", "rank", "world_size", "exchange_seconds", "tier_bytes",
-                 "drive_bytes", "exchanged_tensors", "exchange_tail_seconds")
+                 "drive_bytes", "exchanged_tensors", "exchange_tail_seconds", "plan_seconds")
 
     def __init__(self, **kw):
         for k in self.__slots__:
