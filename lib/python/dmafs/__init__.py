@@ -123,7 +123,7 @@ def load(path, device="cpu", *, threads=0, shard=None):
     instead: each rank places a contiguous range of the tensor, as many bytes as its slice
     holds, in one extent, into its slice's place, and all_to_all gives every rank its
     columns of the ranges (in batches of up to 256 MiB: a rank needs its shard plus a send
-    buffer that size during the load). dmafs.last_stats() gives this rank's bytes, rank
+    and a receive buffer that size during the load). dmafs.last_stats() gives this rank's bytes, rank
     and world_size, and with a plan dict exchange_seconds, exchanged_tensors and
     exchange_tail_seconds.
     """

@@ -47,8 +47,9 @@ _CALL_BYTES = 256 << 20
 _EXCHANGE_BELOW = 1 << 20
 # The tensors exchanged go in batches whose ranges fit this, or the largest single range
 # when that is larger. The rank copies a batch's pieces into a send buffer of that size
-# on its device, so during the load a rank's memory is its shard plus this bound (freed
-# before load_shard returns).
+# on its device, and an evenly split batch arrives in a receive buffer of that size, so
+# during the load a rank's memory is its shard plus twice this bound (freed before
+# load_shard returns).
 _EXCHANGE_SEND = 256 << 20
 
 
@@ -501,6 +502,49 @@ def _swap(s, at, send, tgt, rank, world, group):
                                   group=group, async_op=True)
 
 
+def _even(s, rank):
+    """Whether the tensor of _Swap @s splits evenly: every rank the same columns' width and
+    a range of whole rows (then its exchange can join a batch's one collective)."""
+    lo, hi = s.ranges[rank]
+    return len({b - a for a, b in s.cols}) == 1 and s.outer % len(s.cols) == 0 and \
+        lo % s.row == 0 and hi % s.row == 0
+
+
+def _swap_batch(batch, entries, send, recv, tgt, rank, world, group):
+    """The exchange of a batch of evenly split tensors (_even) in one all_to_all: per
+    destination rank, the pieces of every tensor, one after the other (P bytes in all),
+    as [world][P] in the send buffer; what comes back, [world][P] in @recv, holds from
+    each rank its piece of this rank's columns of each tensor, which the returned call
+    copies into the tensor's slice once the collective is done (the ranks' ranges follow
+    each other in the tensor, so their pieces of a slice do in the slice). Returns
+    (work, finish)."""
+    import torch.distributed as dist
+    at, parts = 0, []
+    for s in batch:
+        lo, hi = s.ranges[rank]
+        w = s.cols[0][1] - s.cols[0][0]
+        n = (hi - lo) // s.row
+        parts.append((entries[s.entry][3], n, w, at, hi - lo))
+        at += n * w
+    total = at
+    base = send.storage_offset()
+    for where, n, w, off, size in parts:
+        if size:
+            mine = tgt.base[where:where + size]
+            send.as_strided((world, n, w), (total, w, 1), base + off).copy_(
+                mine.view(n, world, w).transpose(0, 1))
+    work = dist.all_to_all_single(recv[:world * total], send[:world * total], group=group,
+                                  async_op=True)
+
+    def finish():
+        rbase = recv.storage_offset()
+        for where, n, w, off, size in parts:
+            if size:
+                tgt.base[where:where + size].view(world, n * w).copy_(
+                    recv.as_strided((world, n * w), (total, 1), rbase + off))
+    return work, finish
+
+
 def _share_ok(share, rank, world_size, group, dev):
     """Whether the ranks place the tensors kept whole once between them (see load_shard)."""
     if share is False or world_size == 1:
@@ -534,14 +578,15 @@ def _agree_or_raise(dist, group, torch, dev, err, path, what):
 
 
 def _place_shared(tgt, model, entries, shared, rank, world, group, threads, stats,
-                  batches=(), send=None):
+                  batches=(), send=None, recv=None):
     """_place_shard() for share. One pool of @threads (or 8) places, in this order, this
     rank's range of every tensor of @batches (see _exchange_plan) into its slice's place,
     a group of calls per batch, then its other slices and its part of the tensors kept
     whole. Meanwhile this thread exchanges each batch as soon as it is placed: the ranks
     agree that every one placed its ranges (a rank that failed must not leave the others
-    waiting in the exchange), and each tensor is exchanged (_swap, the @send buffer reused
-    batch after batch). Then every rank's part of the tensors kept whole is broadcast to
+    waiting in the exchange), and the batch is exchanged: in one collective through @recv
+    when its tensors split evenly (_swap_batch), else one per tensor (_swap); the @send
+    buffer is reused batch after batch. Then every rank's part of the tensors kept whole is broadcast to
     the others. Every rank issues the same collectives in the same order. Returns the
     placements' result (place time: until the last of them ended); adds the exchange's and
     the broadcasts' time to stats.exchange_seconds, and sets stats.exchange_tail_seconds."""
@@ -555,7 +600,7 @@ def _place_shared(tgt, model, entries, shared, rank, world, group, threads, stat
     groups = [_shard_calls(tgt, model, r) for r in ranges]
     groups.append(_shard_calls(tgt, model, rest, parts[rank]))
     t0 = time.perf_counter_ns()
-    spent, works = 0.0, []
+    spent, works, finishing = 0.0, [], []
     pool = _Pool(groups, "dmafs-shard", threads or 8)
     try:
         for i, batch in enumerate(batches):
@@ -566,14 +611,24 @@ def _place_shared(tgt, model, entries, shared, rank, world, group, threads, stat
             for w in works:  # the send buffer is reused; NCCL: this stream waits for them
                 w.wait()
             works = []
+            for f in finishing:  # out of the receive buffer before it is reused
+                f()
+            finishing = []
             _agree_or_raise(dist, group, torch, tgt.dev, err, model.path,
                             "place the rows it exchanges")
-            for s in batch:
-                works.append(_swap(s, entries[s.entry][3], send, tgt, rank, world, group))
+            if recv is not None and all(_even(s, r) for s in batch for r in range(world)):
+                w, f = _swap_batch(batch, entries, send, recv, tgt, rank, world, group)
+                works.append(w)
+                finishing.append(f)
+            else:
+                for s in batch:
+                    works.append(_swap(s, entries[s.entry][3], send, tgt, rank, world, group))
             spent += time.perf_counter() - t1
         t1 = time.perf_counter()
         for w in works:
             w.wait()
+        for f in finishing:
+            f()
         spent += time.perf_counter() - t1
         xend = time.perf_counter_ns()
         err = pool.wait(len(batches))
@@ -648,13 +703,15 @@ def load_shard(path, device="cpu", *, rank=None, world_size=None, plan, group=No
             sharing = shared > 0 or swaps > 0  # else no collective needed
         out = {}
         if size or sharing:  # a rank with nothing of its own still sends its rows
-            tgt = send = err = None
+            tgt = send = recv = err = None
             try:
                 tgt = Target(model, dev, target, index, max(size, 1))
                 if batches:
                     # the pieces to send: memory of its own, which the tensors returned
                     # do not keep
                     send = torch.empty(send_size, dtype=torch.uint8, device=dev)
+                    # a batch of evenly split tensors arrives here first (_swap_batch)
+                    recv = torch.empty(send_size, dtype=torch.uint8, device=dev)
             except Exception as e:
                 err = e
             try:
@@ -664,7 +721,7 @@ def load_shard(path, device="cpu", *, rank=None, world_size=None, plan, group=No
                     raise err
                 if sharing:
                     res = _place_shared(tgt, model, entries, shared, rank, world_size, group,
-                                        threads, stats, batches, send)
+                                        threads, stats, batches, send, recv)
                 else:
                     res = _place_shard(tgt, model, entries, threads)
                 for t, dt, shape, at, ext, _whole in entries:
@@ -676,7 +733,7 @@ def load_shard(path, device="cpu", *, rank=None, world_size=None, plan, group=No
                     tgt.base = None  # a host buffer unmaps now, not when the traceback goes
                 raise
             finally:
-                send = None  # freed now
+                send = recv = None  # freed now
                 if tgt is not None:
                     tgt.close()
             fallback = tgt.fallback
