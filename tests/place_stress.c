@@ -198,7 +198,6 @@ static void placer(const char *mnt, const char *path, int k)
 		struct dmafs_result res;
 		uint64_t bad = 0, first = UINT64_MAX;
 		int n = 1 + (int)(random() % 4);
-		char *q = p + boff;
 
 		if (random() % 3 == 0) { /* one MiB-sized piece at a MiB boundary */
 			n = 1;
@@ -236,6 +235,14 @@ static void placer(const char *mnt, const char *path, int k)
 			ev[0] = (struct dmafs_extent){ .file_offset = 0, .length = res.bytes,
 						      .buffer_offset = boff };
 		} else {
+			if (random() % 3 == 0) { /* gathered: buffer offsets not the file's */
+				uint64_t bo = 1 + (uint64_t)random() % 8000;
+
+				for (int i = 0; i < n; i++) {
+					ev[i].buffer_offset = bo;
+					bo += ev[i].length == DMAFS_TO_EOF ? 0 : ev[i].length;
+				}
+			}
 			ret = dmafs_place(b, fd, ev, (size_t)n, &res);
 		}
 		if (ret) {
@@ -250,11 +257,11 @@ static void placer(const char *mnt, const char *path, int k)
 			sh->bad[k]++;
 			continue;
 		}
-		/* every extent's bytes reported: buffer offset - boff is the file offset */
+		/* every extent's bytes reported, where its buffer offset says */
 		for (int i = 0; i < n; i++)
 			for (uint64_t o = ev[i].file_offset; o + SECT <= ev[i].file_offset + ev[i].length;
 			     o += SECT) {
-				int ok = sector_ok(q + o, o);
+				int ok = sector_ok(p + ev[i].buffer_offset + (o - ev[i].file_offset), o);
 
 				if (ok < 0) {
 					if (first == UINT64_MAX)
@@ -265,7 +272,11 @@ static void placer(const char *mnt, const char *path, int k)
 				}
 			}
 		if (bad) {
-			unsigned char c = (unsigned char)q[first];
+			unsigned char c = 0;
+
+			for (int i = 0; i < n; i++)
+				if (first >= ev[i].file_offset && first < ev[i].file_offset + ev[i].length)
+					c = (unsigned char)p[ev[i].buffer_offset + (first - ev[i].file_offset)];
 
 			sh->bad[k] += bad;
 			if (!sh->why[k][0])
