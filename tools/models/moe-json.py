@@ -81,8 +81,13 @@ def main():
              "unscaled": {r"\.gate\.weight$": [0]},
              "tensor_count": len(t), "total_bytes": total, "tensors": t}
         path = os.path.join(out, name + ".json")
+        # one tensor a line: thousands of experts' tensors stay readable and diff well
+        head = json.dumps({k: v for k, v in d.items() if k != "tensors"}, indent=0)
+        body = ",\n".join("%s: %s" % (json.dumps(k), json.dumps(v)) for k, v in t.items())
         with open(path, "w") as f:
-            f.write(json.dumps(d, indent=0))
+            f.write(head[:-2] + ',\n"tensors": {\n' + body + "\n}\n}\n")
+        with open(path) as f:
+            assert json.load(f) == d
         print("%s  %d tensors  %d bytes" % (path, len(t), total))
 
 
