@@ -5,7 +5,8 @@ written for the tests from its behaviour, for a torch without DTensor:
   - DTensor: an empty parameter of a tensor-parallel model (shape, dtype, device_mesh,
     placements); is_dtensor() tells one.
   - Shard(dim), StridedShard(dim, split_factor), Replicate(): its placements on the 1-d
-    mesh; only Shard and StridedShard have .dim.
+    mesh; only Shard and StridedShard have .dim. ListShard(dim), for the tests only: the
+    rank's rows asked for with a list index.
   - DtensorShardOperation(param).shard_tensor(slice, tensor_idx=, device=, dtype=): what a
     rank takes of a checkpoint tensor, asked of the safetensors slice object with basic
     indices. tensor_idx None: every dimension a Shard cuts, its contiguous chunk (chunk =
@@ -46,6 +47,14 @@ class StridedShard:
 
 class Replicate:
     pass
+
+
+class ListShard:
+    """Test-only placement: the rank's rows of dimension @dim picked by a list index (a
+    request dmafs cannot predict as a region: it places the tensor whole and warns)."""
+
+    def __init__(self, dim):
+        self.dim = dim
 
 
 class DTensor:
@@ -96,6 +105,11 @@ class DtensorShardOperation:
             return self._finish(source[...], device, dtype)
         index = [slice(None)] * len(shape)
         strided = None
+        for p in cuts:
+            if isinstance(p, ListShard):
+                d = p.dim % self.ndim
+                index[d] = list(range(*_chunk(shape[d], self.rank, self.world)))
+                return self._finish(source[tuple(index)], device, dtype)
         for p in cuts:
             d = p.dim % self.ndim
             if isinstance(p, StridedShard):
