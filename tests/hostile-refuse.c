@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -386,4 +387,60 @@ int cmd_shrink(char **av)
 	control("a fresh written 2 MiB memfd", fd, 2 * MIB);
 	close(fd);
 	return t_done("shrink");
+}
+
+static int race_fd = -1;
+static uint64_t race_to;
+
+static void *truncate_soon(void *arg)
+{
+	(void)arg;
+	usleep(1000);
+	if (ftruncate(race_fd, (off_t)race_to))
+		die("ftruncate");
+	return NULL;
+}
+
+/*
+ * shrinkrace IOCFILE DATA_MIB HOLE_MIB: IOCFILE holds DATA_MIB of data, then a hole of
+ * HOLE_MIB (the daemon zeroes the client's pages for it itself, where file and buffer
+ * offsets agree). Register a written memfd of the file's size, place the whole file into
+ * it, and 1 ms into the placement truncate the memfd to DATA_MIB: the data lands in pages
+ * that stay, the hole's zeroes would go to pages that are gone. The placement must fail
+ * with EFAULT, and the daemon live on and place for this client (a plain store there
+ * would kill it with SIGBUS, and every user's mount with it). Three times.
+ */
+int cmd_shrinkrace(char **av)
+{
+	uint64_t data = strtoull(av[1], NULL, 10) * MIB, size = data + strtoull(av[2], NULL, 10) * MIB;
+	uint64_t id = 0, bytes;
+	int ret, fd;
+
+	ioc = open_ioc(av[0]);
+	for (int k = 0; k < 3; k++) {
+		pthread_t t;
+		uint64_t t0;
+
+		fd = memfd_new(size, 1);
+		ret = reg_host(ioc, fd, 0, size, &id);
+		expect("register a written memfd of the file's size", ret, 0, -1, 0);
+		if (ret)
+			return t_done("shrinkrace");
+		race_fd = fd;
+		race_to = data;
+		if (pthread_create(&t, NULL, truncate_soon, NULL))
+			die("pthread_create");
+		t0 = now_ms();
+		ret = place1(ioc, id, 0, size, 0, &bytes);
+		pthread_join(t, NULL);
+		expect("place data then a hole, the hole's pages gone meanwhile", ret, EFAULT, -1,
+		       now_ms() - t0);
+		unreg(ioc, id);
+		close(fd);
+	}
+	printf("the daemon still places for this client:\n");
+	fd = memfd_new(2 * MIB, 1);
+	control("a fresh written 2 MiB memfd", fd, 2 * MIB);
+	close(fd);
+	return t_done("shrinkrace");
 }

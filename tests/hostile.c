@@ -256,7 +256,7 @@ int main(int argc, char **argv)
 		int args;
 		int (*fn)(char **);
 	} cmds[] = {
-		{ "refuse", 4, cmd_refuse }, { "sparse", 2, cmd_sparse }, { "shrink", 2, cmd_shrink },
+		{ "refuse", 4, cmd_refuse }, { "sparse", 2, cmd_sparse }, { "shrink", 2, cmd_shrink }, { "shrinkrace", 3, cmd_shrinkrace },
 		{ "selfreg", 4, cmd_selfreg }, { "flood", 5, cmd_flood }, { "fill", 6, cmd_fill }, { "refill", 6, cmd_refill },
 		{ "deputy", 4, cmd_deputy }, { "race", 4, cmd_race }, { "churn", 3, cmd_churn }, { "queue", 4, cmd_queue },
 		{ "warm", 1, cmd_warm }, { "sample", 3, cmd_sample }, { "status", 2, cmd_status }, { "probe", 3, cmd_probe },

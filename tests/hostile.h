@@ -46,6 +46,7 @@ void control(const char *what, int fd, uint64_t size);
 int cmd_refuse(char **av);
 int cmd_sparse(char **av);
 int cmd_shrink(char **av);
+int cmd_shrinkrace(char **av);
 
 /* hostile-many.c: numbers and races. */
 int cmd_selfreg(char **av);

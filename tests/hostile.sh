@@ -2,7 +2,7 @@
 # Description: the placement channel against a hostile unprivileged user on an allow_other
 # mount of 3 members (tests/hostile makes the attacks): descriptors REGISTER must refuse,
 # each with its errno in the order of the checks; buffers truncated or punched (tmpfs,
-# hugetlbfs) under a placement; REGISTER of files of the mount itself from 20 processes; a
+# hugetlbfs) before a placement, and truncated during one; REGISTER of files of the mount itself from 20 processes; a
 # flood of 10,000 registrations against the per-user and mount-wide limits, and the byte
 # limits, by default and as mount options; a sparse 1 GiB buffer; O_PATH descriptors of
 # files the user may not open; exits and closes racing a registration; more placements
@@ -439,6 +439,15 @@ h_begin crash
 t_log "shared memory truncated to 0 after REGISTER: EFAULT, aligned and unaligned"
 h_run shrink-shm 30 "${AS_U[@]}" "$HOSTILE" shrink "$IOC" shm
 h_answers || h_bad "the daemon died or stopped answering after placements into a shrunk buffer"
+h_end 1
+
+h_begin crash-race
+t_log "shared memory truncated under a placement, where the daemon zeroes a hole's pages itself: EFAULT, 3 times"
+{ head -c 128M /dev/urandom >"$M/root/dh" && truncate -s 144M "$M/root/dh" && chmod 644 "$M/root/dh"; } ||
+	t_fail "cannot write $M/root/dh (128 MiB of data, then a 16 MiB hole)"
+h_run shrink-race 60 "${AS_U[@]}" "$HOSTILE" shrinkrace "$M/root/dh" 128 16
+h_answers || h_bad "the daemon died or stopped answering after a buffer shrank under a placement"
+rm -f "$M/root/dh"
 h_end 1
 
 # 2 MiB pages for the hugetlb memfds of crash-huge and punch

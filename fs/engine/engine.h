@@ -310,6 +310,12 @@ int fs_killpriv_due(struct fs *fs, const struct fs_ctx *c, uint64_t ino);
  */
 int fs_map_reads(struct fs *fs, const struct inode *ino, char *buf, uint64_t a, uint64_t b,
 		 int (*emit)(void *arg, const struct uring_op *op, uint64_t foff), void *arg);
+/* As fs_map_reads, with the holes zeroed by @zero (0, or -errno that stops the walk and is
+ * returned): for @buf in memory the daemon must not touch with a plain store (a client's
+ * pages, which can go away under it). */
+int fs_map_reads_z(struct fs *fs, const struct inode *ino, char *buf, uint64_t a, uint64_t b,
+		   int (*emit)(void *arg, const struct uring_op *op, uint64_t foff), void *arg,
+		   int (*zero)(void *dst, size_t n));
 /* The member's checksum blocks [*a, *b) covering data read @op; its first checksum is at
  * member offset *p0. */
 void fs_csum_span(const struct fs *fs, const struct uring_op *op, uint64_t *p0, uint64_t *a,

@@ -240,8 +240,21 @@ static int read_verify_pooled(struct fs *fs, const struct inode *ino, struct opv
 	return ret;
 }
 
+static int zero_plain(void *dst, size_t n)
+{
+	memset(dst, 0, n);
+	return 0;
+}
+
 int fs_map_reads(struct fs *fs, const struct inode *ino, char *buf, uint64_t a, uint64_t b,
 		 int (*emit)(void *arg, const struct uring_op *op, uint64_t foff), void *arg)
+{
+	return fs_map_reads_z(fs, ino, buf, a, b, emit, arg, zero_plain);
+}
+
+int fs_map_reads_z(struct fs *fs, const struct inode *ino, char *buf, uint64_t a, uint64_t b,
+		   int (*emit)(void *arg, const struct uring_op *op, uint64_t foff), void *arg,
+		   int (*zero)(void *dst, size_t n))
 {
 	size_t i = meta_ext_find(ino, a);
 	uint64_t pos = a;
@@ -251,11 +264,13 @@ int fs_map_reads(struct fs *fs, const struct inode *ino, char *buf, uint64_t a, 
 		const struct extent *e = i < ino->next ? &ino->ext[i] : NULL;
 
 		if (!e || e->off >= b) {
-			memset(buf + (pos - a), 0, b - pos);
+			ret = zero(buf + (pos - a), b - pos);
 			break;
 		}
 		if (e->off > pos) {
-			memset(buf + (pos - a), 0, e->off - pos);
+			ret = zero(buf + (pos - a), e->off - pos);
+			if (ret)
+				break;
 			pos = e->off;
 		}
 		uint64_t end = MIN(b, e->off + e->len);

@@ -5,6 +5,7 @@
  * checksum blocks read ahead (see pipeline.h, pipeline-int.h).
  */
 #include "place/pipeline-int.h"
+#include "place/usermem.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -257,6 +258,10 @@ static int add_to_slot(struct pipe *p, struct rec *r, const struct piece *q, uin
 	r->npc++;
 	r->len += q->len;
 	*next = at + (b - a);
+	/* read straight into the client's pages: its holes are zeroed there too, where the
+	 * client may have taken the memory away (usermem.h) */
+	if (r->slot < 0 && !r->tc)
+		return fs_map_reads_z(p->fs, p->ino, r->buf + at, a, b, emit_read, r, usermem_zero);
 	return fs_map_reads(p->fs, p->ino, r->buf + at, a, b, emit_read, r);
 }
 

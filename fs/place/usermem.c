@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* usermem.c - fault-safe copies into client memory (see usermem.h). */
+/* usermem.c - fault-safe copies into client memory, and zeroing of it (see usermem.h). */
 #include "place/usermem.h"
 
 #include <errno.h>
@@ -55,6 +55,20 @@ int usermem_copy(void *dst, const void *src, size_t n)
 		return -EFAULT;
 	cur = &g;
 	memcpy(dst, src, n);
+	cur = NULL;
+	return 0;
+}
+
+int usermem_zero(void *dst, size_t n)
+{
+	struct guard g;
+
+	g.lo = (uintptr_t)dst;
+	g.hi = g.lo + n;
+	if (sigsetjmp(g.jb, 0))
+		return -EFAULT;
+	cur = &g;
+	memset(dst, 0, n);
 	cur = NULL;
 	return 0;
 }
