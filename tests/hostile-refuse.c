@@ -8,11 +8,13 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -22,6 +24,7 @@
 #include <linux/falloc.h>
 #include <linux/magic.h>
 
+#include "dmafs-proto.h"
 #include "hostile.h"
 
 static int disk_file(char *where, size_t n)
@@ -408,7 +411,10 @@ static void *truncate_soon(void *arg)
  * it, and 1 ms into the placement truncate the memfd to DATA_MIB: the data lands in pages
  * that stay, the hole's zeroes would go to pages that are gone. The placement must fail
  * with EFAULT, and the daemon live on and place for this client (a plain store there
- * would kill it with SIGBUS, and every user's mount with it). Three times.
+ * would kill it with SIGBUS, and every user's mount with it). Three times; then three
+ * times as a batch of 4 MiB samples, the memfd truncated to 0 (the samples' whole blocks
+ * are read straight into the pages: the reads meet pages gone, and must not blame the
+ * members).
  */
 int cmd_shrinkrace(char **av)
 {
@@ -417,7 +423,7 @@ int cmd_shrinkrace(char **av)
 	int ret, fd;
 
 	ioc = open_ioc(av[0]);
-	for (int k = 0; k < 3; k++) {
+	for (int k = 0; k < 6; k++) {
 		pthread_t t;
 		uint64_t t0;
 
@@ -427,13 +433,29 @@ int cmd_shrinkrace(char **av)
 		if (ret)
 			return t_done("shrinkrace");
 		race_fd = fd;
-		race_to = data;
+		race_to = k < 3 ? data : 0;
 		if (pthread_create(&t, NULL, truncate_soon, NULL))
 			die("pthread_create");
 		t0 = now_ms();
-		ret = place1(ioc, id, 0, size, 0, &bytes);
+		if (k < 3) {
+			ret = place1(ioc, id, 0, size, 0, &bytes);
+		} else { /* the same as samples of a batch (whole blocks read straight in) */
+			static struct dmafs_ioc_batch b;
+			struct dmafs_ioc_handle h = { 0 };
+
+			ret = ioctl(ioc, DMAFS_IOC_HANDLE, &h) ? -errno : 0;
+			memset(&b, 0, offsetof(struct dmafs_ioc_batch, e));
+			b.id = id;
+			for (uint64_t o = 0; !ret && o < size; o += 4 * MIB)
+				b.e[b.count++] = (struct dmafs_batch_entry){
+					.ino = h.ino, .mac = h.mac, .gen = h.gen, .file_offset = o,
+					.buffer_offset = o, .length = (uint32_t)(4 * MIB) };
+			if (!ret && ioctl(ioc, DMAFS_IOC_BATCH, &b))
+				ret = -errno;
+		}
 		pthread_join(t, NULL);
-		expect("place data then a hole, the hole's pages gone meanwhile", ret, EFAULT, -1,
+		expect(k < 3 ? "place data then a hole, the hole's pages gone meanwhile" :
+		       "a batch of it in 4 MiB samples, every page gone meanwhile", ret, EFAULT, -1,
 		       now_ms() - t0);
 		unreg(ioc, id);
 		close(fd);

@@ -17,7 +17,10 @@
  * read aligned to the members' sector, or to the block with verify_place), all their
  * member reads go out at once, then each piece is copied out: into the client's pages
  * (host) or by an asynchronous copy to the device (GPU), whose slot is given back once
- * the event behind its copies has fired. The warm tier is not consulted.
+ * the event behind its copies has fired. Into a host buffer without verify_place, the
+ * whole blocks of a piece that starts on a block both in the file and in the client's
+ * pages are read straight into those pages instead (no slot, no copy; holes zeroed there
+ * through usermem_zero). The warm tier is not consulted.
  */
 #include "place/place.h"
 
@@ -138,6 +141,7 @@ struct bpiece {
 	uint32_t left;	 /* reads not yet arrived */
 	int ready;	 /* read (and checked) */
 	int delivered;
+	int direct;	 /* read straight into the client's pages: no slot */
 };
 
 struct batch {
@@ -343,8 +347,46 @@ static int take_slot(struct batch *B)
 }
 
 /*
- * Cut the next pieces into slots, as many as the share's slots and reads allow, and map
- * their member reads. Returns 1 (a round to run), 0 (nothing left) or -errno.
+ * A host buffer, not verified: a piece that starts on a block in the file and in the
+ * client's pages is read straight into them (no slot, no copy), its whole blocks (*@len
+ * cut down to them; the rest goes through a slot as a piece of its own). Returns 1 when
+ * it is such a piece.
+ */
+static int direct_len(const struct batch *B, uint64_t off, uint64_t dst, uint64_t *len)
+{
+	if (B->gpu || B->verify || off % DMAFS_BLOCK ||
+	    (uintptr_t)(B->r->base + dst) % DMAFS_BLOCK || *len < DMAFS_BLOCK)
+		return 0;
+	*len = ALIGN_DOWN(*len, DMAFS_BLOCK);
+	return 1;
+}
+
+/* Add the direct piece [off, off + len) of entry @i at buffer offset @dst: its member
+ * reads go to the client's pages, its holes are zeroed there (usermem_zero: the client
+ * may have taken the memory away). */
+static int add_direct(struct batch *B, uint32_t i, uint64_t off, uint64_t dst, uint64_t len)
+{
+	struct emit_ctx x;
+	int ret;
+
+	if (dm_grow(&B->pc, &B->pccap, B->npc + 1, sizeof(*B->pc), 64))
+		return -ENOMEM;
+	B->pc[B->npc] = (struct bpiece){ .e = i, .len = (uint32_t)len, .off = off, .dst = dst,
+					 .direct = 1, .op0 = (uint32_t)B->nop };
+	x = (struct emit_ctx){ .B = B, .piece = (uint32_t)B->npc };
+	ret = fs_map_reads_z(B->fs, B->f[B->fidx[i]].ip, B->r->base + dst, off, off + len,
+			     emit_op, &x, usermem_zero);
+	if (ret)
+		return ret;
+	B->pc[B->npc].nops = (uint32_t)B->nop - B->pc[B->npc].op0;
+	B->npc++;
+	return 0;
+}
+
+/*
+ * Cut the next pieces into slots (or, where they may be, straight into the client's
+ * pages: direct_len), as many as the share's slots and reads allow, and map their member
+ * reads. Returns 1 (a round to run), 0 (nothing left) or -errno.
  */
 static int build_round(struct batch *B, unsigned maxops)
 {
@@ -368,6 +410,13 @@ static int build_round(struct batch *B, unsigned maxops)
 		}
 		off = e->file_offset + B->eoff;
 		len = MIN((uint64_t)e->length - B->eoff, STAGE_SLOT - off % g);
+		if (direct_len(B, off, e->buffer_offset + B->eoff, &len)) {
+			ret = add_direct(B, i, off, e->buffer_offset + B->eoff, len);
+			if (ret)
+				return ret;
+			B->eoff += len;
+			continue;
+		}
 		span = ALIGN_UP(off % g + len, g);
 		if (at + span > STAGE_SLOT) {
 			if (B->nslots == sizeof(B->slots) / sizeof(B->slots[0]))
@@ -432,9 +481,14 @@ static void slot_out(struct batch *B, unsigned s)
 	int ret = 0;
 
 	B->slot_out[s] = 1;
-	for (uint32_t k = B->slot_first[s]; k < B->slot_first[s] + B->slot_n[s] && !ret; k++) {
+	/* the slot's pieces follow slot_first in order; direct pieces may lie between them */
+	for (uint32_t k = B->slot_first[s], seen = 0; seen < B->slot_n[s] && !ret; k++) {
 		struct bpiece *q = &B->pc[k];
 		int ok = q->ready && !B->b->e[q->e].result;
+
+		if (q->direct || q->slot != s)
+			continue;
+		seen++;
 
 		if (ok && len && mem + q->at == src + len && q->dst == dst + len) {
 			len += q->len;
@@ -472,7 +526,9 @@ static void piece_done(struct batch *B, uint32_t k)
 			q->ready = 0;
 			break;
 		}
-	if (--B->slot_left[q->slot] == 0 && !B->err)
+	if (q->direct) /* in the client's pages already */
+		q->delivered = !B->b->e[q->e].result;
+	else if (--B->slot_left[q->slot] == 0 && !B->err)
 		slot_out(B, q->slot);
 }
 
@@ -549,7 +605,12 @@ static int run_round(struct batch *B)
 		int err = B->op[i].res ? B->op[i].res : B->verify ? B->op[nd + i].res : 0;
 		uint32_t k = B->op_piece[i];
 
-		if (err) {
+		if (err == -EFAULT && B->pc[k].direct && B->op[i].res == -EFAULT) {
+			/* the client's pages went away under a direct read: not the member's
+			 * fault; the whole request fails, as a copy out would */
+			if (!B->err)
+				B->err = -EFAULT;
+		} else if (err) {
 			fs_io_error(fs, B->f[B->fidx[B->pc[k].e]].ip, &B->op[i], B->op_foff[i], "read");
 			piece_fail(B, k, -EIO);
 		}
