@@ -9,6 +9,7 @@ Both models are written here (on the mount), in two shard files each, with odd s
 that the ranks' slices and expert sets are uneven:
   - QMOE, Qwen3-MoE's layout: per-expert mlp.experts.E.{gate,up,down}_proj.weight, merged
     by weight converters into mlp.experts.gate_up_proj [E, 2I, H] and down_proj [E, H, I];
+    and mlp.fused.gate_up_proj [E, 2I, H] stored fused (a strided cut: two slices asked);
   - MIX, Mixtral's: block_sparse_moe.experts.E.{w1,w3,w2}.weight, and a renaming of
     block_sparse_moe.gate to mlp.gate.
 Under "tp" the merged parameters are cut as transformers' plan does (gate_up_proj strided
@@ -56,6 +57,9 @@ def qmoe_shapes():
             ck[f"{p}mlp.experts.{e}.down_proj.weight"] = ("BF16", [H, I])
         par[p + "mlp.experts.gate_up_proj"] = ("BF16", [E, 2 * I, H])
         par[p + "mlp.experts.down_proj"] = ("BF16", [E, H, I])
+        # stored fused already (as some checkpoints are): cut in two groups under tp
+        ck[p + "mlp.fused.gate_up_proj"] = par[p + "mlp.fused.gate_up_proj"] = \
+            ("BF16", [E, 2 * I, H])
     return ck, par
 
 
@@ -105,7 +109,7 @@ def placements(cml, name, mode):
     mod = name.rsplit(".", 1)[0] if name.endswith(".weight") else name
     if mod == "model.listed":
         return [cml.ListShard(0)]  # asked with a list index: placed whole, warned
-    if mod.endswith("experts.gate_up_proj"):
+    if mod.endswith(("experts.gate_up_proj", "fused.gate_up_proj")):
         return [cml.StridedShard(1, 2)] if mode == "tp" else [cml.Shard(0)]
     if mod.endswith("experts.down_proj"):
         return [cml.Shard(2)] if mode == "tp" else [cml.Shard(0)]
