@@ -21,8 +21,9 @@ dmafs.enable(); every parameter must be equal byte for byte, one SlowPathWarning
 for that tensor (placed whole), and none else (dmafs predicted every slice and expert set
 transformers took), the stand-in's reader must
 not be used, and the bytes dmafs placed in this rank (dmafs.last_stats().bytes) must be at
-most what the rank keeps + 2 % (not every expert in every rank). Exits 0 when every check
-passed in every rank.
+most what the rank keeps + 2 % (not every expert in every rank). Last, with transformers'
+renaming made to fail when dmafs asks, dmafs must say so and the load stay byte-equal (the
+tp plan's rules instead). Exits 0 when every check passed in every rank.
 """
 import argparse
 import json
@@ -209,6 +210,63 @@ def check(rank, world, path, kind, mode, fails):
     return kept, whole, st.bytes if st else -1
 
 
+def check_broken(rank, world, path, fails):
+    """A transformers whose renaming fails when dmafs asks: dmafs says so (one
+    SlowPathWarning), falls back to the tp plan's rules (here: the experts placed whole),
+    and every parameter is still byte-equal to the plain load."""
+    import torch
+    import transformers.core_model_loading as cml
+    import transformers.modeling_utils as mu
+
+    import dmafs
+    from dmafs import _hf
+
+    _ck, par = qmoe_shapes()
+    mesh = mu.DeviceMesh(world, rank)
+    tdt = {"F32": torch.float32, "BF16": torch.bfloat16}
+    meta = {k: (torch.empty(s, dtype=tdt[d], device="meta") if placements(cml, k, "tp") is None
+                else cml.DTensor(s, tdt[d], mesh, placements(cml, k, "tp")))
+            for k, (d, s) in par.items()}
+    files = [os.path.join(path, f) for f in sorted(os.listdir(path)) if f.endswith(".safetensors")]
+
+    def load():
+        model = mu.TPModel(meta, {})
+        cfg = mu.LoadStateDictConfig(device_map={"": "cpu"}, device_mesh=mesh,
+                                     weight_mapping=mapping(cml, "qmoe"))
+        mu.PreTrainedModel._load_pretrained_model(model, None, files, cfg)
+        return model
+
+    ref = load()
+    real = cml.rename_source_key
+
+    def broken(*a, **kw):
+        if any(f.f_code is _hf._ask_transformers.__code__ for f in _frames()):
+            raise RuntimeError("a renaming of another shape")
+        return real(*a, **kw)
+    cml.rename_source_key = broken
+    try:
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            with dmafs.enable():
+                got = load()
+    finally:
+        cml.rename_source_key = real
+    what = f"rank {rank}/{world} qmoe tp, renaming broken"
+    slow = [str(x.message) for x in w if issubclass(x.category, dmafs.SlowPathWarning)]
+    if not any("could not ask transformers" in m for m in slow):
+        fails.append(f"{what}: no warning that dmafs could not ask transformers: {slow[:3]}")
+    for k in ref:
+        if k not in got or not torch.equal(raw(got[k]), raw(ref[k])):
+            fails.append(f"{what}: {k} differs from the plain load")
+
+
+def _frames():
+    f = sys._getframe(1)
+    while f is not None:
+        yield f
+        f = f.f_back
+
+
 def worker(rank, args, world):
     sys.path.insert(0, args.stub)
     import torch.distributed as dist
@@ -220,6 +278,7 @@ def worker(rank, args, world):
             kept, whole, placed = check(rank, world, path, kind, mode, fails)
             print(f"  rank {rank}/{world} {kind} {mode}: placed {placed}, keeps {kept} of "
                   f"{whole} bytes", flush=True)
+    check_broken(rank, world, args.qmoe, fails)
     for f in fails:
         print("FAIL " + f, flush=True)
     dist.barrier()
