@@ -32,7 +32,8 @@ import os
 import random
 import struct
 import sys
-import warnings
+
+from python_check import end_rank
 
 SIZE = {"F32": 4, "BF16": 2}
 
@@ -145,17 +146,12 @@ def write(d, ck, seed):
             os.fsync(f.fileno())
 
 
-def raw(t):
-    import torch
-    return t.contiguous().reshape(-1).view(torch.uint8) if t.dim() else t.reshape(1).view(torch.uint8)
-
-
-def check(rank, world, path, kind, mode, fails):
+def setup(rank, world, path, kind, mode):
+    """(the model's empty parameters, a call that loads the checkpoint at @path into a
+    fresh model with the stand-in) for rank @rank of @world under @mode."""
     import torch
     import transformers.core_model_loading as cml
     import transformers.modeling_utils as mu
-
-    import dmafs
 
     tdt = {"F32": torch.float32, "BF16": torch.bfloat16}
     _ck, par = qmoe_shapes() if kind == "qmoe" else mix_shapes()
@@ -173,25 +169,17 @@ def check(rank, world, path, kind, mode, fails):
                                      weight_mapping=mapping(cml, kind))
         mu.PreTrainedModel._load_pretrained_model(model, None, files, cfg)
         return model
+    return meta, load
 
+
+def check(rank, world, path, kind, mode, fails):
+    import dmafs
+    from hf_tp import compare_loads
+
+    _ck, par = qmoe_shapes() if kind == "qmoe" else mix_shapes()
+    meta, load = setup(rank, world, path, kind, mode)
     what = f"rank {rank}/{world} {kind} {mode}"
-    ref = load()
-    mu.opened.clear()
-    with warnings.catch_warnings(record=True) as w:
-        warnings.simplefilter("always")
-        with dmafs.enable():
-            got = load()
-            st = dmafs.last_stats()
-    if mu.opened:
-        fails.append(f"{what}: the stand-in's reader opened {mu.opened}")
-    if set(got) != set(ref) or set(got) != set(meta):
-        fails.append(f"{what}: parameters differ: {sorted(set(got) ^ set(ref))}")
-    for k in ref:
-        a, b = got.get(k), ref[k]
-        if a is None or a.dtype != b.dtype or a.shape != b.shape or not torch.equal(raw(a), raw(b)):
-            fails.append(f"{what}: {k}: got {None if a is None else (a.dtype, tuple(a.shape))}, "
-                         f"the plain load has {(b.dtype, tuple(b.shape))}"
-                         f"{'' if a is None or a.shape != b.shape else ' with other bytes'}")
+    ref, got, st, w = compare_loads(load, meta, what, fails)
     kept = sum(t.numel() * t.element_size() for t in ref.values())
     whole = sum(math.prod(s) * SIZE[d] for d, s in par.values())
     slow = [str(x.message) for x in w if issubclass(x.category, dmafs.SlowPathWarning)]
@@ -214,50 +202,28 @@ def check_broken(rank, world, path, fails):
     """A transformers whose renaming fails when dmafs asks: dmafs says so (one
     SlowPathWarning), falls back to the tp plan's rules (here: the experts placed whole),
     and every parameter is still byte-equal to the plain load."""
-    import torch
     import transformers.core_model_loading as cml
-    import transformers.modeling_utils as mu
 
     import dmafs
     from dmafs import _hf
+    from hf_tp import compare_loads
 
-    _ck, par = qmoe_shapes()
-    mesh = mu.DeviceMesh(world, rank)
-    tdt = {"F32": torch.float32, "BF16": torch.bfloat16}
-    meta = {k: (torch.empty(s, dtype=tdt[d], device="meta") if placements(cml, k, "tp") is None
-                else cml.DTensor(s, tdt[d], mesh, placements(cml, k, "tp")))
-            for k, (d, s) in par.items()}
-    files = [os.path.join(path, f) for f in sorted(os.listdir(path)) if f.endswith(".safetensors")]
-
-    def load():
-        model = mu.TPModel(meta, {})
-        cfg = mu.LoadStateDictConfig(device_map={"": "cpu"}, device_mesh=mesh,
-                                     weight_mapping=mapping(cml, "qmoe"))
-        mu.PreTrainedModel._load_pretrained_model(model, None, files, cfg)
-        return model
-
-    ref = load()
+    meta, load = setup(rank, world, path, "qmoe", "tp")
     real = cml.rename_source_key
 
     def broken(*a, **kw):
         if any(f.f_code is _hf._ask_transformers.__code__ for f in _frames()):
             raise RuntimeError("a renaming of another shape")
         return real(*a, **kw)
+    what = f"rank {rank}/{world} qmoe tp, renaming broken"
     cml.rename_source_key = broken
     try:
-        with warnings.catch_warnings(record=True) as w:
-            warnings.simplefilter("always")
-            with dmafs.enable():
-                got = load()
+        _ref, _got, _st, w = compare_loads(load, meta, what, fails)
     finally:
         cml.rename_source_key = real
-    what = f"rank {rank}/{world} qmoe tp, renaming broken"
     slow = [str(x.message) for x in w if issubclass(x.category, dmafs.SlowPathWarning)]
     if not any("could not ask transformers" in m for m in slow):
         fails.append(f"{what}: no warning that dmafs could not ask transformers: {slow[:3]}")
-    for k in ref:
-        if k not in got or not torch.equal(raw(got[k]), raw(ref[k])):
-            fails.append(f"{what}: {k} differs from the plain load")
 
 
 def _frames():
@@ -279,12 +245,7 @@ def worker(rank, args, world):
             print(f"  rank {rank}/{world} {kind} {mode}: placed {placed}, keeps {kept} of "
                   f"{whole} bytes", flush=True)
     check_broken(rank, world, args.qmoe, fails)
-    for f in fails:
-        print("FAIL " + f, flush=True)
-    dist.barrier()
-    dist.destroy_process_group()
-    if fails:
-        os._exit(1)
+    end_rank(fails)
 
 
 def main():

@@ -28,6 +28,8 @@ import struct
 import sys
 import warnings
 
+from python_check import end_rank
+
 QWEN_PLAN = {
     "model.embed_tokens": "embedding_rowwise",
     "model.layers.*.self_attn.q_proj": "colwise",
@@ -153,6 +155,35 @@ def raw(t):
     return t.contiguous().reshape(-1).view(torch.uint8) if t.dim() else t.reshape(1).view(torch.uint8)
 
 
+def compare_loads(load, meta, what, fails):
+    """@load() plainly (the stand-in's reader) and under dmafs.enable(): the stand-in's
+    reader must not be used then, and every parameter of @meta must come byte-equal (and in
+    dtype and shape). Returns (plain, routed, dmafs.last_stats(), the warnings recorded)."""
+    import torch
+    import transformers.modeling_utils as mu
+
+    import dmafs
+
+    ref = load()
+    mu.opened.clear()
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        with dmafs.enable():
+            got = load()
+            st = dmafs.last_stats()
+    if mu.opened:
+        fails.append(f"{what}: the stand-in's reader opened {mu.opened}")
+    if set(got) != set(ref) or set(got) != set(meta):
+        fails.append(f"{what}: parameters differ: {sorted(set(got) ^ set(ref))}")
+    for k in ref:
+        a, b = got.get(k), ref[k]
+        if a is None or a.dtype != b.dtype or a.shape != b.shape or not torch.equal(raw(a), raw(b)):
+            fails.append(f"{what}: {k}: got {None if a is None else (a.dtype, tuple(a.shape))}, "
+                         f"the plain load has {(b.dtype, tuple(b.shape))}"
+                         f"{'' if a is None or a.shape != b.shape else ' with other bytes'}")
+    return ref, got, st, w
+
+
 def check_model(rank, world, path, plan, keep_of, warned, dtype, fails):
     import torch
     import transformers.modeling_utils as mu
@@ -173,23 +204,7 @@ def check_model(rank, world, path, plan, keep_of, warned, dtype, fails):
         return model
 
     what = f"rank {rank}/{world} {os.path.basename(path)}{f' as {dtype}' if dtype else ''}"
-    ref = load()
-    mu.opened.clear()
-    with warnings.catch_warnings(record=True) as w:
-        warnings.simplefilter("always")
-        with dmafs.enable():
-            got = load()
-            st = dmafs.last_stats()
-    if mu.opened:
-        fails.append(f"{what}: the stand-in's reader opened {mu.opened}")
-    if set(got) != set(ref) or set(got) != set(meta):
-        fails.append(f"{what}: parameters differ: {sorted(set(got) ^ set(ref))}")
-    for k in ref:
-        a, b = got.get(k), ref[k]
-        if a is None or a.dtype != b.dtype or a.shape != b.shape or not torch.equal(raw(a), raw(b)):
-            fails.append(f"{what}: {k}: got {None if a is None else (a.dtype, tuple(a.shape))}, "
-                         f"the plain tp load has {(b.dtype, tuple(b.shape))}"
-                         f"{'' if a is None or a.shape != b.shape else ' with other bytes'}")
+    _ref, _got, st, w = compare_loads(load, meta, what, fails)
     want = sum(share(s, keep_of(k, s), rank, world, SIZE[d]) for k, (d, s) in hdr.items())
     most = sum(placed_most(s, keep_of(k, s), rank, world, SIZE[d]) for k, (d, s) in hdr.items())
     whole = sum(math.prod(s) * SIZE[d] for d, s in hdr.values())
@@ -231,12 +246,7 @@ def worker(rank, args, world):
         want, whole = check_model(rank, world, path, plan, keep_of, warned, dtype, fails)
         print(f"  rank {rank}/{world} {os.path.basename(path)}: placed {want} of {whole} bytes",
               flush=True)
-    for f in fails:
-        print("FAIL " + f, flush=True)
-    dist.barrier()
-    dist.destroy_process_group()
-    if fails:
-        os._exit(1)
+    end_rank(fails)
 
 
 def main():

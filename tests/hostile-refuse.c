@@ -307,6 +307,17 @@ static int punched(int huge, uint64_t size, uint64_t hole, int *fdp, uint64_t *i
 	return 0;
 }
 
+/* After an attack: a fresh buffer of this client is placed into as ever. */
+static void still_places(void)
+{
+	int fd;
+
+	printf("the daemon still places for this client:\n");
+	fd = memfd_new(2 * MIB, 1);
+	control("a fresh written 2 MiB memfd", fd, 2 * MIB);
+	close(fd);
+}
+
 /*
  * shrink IOCFILE shm|huge|punch: register a written buffer, then take its pages away and
  * place into it, with file and buffer offsets agreeing modulo 4096 (the daemon may read
@@ -385,10 +396,7 @@ int cmd_shrink(char **av)
 		unreg(ioc, id);
 		close(fd);
 	}
-	printf("the daemon still places for this client:\n");
-	fd = memfd_new(2 * MIB, 1);
-	control("a fresh written 2 MiB memfd", fd, 2 * MIB);
-	close(fd);
+	still_places();
 	return t_done("shrink");
 }
 
@@ -460,9 +468,6 @@ int cmd_shrinkrace(char **av)
 		unreg(ioc, id);
 		close(fd);
 	}
-	printf("the daemon still places for this client:\n");
-	fd = memfd_new(2 * MIB, 1);
-	control("a fresh written 2 MiB memfd", fd, 2 * MIB);
-	close(fd);
+	still_places();
 	return t_done("shrinkrace");
 }

@@ -236,6 +236,18 @@ def ref_metadata(fn):
         return json.loads(f.read(n)).get("__metadata__")
 
 
+def end_rank(fails):
+    """The end of one rank of a torch.distributed test: its failures printed, the ranks
+    met, the process group gone; exits 1 when this rank failed."""
+    import torch.distributed as dist
+    for f in fails:
+        print("FAIL " + f, flush=True)
+    dist.barrier()
+    dist.destroy_process_group()
+    if fails:
+        os._exit(1)
+
+
 def sectors_read(devs):
     """Bytes read so far from block devices @devs (/sys/block/NAME/stat, 512-byte sectors)."""
     total = 0

@@ -26,6 +26,8 @@ import os
 import struct
 import sys
 
+from python_check import end_rank
+
 # every split along the first dimension: each slice is one extent, and the members must
 # read about the shard's bytes
 PLAN_COL = {"*.q_proj.weight": 0, "*.k_proj.weight": 0, "*.v_proj.weight": 0,
@@ -456,12 +458,7 @@ def worker(rank, args, world):
               f"({read_all / max(want_all, 1):.2f}x)", flush=True)
     check_failure(rank, world, args.odd, PLAN_ODD, fails)
     check_forms(rank, world, args.odd, fails)
-    for f in fails:
-        print("FAIL " + f, flush=True)
-    dist.barrier()
-    dist.destroy_process_group()
-    if fails:
-        os._exit(1)
+    end_rank(fails)
 
 
 def main():

@@ -45,7 +45,8 @@ int usermem_init(void)
 	return sigaction(SIGBUS, &sa, NULL) ? -errno : 0;
 }
 
-int usermem_copy(void *dst, const void *src, size_t n)
+/* Write @n bytes at client memory @dst: a copy of @src, or zeroes when @src is NULL. */
+static int guarded_store(void *dst, const void *src, size_t n)
 {
 	struct guard g;
 
@@ -54,21 +55,20 @@ int usermem_copy(void *dst, const void *src, size_t n)
 	if (sigsetjmp(g.jb, 0))
 		return -EFAULT;
 	cur = &g;
-	memcpy(dst, src, n);
+	if (src)
+		memcpy(dst, src, n);
+	else
+		memset(dst, 0, n);
 	cur = NULL;
 	return 0;
 }
 
+int usermem_copy(void *dst, const void *src, size_t n)
+{
+	return guarded_store(dst, src, n);
+}
+
 int usermem_zero(void *dst, size_t n)
 {
-	struct guard g;
-
-	g.lo = (uintptr_t)dst;
-	g.hi = g.lo + n;
-	if (sigsetjmp(g.jb, 0))
-		return -EFAULT;
-	cur = &g;
-	memset(dst, 0, n);
-	cur = NULL;
-	return 0;
+	return guarded_store(dst, NULL, n);
 }

@@ -12,9 +12,10 @@ import os
 import sys
 
 
-def qwen3_30b_a3b():
-    h, layers, heads, kv, hd, vocab = 2048, 48, 32, 4, 128, 151936
-    experts, per_tok, moe_inter, inter = 128, 8, 768, 6144
+def tensors(h, layers, heads, kv, hd, vocab, qk_norm, moe, experts, expert):
+    """{name: shape} of a decoder whose every layer has attention (q_norm and k_norm with
+    @qk_norm), a router and @experts experts under the module @moe, each expert the
+    tensors @expert ([(name, shape), ...]), in the checkpoint's order."""
     t = {"model.embed_tokens.weight": [vocab, h], "model.norm.weight": [h],
          "lm_head.weight": [vocab, h]}
     for L in range(layers):
@@ -23,16 +24,24 @@ def qwen3_30b_a3b():
         t[p + "self_attn.k_proj.weight"] = [kv * hd, h]
         t[p + "self_attn.v_proj.weight"] = [kv * hd, h]
         t[p + "self_attn.o_proj.weight"] = [h, heads * hd]
-        t[p + "self_attn.q_norm.weight"] = [hd]
-        t[p + "self_attn.k_norm.weight"] = [hd]
-        t[p + "mlp.gate.weight"] = [experts, h]
+        if qk_norm:
+            t[p + "self_attn.q_norm.weight"] = [hd]
+            t[p + "self_attn.k_norm.weight"] = [hd]
+        t[p + moe + ".gate.weight"] = [experts, h]
         for e in range(experts):
-            q = p + "mlp.experts.%d." % e
-            t[q + "gate_proj.weight"] = [moe_inter, h]
-            t[q + "up_proj.weight"] = [moe_inter, h]
-            t[q + "down_proj.weight"] = [h, moe_inter]
+            for name, shape in expert:
+                t[p + moe + ".experts.%d.%s.weight" % (e, name)] = shape
         t[p + "input_layernorm.weight"] = [h]
         t[p + "post_attention_layernorm.weight"] = [h]
+    return t
+
+
+def qwen3_30b_a3b():
+    h, layers, heads, kv, hd, vocab = 2048, 48, 32, 4, 128, 151936
+    experts, per_tok, moe_inter, inter = 128, 8, 768, 6144
+    t = tensors(h, layers, heads, kv, hd, vocab, True, "mlp", experts,
+                [("gate_proj", [moe_inter, h]), ("up_proj", [moe_inter, h]),
+                 ("down_proj", [h, moe_inter])])
     config = ("hidden %d, intermediate %d, moe_intermediate %d, %d layers, %d heads, "
               "%d kv heads, head_dim %d, vocab %d, %d experts, %d experts per token, "
               "rms_norm_eps 1e-6; lm_head present"
@@ -43,22 +52,8 @@ def qwen3_30b_a3b():
 def mixtral_8x7b():
     h, layers, heads, kv, hd, vocab = 4096, 32, 32, 8, 128, 32000
     experts, per_tok, inter = 8, 2, 14336
-    t = {"model.embed_tokens.weight": [vocab, h], "model.norm.weight": [h],
-         "lm_head.weight": [vocab, h]}
-    for L in range(layers):
-        p = "model.layers.%d." % L
-        t[p + "self_attn.q_proj.weight"] = [heads * hd, h]
-        t[p + "self_attn.k_proj.weight"] = [kv * hd, h]
-        t[p + "self_attn.v_proj.weight"] = [kv * hd, h]
-        t[p + "self_attn.o_proj.weight"] = [h, heads * hd]
-        t[p + "block_sparse_moe.gate.weight"] = [experts, h]
-        for e in range(experts):
-            q = p + "block_sparse_moe.experts.%d." % e
-            t[q + "w1.weight"] = [inter, h]
-            t[q + "w2.weight"] = [h, inter]
-            t[q + "w3.weight"] = [inter, h]
-        t[p + "input_layernorm.weight"] = [h]
-        t[p + "post_attention_layernorm.weight"] = [h]
+    t = tensors(h, layers, heads, kv, hd, vocab, False, "block_sparse_moe", experts,
+                [("w1", [inter, h]), ("w2", [h, inter]), ("w3", [inter, h])])
     config = ("hidden %d, intermediate %d, %d layers, %d heads, %d kv heads, head_dim %d, "
               "vocab %d, %d experts, %d experts per token, rms_norm_eps 1e-5; lm_head present"
               % (h, inter, layers, heads, kv, hd, vocab, experts, per_tok))
