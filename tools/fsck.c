@@ -521,10 +521,13 @@ static int check_tree(void)
 	return meta_for_each(&meta, check_links, NULL);
 }
 
-/* Every extent inside the data regions and owned once: rebuild the allocator from them. */
-static void check_space(int n)
+/*
+ * Every extent inside the data regions and owned once (the metadata log's areas count as
+ * owned): rebuild the allocator from them.
+ */
+static void check_space(const struct journal *j, int n)
 {
-	uint64_t start[FMT_MAX_MEMBERS], end[FMT_MAX_MEMBERS], cap = 0, used;
+	uint64_t start[FMT_MAX_MEMBERS], end[FMT_MAX_MEMBERS], cap = 0, used, aoff[2], alen;
 
 	for (int i = 0; i < n; i++) {
 		start[i] = ms[i].sb.data_offset;
@@ -532,6 +535,12 @@ static void check_space(int n)
 		cap += end[i] - start[i];
 	}
 	alloc_init(&alloc, n, start, end);
+	alen = journal_areas(j, aoff);
+	for (unsigned c = 0; c < j->ncopies && alen; c++)
+		for (int i = 0; i < 2; i++)
+			if (alloc_mark_used(&alloc, c, aoff[i], alen))
+				problem(FIX_NONE, "", "metadata log area %d (member %u offset %llu, %llu bytes) is outside the data region or overlaps the other",
+					i, c, (unsigned long long)aoff[i], (unsigned long long)alen);
 	meta_for_each(&meta, check_extents, NULL);
 	used = cap - alloc_free_bytes(&alloc);
 	if (!quiet)
@@ -573,7 +582,7 @@ static int fsck(int n, int scrub)
 		return ret;
 	if (check_tree())
 		return FSCK_EXIT_ERR;
-	check_space(n);
+	check_space(&j, n);
 	if (repair)
 		fix_orphans();
 	if (scrub && scrub_all())

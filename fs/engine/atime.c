@@ -85,7 +85,7 @@ void fs_atime_log(void *arg)
 {
 	struct fs *fs = arg;
 	/* the same reserve as operations that grow the metadata (fs_begin) */
-	size_t reserve = MAX(64u << 10, fs->j.half / 16);
+	size_t reserve = fs_log_reserve(fs);
 
 	for (size_t k = 0; k < fs->natime_dirty; k++) {
 		struct inode *i = meta_iget(&fs->meta, fs->atime_dirty[k]);

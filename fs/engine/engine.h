@@ -413,6 +413,8 @@ int fs_fallocate(struct fs *fs, const struct fs_ctx *c, uint64_t ino, int mode, 
  * Returns 0 (locked) or -ENOSPC/-EROFS/-EIO (not locked).
  */
 int fs_begin(struct fs *fs, size_t need, int grows);
+/* The log bytes kept for deletions (and atime records); caller holds meta.lock. */
+size_t fs_log_reserve(const struct fs *fs);
 void fs_end(struct fs *fs);
 int64_t fs_now(void);
 

@@ -62,7 +62,17 @@ static int map_space(struct fs *fs)
 	struct used_set u = { .nmembers = fs->n };
 	struct alloc_range *r = NULL;
 	size_t rcap = 0;
+	uint64_t aoff[2], alen = journal_areas(&fs->j, aoff);
 	int ret = meta_for_each(&fs->meta, collect_extents, &u);
+
+	/* the metadata log's areas (inode 0 in a message) */
+	for (unsigned m = 0; m < fs->j.ncopies && alen && !ret; m++)
+		for (int i = 0; i < 2 && !ret; i++) {
+			if (dm_grow(&u.v[m], &u.cap[m], u.n[m] + 1, sizeof(*u.v[m]), 1024))
+				ret = -ENOMEM;
+			else
+				u.v[m][u.n[m]++] = (struct used_ext){ { aoff[i], alen }, 0, 0 };
+		}
 
 	for (unsigned m = 0; m < fs->n && !ret; m++) {
 		size_t bad = 0;
@@ -78,9 +88,13 @@ static int map_space(struct fs *fs)
 		if (ret == -EUCLEAN) {
 			const struct used_ext *e = &u.v[m][bad];
 
-			log_err("inode %llu: extent at file offset %llu (member %u offset %llu, %llu bytes) is outside the data region or overlaps another file's; run dmafs-fsck",
-				(unsigned long long)e->ino, (unsigned long long)e->foff, m,
-				(unsigned long long)e->r.off, (unsigned long long)e->r.len);
+			if (e->ino)
+				log_err("inode %llu: extent at file offset %llu (member %u offset %llu, %llu bytes) is outside the data region or overlaps another file's or the metadata log's; run dmafs-fsck",
+					(unsigned long long)e->ino, (unsigned long long)e->foff, m,
+					(unsigned long long)e->r.off, (unsigned long long)e->r.len);
+			else
+				log_err("the metadata log's area at member %u offset %llu (%llu bytes) overlaps a file's extent; run dmafs-fsck",
+					m, (unsigned long long)e->r.off, (unsigned long long)e->r.len);
 		}
 	}
 	for (unsigned m = 0; m < fs->n; m++)
@@ -93,27 +107,19 @@ static int map_space(struct fs *fs)
  * A read-write mount of a version 2 filesystem makes it version 3 (format.h), whose INODE
  * records can carry generation numbers and flags. The superblocks change first, so that a
  * dmafs that reads only version 2 refuses the filesystem, naming its version, before it
- * could meet a record it does not know.
+ * could meet a record it does not know. Version 4 comes only when the log first grows
+ * (journal.c); a member left behind by a crash during an upgrade is brought up to member
+ * 0's version here.
  */
 static int upgrade(struct fs *fs, char *err, size_t errlen)
 {
-	unsigned from = fs->members[0].sb.version;
-	int ret;
+	unsigned from = fs->members[0].sb.version, to = MAX(from, FMT_VERSION_GEN);
+	int ret = members_set_version(fs->members, fs->n, to, err, errlen);
 
-	if (from == FMT_VERSION)
-		return 0;
-	for (unsigned i = 0; i < fs->n; i++) {
-		fs->members[i].sb.version = FMT_VERSION;
-		ret = member_write_sb(&fs->members[i]);
-		if (ret) {
-			snprintf(err, errlen, "member %u (%s): cannot write its superblock (upgrade to on-disk format version %d): %s",
-				 i, fs->members[i].path, FMT_VERSION, strerror(-ret));
-			return ret;
-		}
-	}
-	log_info("mount: on-disk format upgraded from version %u to %d (inode generation numbers and flags); a dmafs that reads only version %u refuses it now",
-		 from, FMT_VERSION, from);
-	return 0;
+	if (!ret && from < to)
+		log_info("mount: on-disk format upgraded from version %u to %u (inode generation numbers and flags); a dmafs that reads only version %u refuses it now",
+			 from, to, from);
+	return ret;
 }
 
 int fs_mount(struct fs *fs, struct member *ms, unsigned n, int ro, char *err, size_t errlen)
@@ -266,7 +272,7 @@ int fs_unmount(struct fs *fs)
 
 int fs_statfs(struct fs *fs, struct statvfs *sv)
 {
-	uint64_t total = 0, files, per, room;
+	uint64_t total = 0, files, per, room, cap, free01;
 
 	for (unsigned i = 0; i < fs->n; i++)
 		total += fs->members[i].sb.data_end - fs->members[i].sb.data_offset;
@@ -291,14 +297,22 @@ int fs_statfs(struct fs *fs, struct statvfs *sv)
 	files = fs->meta.inodes.n;
 	per = fs->j.snap_inodes >= 1000 ? MAX(64, fs->j.snap_len / fs->j.snap_inodes)
 					 : FMT_LOG_BYTES_PER_FILE;
+	cap = journal_cap(&fs->j);
 	pthread_mutex_unlock(&fs->meta.lock);
 	/*
-	 * Inodes are limited by the metadata log, not a table: all metadata must fit a log half
-	 * (less the reserve fs_begin keeps). Free inodes: that room, less what the inodes there
-	 * take at the last snapshot's bytes per inode, over the same.
+	 * Inodes are limited by the space their metadata takes: the room left in the log
+	 * (less the reserve fs_begin keeps) at the last snapshot's bytes per inode, and then
+	 * the log grows into the data region of members 0 and 1, where each more inode takes
+	 * about 4 times its bytes there (two areas, each twice the snapshot, on each of the
+	 * two) in the space the fuller of the two has free.
 	 */
-	room = fs->j.half - MAX(64u << 10, fs->j.half / 16) - 2 * DMAFS_BLOCK;
-	sv->f_ffree = sv->f_favail = room > per * files ? (room - per * files) / per : 0;
+	room = cap - MAX(64u << 10, cap / 16) - 2 * DMAFS_BLOCK;
+	sv->f_ffree = room > per * files ? (room - per * files) / per : 0;
+	free01 = alloc_member_free(&fs->alloc, 0);
+	if (fs->j.ncopies > 1)
+		free01 = MIN(free01, alloc_member_free(&fs->alloc, 1));
+	sv->f_ffree += free01 / (4 * per);
+	sv->f_favail = sv->f_ffree;
 	sv->f_files = files + sv->f_ffree;
 	sv->f_namemax = FMT_NAME_MAX;
 	if (fs->ro)

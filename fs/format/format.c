@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* format.c - encode and decode the dmafs v3 (and v2) on-disk structures (see man/dmafs.5). */
+/* format.c - encode and decode the dmafs v4 (and v3, v2) on-disk structures (see man/dmafs.5). */
 #include "format/format.h"
 
 #include <errno.h>
@@ -174,6 +174,11 @@ void fmt_loghdr_encode(const struct fmt_loghdr *h, uint8_t b[DMAFS_BLOCK])
 	put_u64(b + 48, h->next_ino);
 	put_u64(b + 56, h->snap_len);
 	put_u64(b + 64, h->snap_xxh3);
+	if (h->ext_len) { /* version 4 only: the caller sets the version */
+		put_u64(b + 72, h->ext_len);
+		put_u64(b + 80, h->ext_off[0]);
+		put_u64(b + 88, h->ext_off[1]);
+	}
 	put_u64(b + 4088, fmt_hash(b, 4088));
 }
 
@@ -191,6 +196,21 @@ int fmt_loghdr_decode(const uint8_t b[DMAFS_BLOCK], struct fmt_loghdr *h)
 	h->next_ino = get_u64(b + 48);
 	h->snap_len = get_u64(b + 56);
 	h->snap_xxh3 = get_u64(b + 64);
+	h->ext_len = h->ext_off[0] = h->ext_off[1] = 0;
+	if (h->version >= FMT_VERSION_GROW) {
+		h->ext_len = get_u64(b + 72);
+		h->ext_off[0] = get_u64(b + 80);
+		h->ext_off[1] = get_u64(b + 88);
+	}
+	if (h->ext_len) {
+		uint64_t a = h->ext_off[0], c = h->ext_off[1], l = h->ext_len;
+
+		if (l % DMAFS_BLOCK || l < 2 * DMAFS_BLOCK || a % DMAFS_BLOCK || c % DMAFS_BLOCK ||
+		    a + l < a || c + l < c || (a < c + l && c < a + l))
+			return -EBADMSG;
+	} else if (h->ext_off[0] || h->ext_off[1]) {
+		return -EBADMSG;
+	}
 	return 0;
 }
 

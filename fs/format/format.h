@@ -1,12 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * format.h - the dmafs on-disk format v3: superblock, log half header, batch header,
+ * format.h - the dmafs on-disk format v4: superblock, log half header, batch header,
  * metadata records and data block checksums. Encoders and decoders only; nothing here
  * does I/O. Documented for users in man/dmafs.5; keep the two in step.
  *
  * Version 3 differs from version 2 only in that INODE records may carry an inode's
  * generation number and flags; version 2 filesystems are read as they are, and a
  * read-write mount makes them version 3 (fs_mount).
+ *
+ * Version 4 differs from version 3 only in that a log header may place its generation's
+ * snapshot and batches in a log area of the data region (struct fmt_loghdr, ext_*): the
+ * log grows with the metadata instead of ending at the log half that mkfs made. A
+ * version 3 filesystem stays one until its log first needs to grow (journal.c).
  */
 #ifndef DMAFS_FORMAT_H
 #define DMAFS_FORMAT_H
@@ -16,7 +21,9 @@
 
 #include "util/util.h"
 
-#define FMT_VERSION 3
+#define FMT_VERSION 4
+#define FMT_VERSION_GEN 3  /* INODE records with generation and flags */
+#define FMT_VERSION_GROW 4 /* log headers may point at log areas in the data region */
 #define FMT_VERSION_MIN 2 /* the oldest version read */
 #define FMT_MAX_MEMBERS 64
 #define FMT_SB_SIZE 4096
@@ -116,9 +123,19 @@ struct fmt_loghdr {
 	uint64_t next_ino;
 	uint64_t snap_len;
 	uint64_t snap_xxh3;
+	/*
+	 * Version 4: with ext_len != 0 this generation's snapshot and batches are not in the
+	 * log half after this header but at ext_off[half] of the same member (the half this
+	 * header is in), ext_len bytes laid out as a log half is (first block unused). Both
+	 * areas are named so that the space of both is known to be taken; they are in the
+	 * data region of members 0 and 1, at the same offsets on both.
+	 */
+	uint64_t ext_len;
+	uint64_t ext_off[2];
 };
 void fmt_loghdr_encode(const struct fmt_loghdr *h, uint8_t buf[DMAFS_BLOCK]);
-/* Returns 0, -ENODATA (no header), -EBADMSG (checksum, or a version not read). */
+/* Returns 0, -ENODATA (no header), -EBADMSG (checksum, a version not read, or log areas
+ * that are not whole blocks, overlap or wrap). */
 int fmt_loghdr_decode(const uint8_t buf[DMAFS_BLOCK], struct fmt_loghdr *h);
 
 struct fmt_txhdr {

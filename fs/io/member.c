@@ -243,6 +243,26 @@ int member_write_sb(struct member *m)
 	return ret;
 }
 
+int members_set_version(struct member *ms, unsigned n, uint32_t version, char *err, size_t errlen)
+{
+	for (unsigned i = 0; i < n; i++) {
+		uint32_t was = ms[i].sb.version;
+		int ret;
+
+		if (was >= version)
+			continue;
+		ms[i].sb.version = version;
+		ret = member_write_sb(&ms[i]);
+		if (ret) {
+			ms[i].sb.version = was;
+			snprintf(err, errlen, "member %u (%s): cannot write its superblock (upgrade to on-disk format version %u): %s",
+				 i, ms[i].path, version, strerror(-ret));
+			return ret;
+		}
+	}
+	return 0;
+}
+
 void members_close(struct member *ms, int n)
 {
 	for (int i = 0; i < n; i++)

@@ -51,6 +51,12 @@ const char *member_sb_errstr(int err);
 /* Write the superblock and its copy, then fdatasync. Returns 0 or -errno. */
 int member_write_sb(struct member *m);
 /*
+ * Raise the on-disk format version of members 0..@n-1 that are below @version to it
+ * (superblocks written in member order and made durable: member 0, whose version every
+ * reader takes, goes first). Returns 0, or -errno with "member I (PATH): reason" in @err.
+ */
+int members_set_version(struct member *ms, unsigned n, uint32_t version, char *err, size_t errlen);
+/*
  * Open (member_open's @flags) and verify a comma-separated member list, or the members of the filesystem that
  * @list names (LABEL=, UUID=, dmafs:LABEL=, dmafs:UUID=), found on the block devices by
  * scan_members() (scan.h). On success returns the count and *out (array, owned by the

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+static void put_locked(struct alloc_member *m, uint64_t off, uint64_t len);
+
 static int grow(struct alloc_member *m)
 {
 	return dm_grow(&m->free, &m->cap, m->cap + 1, sizeof(*m->free), 64);
@@ -184,6 +186,39 @@ take:
 	m->cursor = i;
 	pthread_mutex_unlock(&a->lock);
 	return got;
+}
+
+int alloc_get_common(struct alloc *a, unsigned nm, uint64_t len, uint64_t *off)
+{
+	struct alloc_member *m0 = &a->m[0], *m1 = nm > 1 ? &a->m[1] : &a->m[0];
+	int ret = -ENOSPC;
+
+	if (nm < 1 || nm > 2 || nm > a->nmembers || !len || len % DMAFS_BLOCK)
+		return -EINVAL;
+	pthread_mutex_lock(&a->lock);
+	/* walk both free lists from the top: the highest common range that holds @len */
+	for (size_t i = m0->n, k = m1->n; i > 0 && k > 0;) {
+		const struct alloc_range *x = &m0->free[i - 1], *y = &m1->free[k - 1];
+		uint64_t lo = MAX(x->off, y->off), hi = MIN(x->off + x->len, y->off + y->len);
+
+		if (hi > lo && hi - lo >= len) {
+			*off = hi - len;
+			ret = carve(m0, i - 1, *off, len);
+			if (!ret && nm > 1) {
+				ret = carve(m1, k - 1, *off, len);
+				if (ret)
+					put_locked(m0, *off, len);
+			}
+			break;
+		}
+		/* drop the range that starts higher: no lower range of the other reaches past it */
+		if (x->off >= y->off)
+			i--;
+		else
+			k--;
+	}
+	pthread_mutex_unlock(&a->lock);
+	return ret;
 }
 
 static void put_locked(struct alloc_member *m, uint64_t off, uint64_t len)

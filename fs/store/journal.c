@@ -17,6 +17,21 @@ static uint64_t half_off(const struct journal *j, int half)
 	return j->log_offset + (uint64_t)half * j->half;
 }
 
+/* Where the snapshot and batches of a generation in @half are (the first block unused). */
+static uint64_t loc_base(const struct journal *j, int half)
+{
+	return j->ext_len ? j->ext_off[half] : half_off(j, half);
+}
+
+uint64_t journal_cap(const struct journal *j) { return j->ext_len ? j->ext_len : j->half; }
+
+uint64_t journal_areas(const struct journal *j, uint64_t off[2])
+{
+	off[0] = j->ext_off[0];
+	off[1] = j->ext_off[1];
+	return j->ext_len;
+}
+
 /* Read @len bytes at @off of member @m into a fresh aligned buffer. */
 static uint8_t *read_at(struct member *m, uint64_t off, uint64_t len, int *ret)
 {
@@ -40,6 +55,7 @@ struct scan {
 	int ok;
 	int half;
 	struct fmt_loghdr hdr;
+	uint64_t base, cap; /* where this generation's snapshot and batches are */
 	uint64_t batches, last_seq, tail;
 	char why[256];
 };
@@ -102,9 +118,9 @@ static int load_snapshot(struct journal *j, struct member *m, struct scan *s, st
 	uint8_t *b;
 	int ret;
 
-	if (s->hdr.snap_len > j->half - DMAFS_BLOCK) {
-		snprintf(s->why, sizeof(s->why), "snapshot length %llu exceeds the log half",
-			 (unsigned long long)s->hdr.snap_len);
+	if (s->hdr.snap_len > s->cap - DMAFS_BLOCK) {
+		snprintf(s->why, sizeof(s->why), "snapshot length %llu exceeds the log %s",
+			 (unsigned long long)s->hdr.snap_len, s->hdr.ext_len ? "area" : "half");
 		return -EUCLEAN;
 	}
 	b = read_at(m, base + DMAFS_BLOCK, s->hdr.snap_len, &ret);
@@ -145,13 +161,13 @@ static uint8_t *read_batch(struct journal *j, struct member *m, const struct sca
 	uint8_t *tb;
 	int ret;
 
-	if (pos + DMAFS_BLOCK > j->half)
+	if (pos + DMAFS_BLOCK > s->cap)
 		return NULL;
 	tb = read_at(m, base + pos, DMAFS_BLOCK, &ret);
 	if (!tb)
 		return NULL; /* an unreadable tail ends the log like a torn one */
 	if (fmt_txhdr_decode(tb, t) || t->gen != s->hdr.gen || t->seq != s->last_seq + 1 ||
-	    pos + fmt_tx_size(t->payload_len) > j->half) {
+	    pos + fmt_tx_size(t->payload_len) > s->cap) {
 		free(tb);
 		return NULL;
 	}
@@ -184,7 +200,23 @@ static int scan_copy(struct journal *j, struct member *m, struct scan *s, struct
 	ret = choose_half(j, m, s, older);
 	if (ret)
 		return ret;
-	base = half_off(j, s->half);
+	if (s->hdr.ext_len) {
+		/* log areas: inside this member's data region (the decoder checked the rest) */
+		for (int i = 0; i < 2; i++)
+			if (s->hdr.ext_off[i] < m->sb.data_offset ||
+			    s->hdr.ext_off[i] + s->hdr.ext_len > m->sb.data_end) {
+				snprintf(s->why, sizeof(s->why), "log area %d (offset %llu, %llu bytes) is outside the data region",
+					 i, (unsigned long long)s->hdr.ext_off[i],
+					 (unsigned long long)s->hdr.ext_len);
+				return -EUCLEAN;
+			}
+		s->base = s->hdr.ext_off[s->half];
+		s->cap = s->hdr.ext_len;
+	} else {
+		s->base = half_off(j, s->half);
+		s->cap = j->half;
+	}
+	base = s->base;
 	ret = load_snapshot(j, m, s, meta, base, err, errlen);
 	if (ret)
 		return ret;
@@ -273,6 +305,9 @@ again:
 	if (ret)
 		return ret;
 	j->active = s[best].half;
+	j->ext_len = s[best].hdr.ext_len;
+	j->ext_off[0] = s[best].hdr.ext_off[0];
+	j->ext_off[1] = s[best].hdr.ext_off[1];
 	j->gen = s[best].hdr.gen;
 	j->next_seq = s[best].last_seq + 1;
 	j->tail = s[best].tail;
@@ -283,7 +318,7 @@ again:
 
 int journal_room(struct journal *j, size_t need)
 {
-	return j->tail + fmt_tx_size(j->pending.len + need) <= j->half;
+	return j->tail + fmt_tx_size(j->pending.len + need) <= journal_cap(j);
 }
 
 int journal_log(struct journal *j, const struct fmt_rec *r)
@@ -348,6 +383,102 @@ static void fail(struct journal *j, const char *what, int err)
 		what, strerror(-err));
 }
 
+/* Where a generation's log goes: in the log halves (len 0) or in two log areas. */
+struct geom {
+	uint64_t len, off[2];
+};
+
+/* Log areas are multiples of this (and at least a log half): few sizes, few moves. */
+#define AREA_ROUND (1ull << 20)
+
+/*
+ * Take two log areas of @len bytes (on both copies' members) into @g. Returns 0 or
+ * -ENOSPC/-ENOMEM (nothing kept).
+ */
+static int take_areas(struct journal *j, uint64_t len, struct geom *g)
+{
+	int ret;
+
+	ret = alloc_get_common(j->meta->alloc, j->ncopies, len, &g->off[0]);
+	if (ret)
+		return ret;
+	ret = alloc_get_common(j->meta->alloc, j->ncopies, len, &g->off[1]);
+	if (ret) {
+		for (unsigned c = 0; c < j->ncopies; c++)
+			alloc_put(j->meta->alloc, c, g->off[0], len);
+		return ret;
+	}
+	g->len = len;
+	return 0;
+}
+
+static void put_areas(struct journal *j, const struct geom *g)
+{
+	for (int i = 0; i < 2 && g->len; i++)
+		for (unsigned c = 0; c < j->ncopies; c++)
+			alloc_put(j->meta->alloc, c, g->off[i], g->len);
+}
+
+/*
+ * Choose where the next generation goes, for @need bytes of snapshot (with its header
+ * block and the zero block after it). Grows when the snapshot would take more than 3/4
+ * of the room (so batches always have a quarter, and compactions stay rare); moves back
+ * to the halves or to smaller areas when it takes less than 1/8. New areas are taken
+ * here; *@g is the old geometry when nothing changes. Returns 0 or -ENOSPC (no room and
+ * none to be had). Caller holds meta.lock.
+ */
+static int plan_geometry(struct journal *j, uint64_t need, struct geom *g)
+{
+	uint64_t cap = journal_cap(j), want = ALIGN_UP(2 * need, AREA_ROUND);
+	int ret;
+
+	g->len = j->ext_len;
+	g->off[0] = j->ext_off[0];
+	g->off[1] = j->ext_off[1];
+	if (!j->meta->alloc) /* dmafs-fsck: no allocator to take or give back space */
+		return need <= cap ? 0 : -ENOSPC;
+	if (j->ext_len && need <= j->half / 2) {
+		g->len = g->off[0] = g->off[1] = 0; /* back into the halves */
+		return 0;
+	}
+	if (need <= cap / 4 * 3 && !(j->ext_len && need < cap / 8))
+		return 0;
+	ret = take_areas(j, want, g);
+	if (!ret)
+		return 0;
+	g->len = j->ext_len;
+	g->off[0] = j->ext_off[0];
+	g->off[1] = j->ext_off[1];
+	if (!j->grow_failed_said) {
+		char h1[32], h2[32];
+
+		j->grow_failed_said = 1;
+		log_warn("the metadata log needs two areas of %s on member 0%s, and no free run that long is left there (its snapshot takes %s)",
+			 util_fmt_size(want, h1, sizeof(h1)), j->ncopies > 1 ? " and member 1 at the same offsets" : "",
+			 util_fmt_size(need, h2, sizeof(h2)));
+	}
+	return need <= cap ? 0 : -ENOSPC;
+}
+
+/* A log in areas needs format version 4: the superblocks say so before a header does. */
+static int allow_areas(struct journal *j)
+{
+	char err[512];
+	unsigned from = j->members[0].sb.version;
+	int ret;
+
+	if (from >= FMT_VERSION_GROW)
+		return 0;
+	ret = members_set_version(j->members, j->nmembers, FMT_VERSION_GROW, err, sizeof(err));
+	if (ret) {
+		log_err("%s", err);
+		return ret;
+	}
+	log_info("on-disk format upgraded from version %u to %d (a metadata log that grows into the data region); a dmafs that reads only version %u refuses it now",
+		 from, FMT_VERSION_GROW, from);
+	return 0;
+}
+
 /*
  * Compaction body; caller holds commit_lock, not meta.lock. The snapshot covers every
  * record appended so far, so the pending batch is dropped, and frees queued before the
@@ -359,9 +490,10 @@ static int compact_locked(struct journal *j)
 	struct alloc_deferred *freed = NULL;
 	size_t nfreed = 0;
 	struct fmt_loghdr h;
+	struct geom old, g;
 	uint8_t *io;
 	int ret, half;
-	uint64_t base;
+	uint64_t base, snap_len;
 
 	/* gen + 1 must exceed gen, or the next mount would replay the half it replaces */
 	if (j->gen == UINT64_MAX)
@@ -369,14 +501,14 @@ static int compact_locked(struct journal *j)
 	pthread_rwlock_wrlock(&j->inplace);
 	pthread_mutex_lock(&j->meta->lock);
 	ret = meta_snapshot(j->meta, &snap);
-	if (!ret && DMAFS_BLOCK + ALIGN_UP(snap.len, DMAFS_BLOCK) + DMAFS_BLOCK > j->half)
-		ret = -ENOSPC;
+	if (!ret)
+		ret = plan_geometry(j, DMAFS_BLOCK + ALIGN_UP(snap.len, DMAFS_BLOCK) + DMAFS_BLOCK, &g);
 	if (ret) {
 		pthread_mutex_unlock(&j->meta->lock);
 		pthread_rwlock_unlock(&j->inplace);
 		if (ret == -ENOSPC)
-			log_warn("metadata snapshot (%zu bytes) does not fit a log half (%llu bytes): delete files to make room",
-				 snap.len, (unsigned long long)j->half);
+			log_warn("metadata snapshot (%zu bytes) does not fit the log (%llu bytes): delete files to make room",
+				 snap.len, (unsigned long long)journal_cap(j));
 		buf_free(&snap);
 		return ret;
 	}
@@ -385,23 +517,33 @@ static int compact_locked(struct journal *j)
 	half = !j->active;
 	memset(&h, 0, sizeof(h));
 	memcpy(h.fs_uuid, j->fs_uuid, 16);
-	h.version = j->copy[0]->sb.version; /* a version 2 log stays one until fs_mount upgrades */
+	/* a version 2 log stays one until fs_mount upgrades; areas need version 4 */
+	h.version = g.len ? MAX(j->copy[0]->sb.version, FMT_VERSION_GROW) : j->copy[0]->sb.version;
 	h.gen = j->gen + 1;
 	h.first_seq = j->next_seq;
 	h.next_ino = j->meta->next_ino;
 	h.snap_len = snap.len;
 	h.snap_xxh3 = fmt_hash(snap.p, snap.len);
+	h.ext_len = g.len;
+	h.ext_off[0] = g.off[0];
+	h.ext_off[1] = g.off[1];
+	old.len = j->ext_len;
+	old.off[0] = j->ext_off[0];
+	old.off[1] = j->ext_off[1];
 	j->snap_len = snap.len;
 	j->snap_inodes = j->meta->inodes.n;
 	j->active = half;
 	j->gen = h.gen;
+	j->ext_len = g.len;
+	j->ext_off[0] = g.off[0];
+	j->ext_off[1] = g.off[1];
 	j->tail = DMAFS_BLOCK + ALIGN_UP(snap.len, DMAFS_BLOCK);
 	j->pending.len = 0;
 	atomic_fetch_add(&j->epoch, 1);
 	pthread_mutex_unlock(&j->meta->lock);
 	pthread_rwlock_unlock(&j->inplace);
 
-	base = half_off(j, half);
+	base = loc_base(j, half);
 	io = util_aligned_alloc(ALIGN_UP(snap.len, DMAFS_BLOCK) + DMAFS_BLOCK);
 	if (!io) {
 		ret = -ENOMEM;
@@ -411,15 +553,18 @@ static int compact_locked(struct journal *j)
 	memcpy(io, snap.p, snap.len);
 	/* Zero the block after the snapshot so a stale batch there can never follow it. */
 	ret = sync_data(j);
+	if (!ret && g.len)
+		ret = allow_areas(j);
 	if (!ret)
 		ret = write_copies(j, io, ALIGN_UP(snap.len, DMAFS_BLOCK) + DMAFS_BLOCK,
 				   base + DMAFS_BLOCK);
 	if (!ret) {
 		fmt_loghdr_encode(&h, io);
-		ret = write_copies(j, io, DMAFS_BLOCK, base);
+		ret = write_copies(j, io, DMAFS_BLOCK, half_off(j, half));
 	}
 	free(io);
 out:
+	snap_len = snap.len;
 	buf_free(&snap);
 	malloc_trim(0); /* the snapshot's pages (~150 bytes per file) go back to the system */
 	if (ret) {
@@ -428,6 +573,20 @@ out:
 		return ret;
 	}
 	j->compactions++;
+	if (old.len != g.len || old.off[0] != g.off[0] || old.off[1] != g.off[1]) {
+		char h1[32], h2[32];
+
+		/* the new header is durable in every copy: nothing reads the old place now */
+		if (j->meta->alloc)
+			put_areas(j, &old);
+		if (g.len)
+			log_info("metadata log moved to two areas of %s at member offsets %llu and %llu (snapshot %s)",
+				 util_fmt_size(g.len, h1, sizeof(h1)), (unsigned long long)g.off[0],
+				 (unsigned long long)g.off[1], util_fmt_size(snap_len, h2, sizeof(h2)));
+		else
+			log_info("metadata log moved back into its log halves (snapshot %s)",
+				 util_fmt_size(snap_len, h2, sizeof(h2)));
+	}
 	if (j->meta->alloc)
 		alloc_release_deferred(j->meta->alloc, freed, nfreed);
 	else
@@ -476,7 +635,7 @@ int journal_commit(struct journal *j)
 		return ret;
 	}
 	size = fmt_tx_size(j->pending.len);
-	if (j->tail + size > j->half) {
+	if (j->tail + size > journal_cap(j)) {
 		pthread_mutex_unlock(&j->meta->lock);
 		pthread_rwlock_unlock(&j->inplace);
 		ret = compact_locked(j);
@@ -497,7 +656,7 @@ int journal_commit(struct journal *j)
 	t.payload_len = j->pending.len;
 	t.payload_xxh3 = fmt_hash(j->pending.p, j->pending.len);
 	fmt_txhdr_encode(&t, io);
-	pos = half_off(j, j->active) + j->tail;
+	pos = loc_base(j, j->active) + j->tail;
 	j->tail += size;
 	j->pending.len = 0;
 	atomic_fetch_add(&j->epoch, 1);

@@ -26,6 +26,14 @@ struct journal {
 	struct member *copy[2]; /* log mirrors: members 0 and 1 */
 	unsigned ncopies;
 	uint64_t log_offset, half;
+	/*
+	 * Log areas in the data region (format version 4): with ext_len != 0 each generation's
+	 * snapshot and batches are at ext_off[its half] (same offset on both copies), the log
+	 * halves hold only the headers. Chosen by compaction (commit_lock and meta.lock held)
+	 * as the metadata grows and shrinks; read under either.
+	 */
+	uint64_t ext_len, ext_off[2];
+	int grow_failed_said;
 	uint8_t fs_uuid[16];
 	int ro;
 	int failed; /* a log write failed: the filesystem refuses further changes */
@@ -79,11 +87,26 @@ int journal_open(struct journal *j, struct member *ms, unsigned n, struct meta *
 		 int allow_older, char *err, size_t errlen);
 /* Append a record to the pending batch and apply it. Caller holds meta.lock. */
 int journal_log(struct journal *j, const struct fmt_rec *r);
+/* Bytes a generation may take (snapshot and batches): a log half, or a log area. */
+uint64_t journal_cap(const struct journal *j);
+/*
+ * The log areas in use (on members 0 and, with two copies, 1, at the same offsets): the
+ * space they take is not free. Fills @off[0..1] and returns their length, 0 when there
+ * are none.
+ */
+uint64_t journal_areas(const struct journal *j, uint64_t off[2]);
 /* Is there room for @need more bytes of records? Caller holds meta.lock. */
 int journal_room(struct journal *j, size_t need);
 /* Make everything appended so far durable. Returns 0 or -errno (-EIO, -ENOSPC, -EROFS). */
 int journal_commit(struct journal *j);
-/* Write a fresh snapshot into the other half of every copy and switch to it. */
+/*
+ * Write a fresh snapshot into the other half of every copy and switch to it. When the
+ * snapshot would take more than three quarters of what a generation may hold, the log
+ * moves to two log areas of twice the snapshot's size taken from the data region of
+ * members 0 and 1 (meta->alloc; the filesystem becomes format version 4 then); when it
+ * shrinks to an eighth, to smaller areas or back into the log halves. Without an
+ * allocator (dmafs-fsck) the place stays as it is.
+ */
 int journal_compact(struct journal *j);
 /* Start/stop the thread that commits every @interval seconds. */
 int journal_start(struct journal *j, unsigned interval);
