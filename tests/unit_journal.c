@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* Description: metadata log: replay after clean unmount and crash, torn and corrupt tails, mirror fallback, corrupt snapshot, orphans, compaction. */
+/* Description: metadata log: replay after clean unmount and crash, torn and corrupt tails, mirror fallback, corrupt snapshot, orphans, compaction, growth into log areas and a crash in every step of a move. */
 #include "t_fs.h"
 
 /* Offset of the active half on member @m and the tail (next batch position) inside it. */
@@ -221,6 +221,138 @@ static void test_upgrade(void)
 	t_umount(&fs);
 }
 
+/* Read (@save) or write back the two log half headers of log copy @i. */
+static void headers(int i, uint8_t *b, int save)
+{
+	char path[512];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/m%d.img", t_dir, i);
+	f = fopen(path, "r+b");
+	T_CHECK(f != NULL, "open %s", path);
+	for (int h = 0; h < 2 && f; h++) {
+		fseek(f, FMT_LOG_OFFSET + (long)h * (4 << 20), SEEK_SET);
+		if (save)
+			T_EQ(fread(b + h * DMAFS_BLOCK, 1, DMAFS_BLOCK, f), DMAFS_BLOCK);
+		else
+			T_EQ(fwrite(b + h * DMAFS_BLOCK, 1, DMAFS_BLOCK, f), DMAFS_BLOCK);
+	}
+	if (f)
+		fclose(f);
+}
+
+/* Create "g%06d" files from *@next on, fsync after each 100, until the log's place changes. */
+static void create_until_moved(struct fs *fs, int *next, uint8_t saved[2][2 * DMAFS_BLOCK])
+{
+	uint64_t len0 = fs->j.ext_len, off0 = fs->j.ext_off[0];
+	char name[64];
+
+	while (fs->j.ext_len == len0 && fs->j.ext_off[0] == off0 && *next < 400000) {
+		/* the headers as they are before this step's commits */
+		headers(0, saved[0], 1);
+		headers(1, saved[1], 1);
+		for (int k = 0; k < 100; k++, (*next)++) {
+			snprintf(name, sizeof(name), "g%06d-with-a-name-that-takes-some-log-room", *next);
+			fs_forget(fs, t_create(fs, FMT_ROOT_INO, name), 1);
+		}
+		T_EQ(fs_fsync(fs), 0);
+	}
+}
+
+static void check_names(struct fs *fs, int from, int to)
+{
+	char name[64];
+	int missing = 0;
+
+	for (int i = from; i < to; i++) {
+		snprintf(name, sizeof(name), "g%06d-with-a-name-that-takes-some-log-room", i);
+		missing += !t_lookup(fs, FMT_ROOT_INO, name);
+	}
+	T_CHECK(missing == 0, "%d of the names %d..%d missing", missing, from, to - 1);
+}
+
+/*
+ * The log outgrows its 4 MiB halves: it moves into two areas of the data region (a version
+ * 3 filesystem becomes version 4 then), later into larger ones, and back when the files go. A crash in each step of
+ * a move (neither, one or the other copy's new header written) replays what was
+ * committed, and the space of the areas in use is never given to a file.
+ */
+static void test_grow(void)
+{
+	static uint8_t saved[2][2 * DMAFS_BLOCK];
+	struct fs fs;
+	int next = 0, before;
+	uint64_t len1, free0, big;
+
+	set_version(3); /* as a filesystem made before logs grew: it stays version 3 until then */
+	T_EQ(t_mount(&fs, 0), 0);
+	T_EQ(fs.j.ext_len, 0);
+	T_EQ(t_ms[0].sb.version, 3);
+	free0 = alloc_free_bytes(&fs.alloc);
+	create_until_moved(&fs, &next, saved);
+	T_CHECK(fs.j.ext_len > fs.j.half, "log moved to areas of %llu bytes", (unsigned long long)fs.j.ext_len);
+	T_EQ(t_ms[0].sb.version, FMT_VERSION_GROW);
+	T_EQ(t_ms[1].sb.version, FMT_VERSION_GROW);
+	T_EQ(alloc_free_bytes(&fs.alloc) + 4 * fs.j.ext_len <= free0, 1);
+	/* a file written after the move must not land in the areas: replayed and checked */
+	big = t_create(&fs, FMT_ROOT_INO, "big");
+	T_EQ(t_write(&fs, big, 0, 8 << 20, 7), 0);
+	T_EQ(fs_fsync(&fs), 0);
+	t_crash(&fs);
+	T_EQ(t_mount(&fs, 0), 0); /* map_space refuses areas that overlap an extent */
+	check_names(&fs, 0, next);
+	T_EQ(t_verify(&fs, t_lookup(&fs, FMT_ROOT_INO, "big"), 0, 8 << 20, 7), 0);
+
+	/* the next move, torn: each copy's old headers put back in turn, then both */
+	len1 = fs.j.ext_len;
+	before = next;
+	create_until_moved(&fs, &next, saved);
+	T_CHECK(fs.j.ext_len > len1, "log grew from %llu to %llu bytes", (unsigned long long)len1,
+		(unsigned long long)fs.j.ext_len);
+	t_crash(&fs);
+	for (int torn = 0; torn < 3; torn++) {
+		static uint8_t now[2][2 * DMAFS_BLOCK];
+
+		headers(0, now[0], 1);
+		headers(1, now[1], 1);
+		if (torn != 1)
+			headers(0, saved[0], 0);
+		if (torn != 0)
+			headers(1, saved[1], 0);
+		T_EQ(t_mount(&fs, 1), 0);
+		/* the step before the move committed everything up to `before` at least */
+		check_names(&fs, 0, before);
+		t_umount(&fs);
+		headers(0, now[0], 0);
+		headers(1, now[1], 0);
+	}
+	/* one copy moved, the other not: a read-write mount picks the moved one and
+	 * compacts both into step; nothing committed is lost */
+	headers(1, saved[1], 0);
+	T_EQ(t_mount(&fs, 0), 0);
+	check_names(&fs, 0, next);
+	t_umount(&fs);
+	T_EQ(t_mount(&fs, 0), 0);
+	T_EQ(fs.j.copy_differs[0] || fs.j.copy_differs[1], 0);
+	check_names(&fs, 0, next);
+
+	/* every file gone: back into the halves, all space free again */
+	{
+		char name[64];
+
+		for (int i = 0; i < next; i++) {
+			snprintf(name, sizeof(name), "g%06d-with-a-name-that-takes-some-log-room", i);
+			T_EQ(fs_unlink(&fs, FMT_ROOT_INO, name, 0), 0);
+		}
+		T_EQ(fs_unlink(&fs, FMT_ROOT_INO, "big", 0), 0);
+	}
+	t_umount(&fs);
+	T_EQ(t_mount(&fs, 0), 0);
+	T_EQ(fs.j.ext_len, 0);
+	T_EQ(alloc_free_bytes(&fs.alloc), free0);
+	t_umount(&fs);
+}
+
 int main(void)
 {
 	t_images(2, 64, NULL);
@@ -229,5 +361,8 @@ int main(void)
 	test_orphans_and_compaction();
 	t_rmdir();
 	test_upgrade();
+	t_rmdir();
+	t_images(2, 64, NULL);
+	test_grow();
 	return t_done("unit_journal");
 }
