@@ -109,7 +109,7 @@ def cmd_sbcheck(args):
     for i, (m, sb) in enumerate(zip(members, sbs)):
         w = f"{m}"
         check(sb["magic"] == b"DMAFSSB1", f"{w}: magic {sb['magic']!r}")
-        check(sb["version"] == 3, f"{w}: version {sb['version']}")
+        check(sb["version"] == 4, f"{w}: version {sb['version']}")
         check(sb["fs_uuid"] == uuid, f"{w}: fs_uuid differs from member 0")
         check(sb["member_index"] == i, f"{w}: member_index {sb['member_index']} != {i}")
         check(sb["member_count"] == len(members), f"{w}: member_count {sb['member_count']}")

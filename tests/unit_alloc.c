@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* Description: allocator: goal allocation, next-fit, coalescing, overlap detection, ENOSPC, against a bitmap model. */
+/* Description: allocator: goal allocation, next-fit, coalescing, overlap detection, ENOSPC, common runs of two members (log areas), against a bitmap model. */
 #include <errno.h>
 #include <string.h>
 
@@ -108,9 +108,43 @@ static void test_model(void)
 	alloc_destroy(&a);
 }
 
+/* Common runs of members 0 and 1: the highest range free on both, taken from both. */
+static void test_common(void)
+{
+	struct alloc a;
+	uint64_t start[3] = { 1 << 20, 1 << 20, 1 << 20 }, end[3] = { 64 << 20, 64 << 20, 64 << 20 };
+	uint64_t off, o2;
+
+	T_EQ(alloc_init(&a, 3, start, end), 0);
+	/* member 0 busy at [40M, 60M), member 1 at [10M, 30M) and [50M, 64M) */
+	T_EQ(alloc_mark_used(&a, 0, 40 << 20, 20 << 20), 0);
+	T_EQ(alloc_mark_used(&a, 1, 10 << 20, 20 << 20), 0);
+	T_EQ(alloc_mark_used(&a, 1, 50 << 20, 14 << 20), 0);
+	/* common free: [1M, 10M), [30M, 40M) */
+	T_EQ(alloc_get_common(&a, 2, 8 << 20, &off), 0);
+	T_EQ(off, 32 << 20); /* the top of [30M, 40M) */
+	T_EQ(alloc_get_common(&a, 2, 8 << 20, &o2), 0);
+	T_EQ(o2, 2 << 20);
+	T_EQ(alloc_get_common(&a, 2, 8 << 20, &o2), -ENOSPC); /* 2M + 1M + 1M left, in pieces */
+	T_EQ(alloc_mark_used(&a, 0, 33 << 20, B), -EUCLEAN); /* taken on both */
+	T_EQ(alloc_mark_used(&a, 1, 33 << 20, B), -EUCLEAN);
+	T_EQ(alloc_member_free(&a, 2), 63 << 20); /* another member untouched */
+	/* one copy: member 0 alone, its highest run */
+	T_EQ(alloc_get_common(&a, 1, 4 << 20, &o2), 0);
+	T_EQ(o2, 60 << 20);
+	T_EQ(alloc_get_common(&a, 2, 3 << 20, &o2), -ENOSPC);
+	T_EQ(alloc_get_common(&a, 2, 1000, &o2), -EINVAL);
+	alloc_put(&a, 0, off, 8 << 20);
+	alloc_put(&a, 1, off, 8 << 20);
+	T_EQ(alloc_get_common(&a, 2, 10 << 20, &o2), 0);
+	T_EQ(o2, 30 << 20);
+	alloc_destroy(&a);
+}
+
 int main(void)
 {
 	test_basic();
+	test_common();
 	test_model();
 	return t_done("unit_alloc");
 }

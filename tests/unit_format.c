@@ -114,6 +114,33 @@ static void test_headers(void)
 	T_EQ(fmt_loghdr_decode(b, &ho), -EBADMSG);
 	memset(b, 0, sizeof(b));
 	T_EQ(fmt_loghdr_decode(b, &ho), -ENODATA);
+	/* version 4: log areas; whole blocks, not overlapping, not wrapping */
+	h.version = FMT_VERSION_GROW;
+	h.ext_len = 8 << 20;
+	h.ext_off[0] = 100 << 20;
+	h.ext_off[1] = 60 << 20;
+	fmt_loghdr_encode(&h, b);
+	T_EQ(fmt_loghdr_decode(b, &ho), 0);
+	T_EQ(ho.ext_len, 8 << 20);
+	T_EQ(ho.ext_off[0], 100 << 20);
+	T_EQ(ho.ext_off[1], 60 << 20);
+	h.ext_off[1] = (100 << 20) + (4 << 20); /* overlaps the first */
+	fmt_loghdr_encode(&h, b);
+	T_EQ(fmt_loghdr_decode(b, &ho), -EBADMSG);
+	h.ext_off[1] = (60 << 20) + 512; /* not a whole block */
+	fmt_loghdr_encode(&h, b);
+	T_EQ(fmt_loghdr_decode(b, &ho), -EBADMSG);
+	h.ext_off[1] = UINT64_MAX - (4 << 20) + 1; /* wraps */
+	fmt_loghdr_encode(&h, b);
+	T_EQ(fmt_loghdr_decode(b, &ho), -EBADMSG);
+	h.ext_off[1] = 60 << 20;
+	h.version = 3; /* a version 3 header has no areas: the fields are not read */
+	fmt_loghdr_encode(&h, b);
+	T_EQ(fmt_loghdr_decode(b, &ho), 0);
+	T_EQ(ho.ext_len, 0);
+	T_EQ(ho.ext_off[0], 0);
+	h.version = 0;
+	h.ext_len = h.ext_off[0] = h.ext_off[1] = 0;
 
 	fmt_txhdr_encode(&t, b);
 	T_EQ(fmt_txhdr_decode(b, &to), 0);

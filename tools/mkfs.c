@@ -27,9 +27,9 @@ static void usage(FILE *f)
 		"  -L, --label LABEL       filesystem label (up to 64 bytes; no control characters,\n"
 		"                          none of / \\ \" , and no space at either end)\n"
 		"      --size BYTES        create image files, or extend shorter ones, to BYTES\n"
-		"      --log-size BYTES    each half of the metadata log, which limits the number\n"
-		"                          of files (about 170 bytes each; default: 1/64 of\n"
-		"                          member 0, 4M to 1G)\n"
+		"      --log-size BYTES    each half of the metadata log, where metadata lives until\n"
+		"                          it grows into the data region (about 170 bytes a file;\n"
+		"                          default: 1/64 of member 0, 4M to 1G)\n"
 		"  -f, --force             overwrite existing filesystems or dmafs members, and\n"
 		"                          take a label another dmafs filesystem has\n"
 		"  -q, --quiet             print only errors\n"
@@ -271,7 +271,7 @@ static void print_summary(const struct mkfs_opt *o, const struct member *ms, int
 	       util_fmt_size(o->su, s1, sizeof(s1)), n, n > 1 ? "s" : "", DMAFS_BLOCK,
 	       util_fmt_size(half, s2, sizeof(s2)), n > 1 ? "s 0 and 1" : " 0");
 	/* as statfs estimates before the first snapshot: see --log-size */
-	printf("  room for about %llu files of one extent (--log-size sets the log's size)\n",
+	printf("  room for about %llu files of one extent in the log halves, more as the log grows into the data region\n",
 	       (unsigned long long)((half - half / 16) / FMT_LOG_BYTES_PER_FILE));
 	for (int i = 0; i < n; i++) {
 		uint64_t d = ms[i].sb.data_end - ms[i].sb.data_offset;

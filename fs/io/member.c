@@ -216,8 +216,8 @@ int member_read_sb(struct member *m, char *err, size_t errlen)
 	if (r1 == -EPROTONOSUPPORT && member_pread(m, b, FMT_SB_SIZE, 0) == 0 &&
 	    !memcmp(b, FMT_SB_MAGIC, 8))
 		snprintf(err, errlen,
-			 "%s: dmafs on-disk format version %u; this dmafs reads version %u (%s): copy the files off with the dmafs that made it, then mkfs.dmafs again",
-			 m->path, get_u32(b + 8), FMT_VERSION,
+			 "%s: dmafs on-disk format version %u; this dmafs reads versions %u to %u (%s): copy the files off with the dmafs that made it, then mkfs.dmafs again",
+			 m->path, get_u32(b + 8), FMT_VERSION_MIN, FMT_VERSION,
 			 get_u32(b + 8) == 1 ? "made before data checksums"
 			 : get_u32(b + 8) < FMT_VERSION ? "made by an older dmafs" : "made by a newer dmafs");
 	else if (r1)
