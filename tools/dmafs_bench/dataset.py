@@ -102,8 +102,8 @@ OPTIONS = [
     Opt("--skip", "ROWS", set(), skip_rows, "rows left out, by the names above, separated by "
         "commas"),
     Opt("--dmafs-opts", "OPTS", "", None, "mount options for dmafs"),
-    Opt("--mkfs-opts", "OPTS", "", None, "options for mkfs.dmafs, split at spaces (for "
-        "--scale beyond what the default metadata log holds: '--log-size 256M')"),
+    Opt("--mkfs-opts", "OPTS", "", None, "options for mkfs.dmafs, split at spaces (such as "
+        "'--log-size 256M', which spares a large --scale the log's moves)"),
     Opt("--scale", "N1,N2,...", None, scale_steps, "measure growth with the file count "
         "instead (see above)"),
     Opt("--out", "DIR", None, None, "write fio's output and the daemon's log to DIR (kept)"),
