@@ -203,6 +203,8 @@ static int start_services(struct daemon *d)
 	fs->j.before_arg = fs;
 	fs->j.before_take = fs_atime_log;
 	fs->j.take_arg = fs;
+	fs->j.may_take = wback_log_may_take;
+	fs->j.may_take_arg = fs;
 	if (journal_start(&fs->j, o->fs.commit_interval)) {
 		log_err("cannot start the commit thread");
 		return -1;

@@ -58,6 +58,26 @@ static int reserve(struct fs *fs, size_t size)
 	return ok;
 }
 
+int wback_log_may_take(void *arg, uint64_t bytes)
+{
+	struct fs *fs = arg;
+	struct wback *wb = &fs->wb;
+	uint64_t least = UINT64_MAX;
+	int ok;
+
+	for (unsigned i = 0; i < fs->n; i++) {
+		uint64_t f = alloc_member_free(&fs->alloc, i);
+
+		if (i < fs->j.ncopies)
+			f = f > bytes ? f - bytes : 0;
+		least = f < least ? f : least;
+	}
+	pthread_mutex_lock(&wb->lock);
+	ok = least * fs->n >= wb->reserved + (uint64_t)fs->n * wb->chunk;
+	pthread_mutex_unlock(&wb->lock);
+	return ok;
+}
+
 static void unreserve(struct wback *wb, size_t size)
 {
 	pthread_mutex_lock(&wb->lock);

@@ -102,6 +102,9 @@ void wback_before_commit(void *fs);
 uint64_t wback_size(const struct inode *ino);
 /* When the last buffered write of @ino was accepted (its mtime; 0: none). */
 int64_t wback_mtime(const struct inode *ino);
+/* journal.may_take: may the log take @bytes more of members 0 and 1 and still leave
+ * the space reserved for accepted writes? Caller holds meta.lock. */
+int wback_log_may_take(void *fs, uint64_t bytes);
 /* Bytes accepted but not yet allocated (statfs subtracts them from the free space). */
 uint64_t wback_reserved(struct fs *fs);
 /* Let go of @ino's write-behind state (its file is closed everywhere and nothing is

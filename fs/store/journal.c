@@ -399,6 +399,8 @@ static int take_areas(struct journal *j, uint64_t len, struct geom *g)
 {
 	int ret;
 
+	if (j->may_take && !j->may_take(j->may_take_arg, 2 * len))
+		return -ENOSPC;
 	ret = alloc_get_common(j->meta->alloc, j->ncopies, len, &g->off[0]);
 	if (ret)
 		return ret;

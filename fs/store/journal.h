@@ -74,6 +74,10 @@ struct journal {
 	 * append records of changes kept only in memory until then (access times) */
 	void (*before_take)(void *arg);
 	void *take_arg;
+	/* may the log take @bytes more on each of members 0 and 1 without taking space that
+	 * was promised to accepted writes (write-behind)? Called under meta.lock; NULL: yes */
+	int (*may_take)(void *arg, uint64_t bytes);
+	void *may_take_arg;
 };
 
 /*
