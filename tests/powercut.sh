@@ -11,7 +11,10 @@
 # images, and nothing after it is. Each copy must then pass dmafs-fsck --scrub (exit 0 or 1;
 # 4 only if --repair then exits 0/1; every mapped block must match its checksum, which
 # copy-on-write guarantees at any cut), mount, and hold every op the snapshot of the log says was
-# durable (crash-verify: the op in flight may be all-or-nothing).
+# durable (crash-verify: the op in flight may be all-or-nothing). From the middle round on,
+# another process makes 40,000 names, so the metadata log outgrows its halves and moves
+# into the data region while the cuts go on: the later copies are cut before, during and
+# after the move.
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/t_lib.sh"
 t_require_root_fuse
@@ -34,11 +37,23 @@ wpid=$!
 t_register pid "$wpid"
 stopped=0
 cont() { [ $stopped = 1 ] && kill -CONT "$T_DAEMON_PID" 2>/dev/null; stopped=0; }
-trap 'cont; t_cleanup' EXIT
+trap 'rc=$?; cont; (exit $rc); t_cleanup' EXIT
 
+ppid=
 for ((r = 1; r <= ROUNDS; r++)); do
+	if [ $r = $((ROUNDS / 2 + 1)) ]; then
+		t_py -c '
+import os, sys
+d = sys.argv[1]
+os.mkdir(d)
+for i in range(40000):
+    os.close(os.open(os.path.join(d, "name-long-enough-to-fill-the-metadata-log-%06d" % i), os.O_CREAT | os.O_WRONLY, 0o644))
+' "$M/pre" &
+		ppid=$!
+		t_register pid "$ppid"
+	fi
 	sleep "$(t_py -c "import random; random.seed($r * 7919); print(round(random.uniform(0.2, 1.0), 2))")"
-	kill -0 "$wpid" 2>/dev/null || { cat "$T_WORK/work.out"; tail -3 "$LOG"; t_fail "workload died (round $r)"; }
+	kill -0 "$wpid" 2>/dev/null || { cat "$T_WORK/work.out"; tail -3 "$LOG"; df "$M"; df -i "$M"; grep -v splice "$T_DAEMON_ERR" | tail -5; t_fail "workload died (round $r)"; }
 	stopped=1
 	t_stop "$T_DAEMON_PID" # every thread stopped before the images are copied
 	D=$T_WORK/round$r
@@ -51,8 +66,11 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	# written yet counts as in flight, which the verifier allows.
 	cp "$LOG" "$D/log" || t_fail "copy of the log"
 	cont
-	t_log "round $r: power cut emulated, $(grep -c '^D' "$D/log") ops durable"
+	t_log "round $r: power cut emulated, $(grep -c '^D' "$D/log") ops durable, $(grep -c "metadata log moved to two areas" "$T_DAEMON_ERR") moves of the log so far"
 done
+wait "$ppid" || t_fail "making the 40,000 names failed; $(df "$M" | tail -1); daemon: $(grep -v splice "$T_DAEMON_ERR" | tail -5)"
+grep -q "metadata log moved to two areas" "$T_DAEMON_ERR" ||
+	t_fail "the metadata log did not grow into the data region: $(tail -3 "$T_DAEMON_ERR")"
 kill "$wpid" 2>/dev/null
 wait "$wpid" 2>/dev/null
 t_umount "$M"

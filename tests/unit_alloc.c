@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* Description: allocator: goal allocation, next-fit, coalescing, overlap detection, ENOSPC, common runs of two members (log areas), against a bitmap model. */
+/* Description: allocator: goal allocation, next-fit, coalescing, overlap detection, ENOSPC, pieces of the log areas, against a bitmap model. */
 #include <errno.h>
 #include <string.h>
 
@@ -108,43 +108,45 @@ static void test_model(void)
 	alloc_destroy(&a);
 }
 
-/* Common runs of members 0 and 1: the highest range free on both, taken from both. */
-static void test_common(void)
+/* Pieces for the log areas: the largest free ranges first, from their tops, all or none. */
+static void test_pieces(void)
 {
 	struct alloc a;
-	uint64_t start[3] = { 1 << 20, 1 << 20, 1 << 20 }, end[3] = { 64 << 20, 64 << 20, 64 << 20 };
-	uint64_t off, o2;
+	uint64_t start[2] = { 1 << 20, 1 << 20 }, end[2] = { 64 << 20, 64 << 20 };
+	uint64_t off[4], len[4];
 
-	T_EQ(alloc_init(&a, 3, start, end), 0);
-	/* member 0 busy at [40M, 60M), member 1 at [10M, 30M) and [50M, 64M) */
+	T_EQ(alloc_init(&a, 2, start, end), 0);
+	/* member 0 free: [1M, 10M) 9M, [30M, 40M) 10M, [60M, 64M) 4M */
+	T_EQ(alloc_mark_used(&a, 0, 10 << 20, 20 << 20), 0);
 	T_EQ(alloc_mark_used(&a, 0, 40 << 20, 20 << 20), 0);
-	T_EQ(alloc_mark_used(&a, 1, 10 << 20, 20 << 20), 0);
-	T_EQ(alloc_mark_used(&a, 1, 50 << 20, 14 << 20), 0);
-	/* common free: [1M, 10M), [30M, 40M) */
-	T_EQ(alloc_get_common(&a, 2, 8 << 20, &off), 0);
-	T_EQ(off, 32 << 20); /* the top of [30M, 40M) */
-	T_EQ(alloc_get_common(&a, 2, 8 << 20, &o2), 0);
-	T_EQ(o2, 2 << 20);
-	T_EQ(alloc_get_common(&a, 2, 8 << 20, &o2), -ENOSPC); /* 2M + 1M + 1M left, in pieces */
-	T_EQ(alloc_mark_used(&a, 0, 33 << 20, B), -EUCLEAN); /* taken on both */
-	T_EQ(alloc_mark_used(&a, 1, 33 << 20, B), -EUCLEAN);
-	T_EQ(alloc_member_free(&a, 2), 63 << 20); /* another member untouched */
-	/* one copy: member 0 alone, its highest run */
-	T_EQ(alloc_get_common(&a, 1, 4 << 20, &o2), 0);
-	T_EQ(o2, 60 << 20);
-	T_EQ(alloc_get_common(&a, 2, 3 << 20, &o2), -ENOSPC);
-	T_EQ(alloc_get_common(&a, 2, 1000, &o2), -EINVAL);
-	alloc_put(&a, 0, off, 8 << 20);
-	alloc_put(&a, 1, off, 8 << 20);
-	T_EQ(alloc_get_common(&a, 2, 10 << 20, &o2), 0);
-	T_EQ(o2, 30 << 20);
+	T_EQ(alloc_get_pieces(&a, 0, 8 << 20, 4, off, len), 1); /* one range holds it */
+	T_EQ(off[0], 32 << 20);
+	T_EQ(len[0], 8 << 20);
+	/* 12M: the 9M range, then the 4M one (the 2M left of [30M, 40M) is smaller) */
+	T_EQ(alloc_get_pieces(&a, 0, 12 << 20, 4, off, len), 2);
+	T_EQ(off[0], 1 << 20);
+	T_EQ(len[0], 9 << 20);
+	T_EQ(off[1], 61 << 20);
+	T_EQ(len[1], 3 << 20);
+	T_EQ(alloc_member_free(&a, 0), 3 << 20);
+	/* not enough: nothing taken */
+	T_EQ(alloc_get_pieces(&a, 0, 4 << 20, 4, off, len), -ENOSPC);
+	T_EQ(alloc_member_free(&a, 0), 3 << 20);
+	/* enough space but not in that many pieces: nothing taken */
+	T_EQ(alloc_get_pieces(&a, 0, 3 << 20, 1, off, len), -ENOSPC);
+	T_EQ(alloc_member_free(&a, 0), 3 << 20);
+	T_EQ(alloc_get_pieces(&a, 0, 3 << 20, 2, off, len), 2);
+	T_EQ(alloc_member_free(&a, 0), 0);
+	T_EQ(alloc_member_free(&a, 1), 63 << 20); /* another member untouched */
+	T_EQ(alloc_get_pieces(&a, 1, 1000, 2, off, len), -EINVAL);
+	T_EQ(alloc_get_pieces(&a, 5, B, 2, off, len), -EINVAL);
 	alloc_destroy(&a);
 }
 
 int main(void)
 {
 	test_basic();
-	test_common();
+	test_pieces();
 	test_model();
 	return t_done("unit_alloc");
 }

@@ -114,33 +114,48 @@ static void test_headers(void)
 	T_EQ(fmt_loghdr_decode(b, &ho), -EBADMSG);
 	memset(b, 0, sizeof(b));
 	T_EQ(fmt_loghdr_decode(b, &ho), -ENODATA);
-	/* version 4: log areas; whole blocks, not overlapping, not wrapping */
+	/* version 4: log areas in pieces; whole blocks, adding up, not overlapping, not wrapping */
 	h.version = FMT_VERSION_GROW;
 	h.ext_len = 8 << 20;
-	h.ext_off[0] = 100 << 20;
-	h.ext_off[1] = 60 << 20;
+	h.area[0][0] = (struct fmt_area){ .n = 2, .off = { 100 << 20, 20 << 20 }, .len = { 6 << 20, 2 << 20 } };
+	h.area[1][0] = (struct fmt_area){ .n = 1, .off = { 60 << 20 }, .len = { 8 << 20 } };
+	h.area[0][1] = (struct fmt_area){ .n = 1, .off = { 60 << 20 }, .len = { 8 << 20 } };
+	h.area[1][1] = (struct fmt_area){ .n = 1, .off = { 100 << 20 }, .len = { 8 << 20 } };
 	fmt_loghdr_encode(&h, b);
 	T_EQ(fmt_loghdr_decode(b, &ho), 0);
 	T_EQ(ho.ext_len, 8 << 20);
-	T_EQ(ho.ext_off[0], 100 << 20);
-	T_EQ(ho.ext_off[1], 60 << 20);
-	h.ext_off[1] = (100 << 20) + (4 << 20); /* overlaps the first */
+	T_EQ(ho.area[0][0].n, 2);
+	T_EQ(ho.area[0][0].off[1], 20 << 20);
+	T_EQ(ho.area[0][0].len[1], 2 << 20);
+	T_EQ(ho.area[1][1].off[0], 100 << 20);
+	h.area[1][0].off[0] = (20 << 20) + (1 << 20); /* overlaps a piece of area 0 */
 	fmt_loghdr_encode(&h, b);
 	T_EQ(fmt_loghdr_decode(b, &ho), -EBADMSG);
-	h.ext_off[1] = (60 << 20) + 512; /* not a whole block */
+	h.area[1][0].off[0] = (60 << 20) + 512; /* not a whole block */
 	fmt_loghdr_encode(&h, b);
 	T_EQ(fmt_loghdr_decode(b, &ho), -EBADMSG);
-	h.ext_off[1] = UINT64_MAX - (4 << 20) + 1; /* wraps */
+	h.area[1][0].off[0] = UINT64_MAX - (4 << 20) + 1; /* wraps */
 	fmt_loghdr_encode(&h, b);
 	T_EQ(fmt_loghdr_decode(b, &ho), -EBADMSG);
-	h.ext_off[1] = 60 << 20;
+	h.area[1][0].off[0] = 60 << 20;
+	h.area[1][0].len[0] = 4 << 20; /* does not add up to ext_len */
+	fmt_loghdr_encode(&h, b);
+	T_EQ(fmt_loghdr_decode(b, &ho), -EBADMSG);
+	h.area[1][0].len[0] = 8 << 20;
+	h.area[1][1].n = 0; /* copy 1 with one area only */
+	fmt_loghdr_encode(&h, b);
+	T_EQ(fmt_loghdr_decode(b, &ho), -EBADMSG);
+	h.area[0][1].n = 0; /* copy 1 with none: a one-member filesystem */
+	fmt_loghdr_encode(&h, b);
+	T_EQ(fmt_loghdr_decode(b, &ho), 0);
 	h.version = 3; /* a version 3 header has no areas: the fields are not read */
 	fmt_loghdr_encode(&h, b);
 	T_EQ(fmt_loghdr_decode(b, &ho), 0);
 	T_EQ(ho.ext_len, 0);
-	T_EQ(ho.ext_off[0], 0);
+	T_EQ(ho.area[0][0].n, 0);
 	h.version = 0;
-	h.ext_len = h.ext_off[0] = h.ext_off[1] = 0;
+	h.ext_len = 0;
+	memset(h.area, 0, sizeof(h.area));
 
 	fmt_txhdr_encode(&t, b);
 	T_EQ(fmt_txhdr_decode(b, &to), 0);

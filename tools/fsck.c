@@ -521,13 +521,22 @@ static int check_tree(void)
 	return meta_for_each(&meta, check_links, NULL);
 }
 
+static int mark_area(void *arg, unsigned m, uint64_t off, uint64_t len)
+{
+	(void)arg;
+	if (alloc_mark_used(&alloc, m, off, len))
+		problem(FIX_NONE, "", "a piece of the metadata log's areas (member %u offset %llu, %llu bytes) is outside the data region or overlaps another",
+			m, (unsigned long long)off, (unsigned long long)len);
+	return 0;
+}
+
 /*
  * Every extent inside the data regions and owned once (the metadata log's areas count as
  * owned): rebuild the allocator from them.
  */
 static void check_space(const struct journal *j, int n)
 {
-	uint64_t start[FMT_MAX_MEMBERS], end[FMT_MAX_MEMBERS], cap = 0, used, aoff[2], alen;
+	uint64_t start[FMT_MAX_MEMBERS], end[FMT_MAX_MEMBERS], cap = 0, used;
 
 	for (int i = 0; i < n; i++) {
 		start[i] = ms[i].sb.data_offset;
@@ -535,12 +544,7 @@ static void check_space(const struct journal *j, int n)
 		cap += end[i] - start[i];
 	}
 	alloc_init(&alloc, n, start, end);
-	alen = journal_areas(j, aoff);
-	for (unsigned c = 0; c < j->ncopies && alen; c++)
-		for (int i = 0; i < 2; i++)
-			if (alloc_mark_used(&alloc, c, aoff[i], alen))
-				problem(FIX_NONE, "", "metadata log area %d (member %u offset %llu, %llu bytes) is outside the data region or overlaps the other",
-					i, c, (unsigned long long)aoff[i], (unsigned long long)alen);
+	journal_areas(j, mark_area, NULL);
 	meta_for_each(&meta, check_extents, NULL);
 	used = cap - alloc_free_bytes(&alloc);
 	if (!quiet)

@@ -45,6 +45,16 @@ static int collect_extents(struct inode *ino, void *arg)
 	return 0;
 }
 
+static int collect_area(void *arg, unsigned m, uint64_t off, uint64_t len)
+{
+	struct used_set *u = arg;
+
+	if (dm_grow(&u->v[m], &u->cap[m], u->n[m] + 1, sizeof(*u->v[m]), 1024))
+		return -ENOMEM;
+	u->v[m][u->n[m]++] = (struct used_ext){ { off, len }, 0, 0 };
+	return 0;
+}
+
 static int used_cmp(const void *a, const void *b)
 {
 	const struct used_ext *x = a, *y = b;
@@ -62,17 +72,10 @@ static int map_space(struct fs *fs)
 	struct used_set u = { .nmembers = fs->n };
 	struct alloc_range *r = NULL;
 	size_t rcap = 0;
-	uint64_t aoff[2], alen = journal_areas(&fs->j, aoff);
 	int ret = meta_for_each(&fs->meta, collect_extents, &u);
 
-	/* the metadata log's areas (inode 0 in a message) */
-	for (unsigned m = 0; m < fs->j.ncopies && alen && !ret; m++)
-		for (int i = 0; i < 2 && !ret; i++) {
-			if (dm_grow(&u.v[m], &u.cap[m], u.n[m] + 1, sizeof(*u.v[m]), 1024))
-				ret = -ENOMEM;
-			else
-				u.v[m][u.n[m]++] = (struct used_ext){ { aoff[i], alen }, 0, 0 };
-		}
+	if (!ret) /* the metadata log's areas (inode 0 in a message) */
+		ret = journal_areas(&fs->j, collect_area, &u);
 
 	for (unsigned m = 0; m < fs->n && !ret; m++) {
 		size_t bad = 0;
@@ -93,7 +96,7 @@ static int map_space(struct fs *fs)
 					(unsigned long long)e->ino, (unsigned long long)e->foff, m,
 					(unsigned long long)e->r.off, (unsigned long long)e->r.len);
 			else
-				log_err("the metadata log's area at member %u offset %llu (%llu bytes) overlaps a file's extent; run dmafs-fsck",
+				log_err("a piece of the metadata log's areas at member %u offset %llu (%llu bytes) overlaps a file's extent; run dmafs-fsck",
 					m, (unsigned long long)e->r.off, (unsigned long long)e->r.len);
 		}
 	}

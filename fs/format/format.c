@@ -163,6 +163,54 @@ int fmt_sb_decode(const uint8_t b[FMT_SB_SIZE], struct fmt_sb *sb)
 	return 0;
 }
 
+/* The pieces of both log areas of both copies; each list empty or adding up to ext_len. */
+static int decode_areas(const uint8_t b[DMAFS_BLOCK], struct fmt_loghdr *h)
+{
+	const uint8_t *p = b + 88;
+
+	memset(h->area, 0, sizeof(h->area));
+	h->ext_len = h->version >= FMT_VERSION_GROW ? get_u64(b + 72) : 0;
+	if (!h->ext_len)
+		return 0;
+	if (h->ext_len % DMAFS_BLOCK || h->ext_len < 2 * DMAFS_BLOCK)
+		return -EBADMSG;
+	for (int a = 0; a < 2; a++)
+		for (int c = 0; c < 2; c++) {
+			struct fmt_area *m = &h->area[a][c];
+			uint64_t sum = 0;
+
+			m->n = b[80 + 2 * a + c];
+			if (m->n > FMT_LOG_PIECES)
+				return -EBADMSG;
+			for (uint32_t i = 0; i < m->n; i++, p += 16) {
+				m->off[i] = get_u64(p);
+				m->len[i] = get_u64(p + 8);
+				if (!m->len[i] || m->off[i] % DMAFS_BLOCK || m->len[i] % DMAFS_BLOCK ||
+				    m->off[i] + m->len[i] < m->off[i] || m->len[i] > h->ext_len - sum)
+					return -EBADMSG;
+				sum += m->len[i];
+			}
+			if (m->n && sum != h->ext_len)
+				return -EBADMSG;
+		}
+	/* copy 0 has both areas; copy 1 both or none */
+	if (!h->area[0][0].n || !h->area[1][0].n || !h->area[0][1].n != !h->area[1][1].n)
+		return -EBADMSG;
+	/* no two pieces on one member overlap */
+	for (int c = 0; c < 2; c++)
+		for (int a = 0; a < 2; a++)
+			for (uint32_t i = 0; i < h->area[a][c].n; i++)
+				for (int a2 = a; a2 < 2; a2++)
+					for (uint32_t k = a2 == a ? i + 1 : 0; k < h->area[a2][c].n; k++) {
+						uint64_t x = h->area[a][c].off[i], xl = h->area[a][c].len[i];
+						uint64_t y = h->area[a2][c].off[k], yl = h->area[a2][c].len[k];
+
+						if (x < y + yl && y < x + xl)
+							return -EBADMSG;
+					}
+	return 0;
+}
+
 void fmt_loghdr_encode(const struct fmt_loghdr *h, uint8_t b[DMAFS_BLOCK])
 {
 	memset(b, 0, DMAFS_BLOCK);
@@ -175,9 +223,19 @@ void fmt_loghdr_encode(const struct fmt_loghdr *h, uint8_t b[DMAFS_BLOCK])
 	put_u64(b + 56, h->snap_len);
 	put_u64(b + 64, h->snap_xxh3);
 	if (h->ext_len) { /* version 4 only: the caller sets the version */
+		uint8_t *p = b + 88;
+
 		put_u64(b + 72, h->ext_len);
-		put_u64(b + 80, h->ext_off[0]);
-		put_u64(b + 88, h->ext_off[1]);
+		for (int a = 0; a < 2; a++)
+			for (int c = 0; c < 2; c++) {
+				const struct fmt_area *m = &h->area[a][c];
+
+				b[80 + 2 * a + c] = (uint8_t)m->n;
+				for (uint32_t i = 0; i < m->n && i < FMT_LOG_PIECES; i++, p += 16) {
+					put_u64(p, m->off[i]);
+					put_u64(p + 8, m->len[i]);
+				}
+			}
 	}
 	put_u64(b + 4088, fmt_hash(b, 4088));
 }
@@ -196,22 +254,7 @@ int fmt_loghdr_decode(const uint8_t b[DMAFS_BLOCK], struct fmt_loghdr *h)
 	h->next_ino = get_u64(b + 48);
 	h->snap_len = get_u64(b + 56);
 	h->snap_xxh3 = get_u64(b + 64);
-	h->ext_len = h->ext_off[0] = h->ext_off[1] = 0;
-	if (h->version >= FMT_VERSION_GROW) {
-		h->ext_len = get_u64(b + 72);
-		h->ext_off[0] = get_u64(b + 80);
-		h->ext_off[1] = get_u64(b + 88);
-	}
-	if (h->ext_len) {
-		uint64_t a = h->ext_off[0], c = h->ext_off[1], l = h->ext_len;
-
-		if (l % DMAFS_BLOCK || l < 2 * DMAFS_BLOCK || a % DMAFS_BLOCK || c % DMAFS_BLOCK ||
-		    a + l < a || c + l < c || (a < c + l && c < a + l))
-			return -EBADMSG;
-	} else if (h->ext_off[0] || h->ext_off[1]) {
-		return -EBADMSG;
-	}
-	return 0;
+	return decode_areas(b, h);
 }
 
 void fmt_txhdr_encode(const struct fmt_txhdr *h, uint8_t b[FMT_TX_HDR])

@@ -38,6 +38,7 @@
 #define FMT_XATTR_NAME_MAX 255
 #define FMT_XATTR_VALUE_MAX 65536
 #define FMT_ROOT_INO 1
+#define FMT_LOG_PIECES 32 /* pieces of one log area on one member (version 4) */
 
 struct fmt_sb {
 	uint32_t version;
@@ -125,17 +126,21 @@ struct fmt_loghdr {
 	uint64_t snap_xxh3;
 	/*
 	 * Version 4: with ext_len != 0 this generation's snapshot and batches are not in the
-	 * log half after this header but at ext_off[half] of the same member (the half this
-	 * header is in), ext_len bytes laid out as a log half is (first block unused). Both
-	 * areas are named so that the space of both is known to be taken; they are in the
-	 * data region of members 0 and 1, at the same offsets on both.
+	 * log half after this header but in log area [half] of the data region, ext_len
+	 * bytes laid out as a log half is (first block unused), made of the pieces
+	 * area[half][copy] on the member of log copy `copy` (0: member 0, 1: member 1; none
+	 * for copy 1 of a one-member filesystem), in order. Both areas are named so that the
+	 * space of both is known to be taken.
 	 */
 	uint64_t ext_len;
-	uint64_t ext_off[2];
+	struct fmt_area {
+		uint32_t n;
+		uint64_t off[FMT_LOG_PIECES], len[FMT_LOG_PIECES];
+	} area[2][2];
 };
 void fmt_loghdr_encode(const struct fmt_loghdr *h, uint8_t buf[DMAFS_BLOCK]);
 /* Returns 0, -ENODATA (no header), -EBADMSG (checksum, a version not read, or log areas
- * that are not whole blocks, overlap or wrap). */
+ * whose pieces are not whole blocks, overlap, wrap or do not add up to ext_len). */
 int fmt_loghdr_decode(const uint8_t buf[DMAFS_BLOCK], struct fmt_loghdr *h);
 
 struct fmt_txhdr {

@@ -188,37 +188,44 @@ take:
 	return got;
 }
 
-int alloc_get_common(struct alloc *a, unsigned nm, uint64_t len, uint64_t *off)
+int alloc_get_pieces(struct alloc *a, uint32_t member, uint64_t len, unsigned max, uint64_t *off,
+		     uint64_t *plen)
 {
-	struct alloc_member *m0 = &a->m[0], *m1 = nm > 1 ? &a->m[1] : &a->m[0];
-	int ret = -ENOSPC;
+	struct alloc_member *m;
+	unsigned n = 0;
 
-	if (nm < 1 || nm > 2 || nm > a->nmembers || !len || len % DMAFS_BLOCK)
+	if (member >= a->nmembers || !len || len % DMAFS_BLOCK || !max)
 		return -EINVAL;
+	m = &a->m[member];
 	pthread_mutex_lock(&a->lock);
-	/* walk both free lists from the top: the highest common range that holds @len */
-	for (size_t i = m0->n, k = m1->n; i > 0 && k > 0;) {
-		const struct alloc_range *x = &m0->free[i - 1], *y = &m1->free[k - 1];
-		uint64_t lo = MAX(x->off, y->off), hi = MIN(x->off + x->len, y->off + y->len);
+	/* the largest free range each time, from its top: few pieces, data runs kept low */
+	while (len && n < max) {
+		size_t best = SIZE_MAX;
+		uint64_t take;
 
-		if (hi > lo && hi - lo >= len) {
-			*off = hi - len;
-			ret = carve(m0, i - 1, *off, len);
-			if (!ret && nm > 1) {
-				ret = carve(m1, k - 1, *off, len);
-				if (ret)
-					put_locked(m0, *off, len);
-			}
+		for (size_t i = 0; i < m->n; i++)
+			if (best == SIZE_MAX || m->free[i].len > m->free[best].len)
+				best = i;
+		if (best == SIZE_MAX)
 			break;
-		}
-		/* drop the range that starts higher: no lower range of the other reaches past it */
-		if (x->off >= y->off)
-			i--;
-		else
-			k--;
+		take = MIN(len, m->free[best].len);
+		off[n] = m->free[best].off + m->free[best].len - take;
+		plen[n] = take;
+		if (carve(m, best, off[n], take))
+			break;
+		if (m->cursor >= m->n)
+			m->cursor = 0;
+		len -= take;
+		n++;
+	}
+	if (len) { /* not enough in @max pieces: give back what was taken */
+		while (n--)
+			put_locked(m, off[n], plen[n]);
+		pthread_mutex_unlock(&a->lock);
+		return -ENOSPC;
 	}
 	pthread_mutex_unlock(&a->lock);
-	return ret;
+	return (int)n;
 }
 
 static void put_locked(struct alloc_member *m, uint64_t off, uint64_t len)

@@ -61,11 +61,12 @@ int alloc_set_used(struct alloc *a, uint32_t member, const struct alloc_range *u
  */
 int64_t alloc_get(struct alloc *a, uint32_t member, uint64_t goal, uint64_t want, uint64_t *off);
 /*
- * Allocate [*@off, *@off + @len) free on member 0 and, with @nm 2, at the same offset on
- * member 1 (the log areas, which both log copies keep at one place): the highest such
- * range. Returns 0, -ENOSPC (no common free run of @len bytes), -ENOMEM or -EINVAL.
+ * Allocate @len bytes on @member in at most @max pieces, the largest free ranges first
+ * (the log areas): piece i at @off[i], @plen[i] bytes. Returns the number of pieces, or
+ * -ENOSPC (not enough in @max pieces; nothing kept) or -EINVAL.
  */
-int alloc_get_common(struct alloc *a, unsigned nm, uint64_t len, uint64_t *off);
+int alloc_get_pieces(struct alloc *a, uint32_t member, uint64_t len, unsigned max, uint64_t *off,
+		     uint64_t *plen);
 /* Return space to the free map immediately (only for space never made durable). */
 void alloc_put(struct alloc *a, uint32_t member, uint64_t off, uint64_t len);
 /* Queue space freed by a metadata record; it becomes allocatable at alloc_release_deferred. */

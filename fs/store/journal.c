@@ -17,19 +17,61 @@ static uint64_t half_off(const struct journal *j, int half)
 	return j->log_offset + (uint64_t)half * j->half;
 }
 
-/* Where the snapshot and batches of a generation in @half are (the first block unused). */
-static uint64_t loc_base(const struct journal *j, int half)
-{
-	return j->ext_len ? j->ext_off[half] : half_off(j, half);
-}
-
 uint64_t journal_cap(const struct journal *j) { return j->ext_len ? j->ext_len : j->half; }
 
-uint64_t journal_areas(const struct journal *j, uint64_t off[2])
+int journal_areas(const struct journal *j, int (*fn)(void *arg, unsigned member, uint64_t off,
+						     uint64_t len), void *arg)
 {
-	off[0] = j->ext_off[0];
-	off[1] = j->ext_off[1];
-	return j->ext_len;
+	int ret = 0;
+
+	for (int a = 0; a < 2 && j->ext_len; a++)
+		for (unsigned c = 0; c < j->ncopies; c++)
+			for (uint32_t i = 0; i < j->area[a][c].n && !ret; i++)
+				ret = fn(arg, c, j->area[a][c].off[i], j->area[a][c].len[i]);
+	return ret;
+}
+
+/*
+ * Where the snapshot and batches of a generation in @half are on log copy @c (the first
+ * block unused): its log area's pieces, or the half itself as one piece.
+ */
+static void loc_of(const struct journal *j, uint64_t ext_len, const struct fmt_area area[2][2],
+		   int half, unsigned c, struct fmt_area *out)
+{
+	if (ext_len) {
+		*out = area[half][c];
+	} else {
+		out->n = 1;
+		out->off[0] = half_off(j, half);
+		out->len[0] = j->half;
+	}
+}
+
+/*
+ * The I/O for bytes [@pos, @pos + @len) of location @loc at @buf, as ops on @fd appended
+ * to @ops (room for FMT_LOG_PIECES + 1 more); returns how many were added.
+ */
+static size_t loc_ops(const struct fmt_area *loc, uint64_t pos, void *buf, uint64_t len, int fd,
+		      int write, unsigned tag, struct uring_op *ops)
+{
+	uint64_t start = 0;
+	size_t n = 0;
+
+	for (uint32_t i = 0; i < loc->n && len; i++) {
+		uint64_t end = start + loc->len[i];
+
+		if (pos < end) {
+			uint64_t k = MIN(len, end - pos);
+
+			ops[n++] = (struct uring_op){ .fd = fd, .write = write, .buf = buf, .len = k,
+						      .off = loc->off[i] + (pos - start), .tag = tag };
+			buf = (char *)buf + k;
+			pos += k;
+			len -= k;
+		}
+		start = end;
+	}
+	return n;
 }
 
 /* Read @len bytes at @off of member @m into a fresh aligned buffer. */
@@ -50,12 +92,41 @@ static uint8_t *read_at(struct member *m, uint64_t off, uint64_t len, int *ret)
 	return b;
 }
 
+/* Read @len bytes at @pos of location @loc on member @m into a fresh aligned buffer. */
+static uint8_t *read_loc(struct member *m, const struct fmt_area *loc, uint64_t pos, uint64_t len,
+			 int *ret)
+{
+	struct uring_op ops[FMT_LOG_PIECES + 1];
+	uint64_t alen = ALIGN_UP(len ? len : 1, DMAFS_BLOCK);
+	uint8_t *b = util_aligned_alloc(alen);
+	size_t n;
+
+	if (!b) {
+		*ret = -ENOMEM;
+		return NULL;
+	}
+	n = loc_ops(loc, pos, b, alen, m->fd, 0, 0, ops);
+	*ret = 0;
+	for (size_t i = 0; i < n && !*ret; i++) {
+		*ret = member_pread(m, ops[i].buf, ops[i].len, ops[i].off);
+		alen -= ops[i].len;
+	}
+	if (!*ret && alen) /* past the end of the location */
+		*ret = -EIO;
+	if (*ret) {
+		free(b);
+		return NULL;
+	}
+	return b;
+}
+
 /* What a scan of one log copy found. */
 struct scan {
 	int ok;
 	int half;
 	struct fmt_loghdr hdr;
-	uint64_t base, cap; /* where this generation's snapshot and batches are */
+	struct fmt_area loc; /* where this generation's snapshot and batches are */
+	uint64_t cap;
 	uint64_t batches, last_seq, tail;
 	char why[256];
 };
@@ -113,7 +184,7 @@ static int apply_records(struct meta *meta, const uint8_t *b, size_t len, size_t
 
 /* Check the snapshot of the chosen half at @base, and with @meta non-NULL apply it. */
 static int load_snapshot(struct journal *j, struct member *m, struct scan *s, struct meta *meta,
-			 uint64_t base, char *err, size_t errlen)
+			 char *err, size_t errlen)
 {
 	uint8_t *b;
 	int ret;
@@ -123,7 +194,7 @@ static int load_snapshot(struct journal *j, struct member *m, struct scan *s, st
 			 (unsigned long long)s->hdr.snap_len, s->hdr.ext_len ? "area" : "half");
 		return -EUCLEAN;
 	}
-	b = read_at(m, base + DMAFS_BLOCK, s->hdr.snap_len, &ret);
+	b = read_loc(m, &s->loc, DMAFS_BLOCK, s->hdr.snap_len, &ret);
 	if (!b) {
 		snprintf(s->why, sizeof(s->why), "snapshot read error %s", strerror(-ret));
 		return ret;
@@ -156,14 +227,14 @@ static int load_snapshot(struct journal *j, struct member *m, struct scan *s, st
  * @t, if it is the next one of this generation and intact; NULL where the log ends.
  */
 static uint8_t *read_batch(struct journal *j, struct member *m, const struct scan *s,
-			   uint64_t base, uint64_t pos, struct fmt_txhdr *t)
+			   uint64_t pos, struct fmt_txhdr *t)
 {
 	uint8_t *tb;
 	int ret;
 
 	if (pos + DMAFS_BLOCK > s->cap)
 		return NULL;
-	tb = read_at(m, base + pos, DMAFS_BLOCK, &ret);
+	tb = read_loc(m, &s->loc, pos, DMAFS_BLOCK, &ret);
 	if (!tb)
 		return NULL; /* an unreadable tail ends the log like a torn one */
 	if (fmt_txhdr_decode(tb, t) || t->gen != s->hdr.gen || t->seq != s->last_seq + 1 ||
@@ -173,7 +244,7 @@ static uint8_t *read_batch(struct journal *j, struct member *m, const struct sca
 	}
 	if (fmt_tx_size(t->payload_len) > DMAFS_BLOCK) {
 		free(tb);
-		tb = read_at(m, base + pos, fmt_tx_size(t->payload_len), &ret);
+		tb = read_loc(m, &s->loc, pos, fmt_tx_size(t->payload_len), &ret);
 		if (!tb)
 			return NULL;
 	}
@@ -193,7 +264,7 @@ static int scan_copy(struct journal *j, struct member *m, struct scan *s, struct
 {
 	struct fmt_txhdr t;
 	uint8_t *tb;
-	uint64_t pos, base;
+	uint64_t pos;
 	int ret;
 
 	memset(s, 0, sizeof(*s));
@@ -201,28 +272,37 @@ static int scan_copy(struct journal *j, struct member *m, struct scan *s, struct
 	if (ret)
 		return ret;
 	if (s->hdr.ext_len) {
-		/* log areas: inside this member's data region (the decoder checked the rest) */
-		for (int i = 0; i < 2; i++)
-			if (s->hdr.ext_off[i] < m->sb.data_offset ||
-			    s->hdr.ext_off[i] + s->hdr.ext_len > m->sb.data_end) {
-				snprintf(s->why, sizeof(s->why), "log area %d (offset %llu, %llu bytes) is outside the data region",
-					 i, (unsigned long long)s->hdr.ext_off[i],
-					 (unsigned long long)s->hdr.ext_len);
+		/* log areas: this copy's pieces inside its member's data region (the decoder
+		 * checked the rest) */
+		unsigned c = m->sb.member_index;
+
+		for (int a = 0; a < 2; a++) {
+			const struct fmt_area *ar = &s->hdr.area[a][c];
+
+			for (uint32_t i = 0; i < ar->n; i++)
+				if (ar->off[i] < m->sb.data_offset ||
+				    ar->off[i] + ar->len[i] > m->sb.data_end) {
+					snprintf(s->why, sizeof(s->why), "piece %u of log area %d (offset %llu, %llu bytes) is outside the data region",
+						 i, a, (unsigned long long)ar->off[i],
+						 (unsigned long long)ar->len[i]);
+					return -EUCLEAN;
+				}
+			if (!ar->n || c >= j->ncopies) {
+				snprintf(s->why, sizeof(s->why), "log area %d has no pieces on member %u", a, c);
 				return -EUCLEAN;
 			}
-		s->base = s->hdr.ext_off[s->half];
+		}
 		s->cap = s->hdr.ext_len;
 	} else {
-		s->base = half_off(j, s->half);
 		s->cap = j->half;
 	}
-	base = s->base;
-	ret = load_snapshot(j, m, s, meta, base, err, errlen);
+	loc_of(j, s->hdr.ext_len, s->hdr.area, s->half, m->sb.member_index, &s->loc);
+	ret = load_snapshot(j, m, s, meta, err, errlen);
 	if (ret)
 		return ret;
 	pos = DMAFS_BLOCK + ALIGN_UP(s->hdr.snap_len, DMAFS_BLOCK);
 	s->last_seq = s->hdr.first_seq - 1;
-	while ((tb = read_batch(j, m, s, base, pos, &t))) {
+	while ((tb = read_batch(j, m, s, pos, &t))) {
 		if (meta) {
 			size_t p = 0;
 
@@ -306,8 +386,7 @@ again:
 		return ret;
 	j->active = s[best].half;
 	j->ext_len = s[best].hdr.ext_len;
-	j->ext_off[0] = s[best].hdr.ext_off[0];
-	j->ext_off[1] = s[best].hdr.ext_off[1];
+	memcpy(j->area, s[best].hdr.area, sizeof(j->area));
 	j->gen = s[best].hdr.gen;
 	j->next_seq = s[best].last_seq + 1;
 	j->tail = s[best].tail;
@@ -359,21 +438,43 @@ static int sync_data(struct journal *j)
 	return ret;
 }
 
-/* Write @len bytes (aligned) at @off of every copy, then fdatasync them. */
-static int write_copies(struct journal *j, const void *b, size_t len, uint64_t off)
+/* Run @ops (@n) and fdatasync every copy. */
+static int write_ops(struct journal *j, struct uring_op *ops, size_t n)
 {
-	struct uring_op ops[2];
 	int fds[2], ret;
 
-	for (unsigned i = 0; i < j->ncopies; i++) {
-		ops[i] = (struct uring_op){ .fd = j->copy[i]->fd, .write = 1, .buf = (void *)b,
-					    .len = len, .off = off, .tag = i };
+	for (unsigned i = 0; i < j->ncopies; i++)
 		fds[i] = j->copy[i]->fd;
-	}
-	ret = uring_rw(ops, j->ncopies);
+	ret = uring_rw(ops, n);
 	if (!ret)
 		ret = uring_fsync(fds, j->ncopies);
 	return ret;
+}
+
+/* Write @len bytes (aligned) at @pos of the location of @half in every copy, then
+ * fdatasync them. */
+static int write_loc(struct journal *j, int half, const void *b, size_t len, uint64_t pos)
+{
+	struct uring_op ops[2 * (FMT_LOG_PIECES + 1)];
+	struct fmt_area loc;
+	size_t n = 0;
+
+	for (unsigned i = 0; i < j->ncopies; i++) {
+		loc_of(j, j->ext_len, j->area, half, i, &loc);
+		n += loc_ops(&loc, pos, (void *)b, len, j->copy[i]->fd, 1, i, ops + n);
+	}
+	return write_ops(j, ops, n);
+}
+
+/* Write the header block @b of @half in every copy, then fdatasync them. */
+static int write_hdr(struct journal *j, int half, const void *b)
+{
+	struct uring_op ops[2];
+
+	for (unsigned i = 0; i < j->ncopies; i++)
+		ops[i] = (struct uring_op){ .fd = j->copy[i]->fd, .write = 1, .buf = (void *)b,
+					    .len = DMAFS_BLOCK, .off = half_off(j, half), .tag = i };
+	return write_ops(j, ops, j->ncopies);
 }
 
 static void fail(struct journal *j, const char *what, int err)
@@ -385,40 +486,51 @@ static void fail(struct journal *j, const char *what, int err)
 
 /* Where a generation's log goes: in the log halves (len 0) or in two log areas. */
 struct geom {
-	uint64_t len, off[2];
+	uint64_t len;
+	struct fmt_area area[2][2];
 };
 
-/* Log areas are multiples of this (and at least a log half): few sizes, few moves. */
+/* Log areas are multiples of this: few sizes, few moves. */
 #define AREA_ROUND (1ull << 20)
-
-/*
- * Take two log areas of @len bytes (on both copies' members) into @g. Returns 0 or
- * -ENOSPC/-ENOMEM (nothing kept).
- */
-static int take_areas(struct journal *j, uint64_t len, struct geom *g)
-{
-	int ret;
-
-	if (j->may_take && !j->may_take(j->may_take_arg, 2 * len))
-		return -ENOSPC;
-	ret = alloc_get_common(j->meta->alloc, j->ncopies, len, &g->off[0]);
-	if (ret)
-		return ret;
-	ret = alloc_get_common(j->meta->alloc, j->ncopies, len, &g->off[1]);
-	if (ret) {
-		for (unsigned c = 0; c < j->ncopies; c++)
-			alloc_put(j->meta->alloc, c, g->off[0], len);
-		return ret;
-	}
-	g->len = len;
-	return 0;
-}
 
 static void put_areas(struct journal *j, const struct geom *g)
 {
-	for (int i = 0; i < 2 && g->len; i++)
+	for (int a = 0; a < 2 && g->len; a++)
 		for (unsigned c = 0; c < j->ncopies; c++)
-			alloc_put(j->meta->alloc, c, g->off[i], g->len);
+			for (uint32_t i = 0; i < g->area[a][c].n; i++)
+				alloc_put(j->meta->alloc, c, g->area[a][c].off[i], g->area[a][c].len[i]);
+}
+
+/*
+ * Take two log areas of @len bytes on each copy's member into @g, each in at most
+ * FMT_LOG_PIECES pieces. Returns 0 or -ENOSPC/-ENOMEM (nothing kept).
+ */
+static int take_areas(struct journal *j, uint64_t len, struct geom *g)
+{
+	int ret = 0;
+
+	memset(g, 0, sizeof(*g));
+	g->len = len;
+	if (j->may_take && !j->may_take(j->may_take_arg, 2 * len))
+		return -ENOSPC;
+	for (int a = 0; a < 2 && ret >= 0; a++)
+		for (unsigned c = 0; c < j->ncopies && ret >= 0; c++) {
+			struct fmt_area *ar = &g->area[a][c];
+
+			ret = alloc_get_pieces(j->meta->alloc, c, len, FMT_LOG_PIECES, ar->off, ar->len);
+			ar->n = ret > 0 ? (uint32_t)ret : 0;
+		}
+	if (ret < 0) {
+		put_areas(j, g);
+		return ret;
+	}
+	return 0;
+}
+
+static void geom_now(const struct journal *j, struct geom *g)
+{
+	g->len = j->ext_len;
+	memcpy(g->area, j->area, sizeof(g->area));
 }
 
 /*
@@ -432,32 +544,26 @@ static void put_areas(struct journal *j, const struct geom *g)
 static int plan_geometry(struct journal *j, uint64_t need, struct geom *g)
 {
 	uint64_t cap = journal_cap(j), want = ALIGN_UP(2 * need, AREA_ROUND);
-	int ret;
 
-	g->len = j->ext_len;
-	g->off[0] = j->ext_off[0];
-	g->off[1] = j->ext_off[1];
+	geom_now(j, g);
 	if (!j->meta->alloc) /* dmafs-fsck: no allocator to take or give back space */
 		return need <= cap ? 0 : -ENOSPC;
 	if (j->ext_len && need <= j->half / 2) {
-		g->len = g->off[0] = g->off[1] = 0; /* back into the halves */
+		memset(g, 0, sizeof(*g)); /* back into the halves */
 		return 0;
 	}
 	if (need <= cap / 4 * 3 && !(j->ext_len && need < cap / 8))
 		return 0;
-	ret = take_areas(j, want, g);
-	if (!ret)
+	if (!take_areas(j, want, g))
 		return 0;
-	g->len = j->ext_len;
-	g->off[0] = j->ext_off[0];
-	g->off[1] = j->ext_off[1];
+	geom_now(j, g);
 	if (!j->grow_failed_said) {
 		char h1[32], h2[32];
 
 		j->grow_failed_said = 1;
-		log_warn("the metadata log needs two areas of %s on member 0%s, and no free run that long is left there (its snapshot takes %s)",
-			 util_fmt_size(want, h1, sizeof(h1)), j->ncopies > 1 ? " and member 1 at the same offsets" : "",
-			 util_fmt_size(need, h2, sizeof(h2)));
+		log_warn("the metadata log needs two areas of %s on member 0%s, in at most %d pieces each, and there is not that much free space there (its snapshot takes %s)",
+			 util_fmt_size(want, h1, sizeof(h1)), j->ncopies > 1 ? " and on member 1" : "",
+			 FMT_LOG_PIECES, util_fmt_size(need, h2, sizeof(h2)));
 	}
 	return need <= cap ? 0 : -ENOSPC;
 }
@@ -495,7 +601,7 @@ static int compact_locked(struct journal *j)
 	struct geom old, g;
 	uint8_t *io;
 	int ret, half;
-	uint64_t base, snap_len;
+	uint64_t snap_len;
 
 	/* gen + 1 must exceed gen, or the next mount would replay the half it replaces */
 	if (j->gen == UINT64_MAX)
@@ -527,25 +633,20 @@ static int compact_locked(struct journal *j)
 	h.snap_len = snap.len;
 	h.snap_xxh3 = fmt_hash(snap.p, snap.len);
 	h.ext_len = g.len;
-	h.ext_off[0] = g.off[0];
-	h.ext_off[1] = g.off[1];
-	old.len = j->ext_len;
-	old.off[0] = j->ext_off[0];
-	old.off[1] = j->ext_off[1];
+	memcpy(h.area, g.area, sizeof(h.area));
+	geom_now(j, &old);
 	j->snap_len = snap.len;
 	j->snap_inodes = j->meta->inodes.n;
 	j->active = half;
 	j->gen = h.gen;
 	j->ext_len = g.len;
-	j->ext_off[0] = g.off[0];
-	j->ext_off[1] = g.off[1];
+	memcpy(j->area, g.area, sizeof(j->area));
 	j->tail = DMAFS_BLOCK + ALIGN_UP(snap.len, DMAFS_BLOCK);
 	j->pending.len = 0;
 	atomic_fetch_add(&j->epoch, 1);
 	pthread_mutex_unlock(&j->meta->lock);
 	pthread_rwlock_unlock(&j->inplace);
 
-	base = loc_base(j, half);
 	io = util_aligned_alloc(ALIGN_UP(snap.len, DMAFS_BLOCK) + DMAFS_BLOCK);
 	if (!io) {
 		ret = -ENOMEM;
@@ -558,11 +659,11 @@ static int compact_locked(struct journal *j)
 	if (!ret && g.len)
 		ret = allow_areas(j);
 	if (!ret)
-		ret = write_copies(j, io, ALIGN_UP(snap.len, DMAFS_BLOCK) + DMAFS_BLOCK,
-				   base + DMAFS_BLOCK);
+		ret = write_loc(j, half, io, ALIGN_UP(snap.len, DMAFS_BLOCK) + DMAFS_BLOCK,
+				DMAFS_BLOCK);
 	if (!ret) {
 		fmt_loghdr_encode(&h, io);
-		ret = write_copies(j, io, DMAFS_BLOCK, half_off(j, half));
+		ret = write_hdr(j, half, io);
 	}
 	free(io);
 out:
@@ -575,16 +676,16 @@ out:
 		return ret;
 	}
 	j->compactions++;
-	if (old.len != g.len || old.off[0] != g.off[0] || old.off[1] != g.off[1]) {
+	if (memcmp(&old, &g, sizeof(g))) {
 		char h1[32], h2[32];
 
 		/* the new header is durable in every copy: nothing reads the old place now */
 		if (j->meta->alloc)
 			put_areas(j, &old);
 		if (g.len)
-			log_info("metadata log moved to two areas of %s at member offsets %llu and %llu (snapshot %s)",
-				 util_fmt_size(g.len, h1, sizeof(h1)), (unsigned long long)g.off[0],
-				 (unsigned long long)g.off[1], util_fmt_size(snap_len, h2, sizeof(h2)));
+			log_info("metadata log moved to two areas of %s in %u and %u pieces on member 0 (snapshot %s)",
+				 util_fmt_size(g.len, h1, sizeof(h1)), g.area[0][0].n, g.area[1][0].n,
+				 util_fmt_size(snap_len, h2, sizeof(h2)));
 		else
 			log_info("metadata log moved back into its log halves (snapshot %s)",
 				 util_fmt_size(snap_len, h2, sizeof(h2)));
@@ -658,7 +759,7 @@ int journal_commit(struct journal *j)
 	t.payload_len = j->pending.len;
 	t.payload_xxh3 = fmt_hash(j->pending.p, j->pending.len);
 	fmt_txhdr_encode(&t, io);
-	pos = loc_base(j, j->active) + j->tail;
+	pos = j->tail;
 	j->tail += size;
 	j->pending.len = 0;
 	atomic_fetch_add(&j->epoch, 1);
@@ -669,7 +770,7 @@ int journal_commit(struct journal *j)
 
 	ret = sync_data(j);
 	if (!ret)
-		ret = write_copies(j, io, size, pos);
+		ret = write_loc(j, j->active, io, size, pos);
 	free(io);
 	if (ret) {
 		fail(j, "write", ret);

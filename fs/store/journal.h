@@ -28,11 +28,12 @@ struct journal {
 	uint64_t log_offset, half;
 	/*
 	 * Log areas in the data region (format version 4): with ext_len != 0 each generation's
-	 * snapshot and batches are at ext_off[its half] (same offset on both copies), the log
-	 * halves hold only the headers. Chosen by compaction (commit_lock and meta.lock held)
-	 * as the metadata grows and shrinks; read under either.
+	 * snapshot and batches are in area[its half][copy], pieces on that copy's member; the
+	 * log halves hold only the headers. Chosen by compaction (commit_lock and meta.lock
+	 * held) as the metadata grows and shrinks; read under either.
 	 */
-	uint64_t ext_len, ext_off[2];
+	uint64_t ext_len;
+	struct fmt_area area[2][2];
 	int grow_failed_said;
 	uint8_t fs_uuid[16];
 	int ro;
@@ -94,11 +95,11 @@ int journal_log(struct journal *j, const struct fmt_rec *r);
 /* Bytes a generation may take (snapshot and batches): a log half, or a log area. */
 uint64_t journal_cap(const struct journal *j);
 /*
- * The log areas in use (on members 0 and, with two copies, 1, at the same offsets): the
- * space they take is not free. Fills @off[0..1] and returns their length, 0 when there
- * are none.
+ * The pieces of the log areas in use, whose space is not free: calls @fn(@arg, member,
+ * offset, length) for each; stops at and returns the first non-zero result.
  */
-uint64_t journal_areas(const struct journal *j, uint64_t off[2]);
+int journal_areas(const struct journal *j, int (*fn)(void *arg, unsigned member, uint64_t off,
+						     uint64_t len), void *arg);
 /* Is there room for @need more bytes of records? Caller holds meta.lock. */
 int journal_room(struct journal *j, size_t need);
 /* Make everything appended so far durable. Returns 0 or -errno (-EIO, -ENOSPC, -EROFS). */
@@ -107,7 +108,8 @@ int journal_commit(struct journal *j);
  * Write a fresh snapshot into the other half of every copy and switch to it. When the
  * snapshot would take more than three quarters of what a generation may hold, the log
  * moves to two log areas of twice the snapshot's size taken from the data region of
- * members 0 and 1 (meta->alloc; the filesystem becomes format version 4 then); when it
+ * members 0 and 1, in up to FMT_LOG_PIECES pieces each (meta->alloc; the filesystem
+ * becomes format version 4 then); when it
  * shrinks to an eighth, to smaller areas or back into the log halves. Without an
  * allocator (dmafs-fsck) the place stays as it is.
  */
