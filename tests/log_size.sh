@@ -62,6 +62,15 @@ t_log "log 4M: $n files of 4 KiB before ENOSPC; df -i said $ifree0 free at first
 [ "$n" -ge 60000 ] || t_fail "only $n files of 4 KiB fit: the log did not grow past its 4M half (about 26,000)"
 grep -q "metadata log moved to two areas" "$T_DAEMON_ERR" ||
 	t_fail "the daemon did not say that the log moved into the data region: $(tail -3 "$T_DAEMON_ERR")"
+# dmafs-check shows where the log is, in text and JSON
+log_place() { "$top_builddir/tools/dmafs-check" --json "$M" | t_py -c 'import json, sys
+l = json.load(sys.stdin)["mount"]["metadata_log"]
+print(l["place"], l["size"], l["snapshot"], l["inodes"])'; }
+read -r place lsize lsnap linodes < <(log_place)
+[ "$place" = areas ] && [ "$lsize" -gt $((4 << 20)) ] && [ "$lsnap" -gt 0 ] && [ "$linodes" -gt 1000 ] ||
+	t_fail "dmafs-check --json: metadata log '$place' size $lsize snapshot $lsnap inodes $linodes"
+"$top_builddir/tools/dmafs-check" "$M" | grep -Eq "^ +metadata log +grown into two areas of [0-9.]+ MiB on members 0 and 1 \(last snapshot" ||
+	t_fail "dmafs-check does not show the grown log: $("$top_builddir/tools/dmafs-check" "$M")"
 # ENOSPC came because the data space ran out (files and log areas), not a fixed log
 [ "$free" -lt $((free0 / 10)) ] || t_fail "ENOSPC with $free of $free0 bytes still free"
 # df -i counts what empty files could still take (as xfs does): on the empty filesystem
@@ -98,6 +107,8 @@ cp "$T_DAEMON_ERR" "$T_WORK/before.err"
 t_mount_fg "$T_MEMBERS" "$M"
 cat "$T_WORK/before.err" "$T_DAEMON_ERR" | grep -q "metadata log moved back into its log halves" ||
 	t_fail "the log stayed in the data region with almost nothing in it: $(tail -3 "$T_DAEMON_ERR")"
+read -r place lsize lsnap linodes < <(log_place)
+[ "$place" = halves ] && [ "$lsize" = $((4 << 20)) ] || t_fail "dmafs-check --json after the move back: '$place' $lsize"
 free2=$(t_free_bytes "$M")
 [ "$free2" -ge $((free0 - (4 << 20))) ] || t_fail "after removing everything $free2 bytes are free, $free0 at first"
 t_umount "$M"

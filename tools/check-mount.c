@@ -227,9 +227,10 @@ static void fs_space(const char *arg, char **paths, int npaths)
 {
 	struct { unsigned long long size, data, free; char uuid[40]; } m[FMT_MAX_MEMBERS];
 	char v[8192], uuid[40] = "", *label = NULL, *line, *save = NULL, s1[32], s2[32], s3[32];
-	unsigned long long tdata = 0, tfree = 0;
+	unsigned long long tdata = 0, tfree = 0, lsize = 0, lsnap = 0, linodes = 0;
 	ssize_t len = getxattr(arg, "user.dmafs.members", v, sizeof(v) - 1);
 	unsigned n = 0, k;
+	char lplace[16] = "";
 
 	if (len <= 0)
 		return;
@@ -243,6 +244,9 @@ static void fs_space(const char *arg, char **paths, int npaths)
 			 sscanf(line, "member=%u uuid=%39s size=%llu data=%llu free=%llu", &k, m[n].uuid,
 				&m[n].size, &m[n].data, &m[n].free) == 5 && k == n)
 			n++;
+		else if (sscanf(line, "log=%15s size=%llu snapshot=%llu inodes=%llu", lplace, &lsize,
+				&lsnap, &linodes) != 4)
+			continue;
 	}
 	kv("uuid", "filesystem UUID", 0, "%s", uuid);
 	kv("label", "label", 0, "%s", label && (*label || json) ? label : "(none)");
@@ -276,6 +280,21 @@ static void fs_space(const char *arg, char **paths, int npaths)
 		       util_fmt_size(tdata - tfree, s2, sizeof(s2)), util_fmt_size(tfree, s3, sizeof(s3)));
 	}
 	close_(1);
+	if (!lplace[0]) /* a daemon from before the log could grow */
+		return;
+	if (json) {
+		open_("metadata_log", NULL, 0);
+		kv("place", NULL, 0, "%s", lplace);
+		kv("size", NULL, 1, "%llu", lsize);
+		kv("snapshot", NULL, 1, "%llu", lsnap);
+		kv("inodes", NULL, 1, "%llu", linodes);
+		close_(0);
+	} else {
+		kv("metadata_log", "metadata log", 0, "%s of %s on member%s (last snapshot %s, %llu inodes)",
+		   strcmp(lplace, "areas") ? "in its halves" : "grown into two areas",
+		   util_fmt_size(lsize, s1, sizeof(s1)), n > 1 ? "s 0 and 1" : " 0",
+		   util_fmt_size(lsnap, s2, sizeof(s2)), linodes);
+	}
 }
 
 /* The member paths of @arg's mount (the daemon's record @rec, else mountinfo); a count or 0. */

@@ -160,7 +160,9 @@ static int min_free_set(struct fs *fs, const struct fs_ctx *c, uint64_t ino, con
  * The value of user.dmafs.members, on every inode: the filesystem's UUID and label (a
  * backslash and control characters as \xNN, so that it stays one line), then a line per
  * member with its UUID, its size, the bytes of its data region and the bytes free there
- * (the allocator's view: space a write-behind holds counts as free until it lands).
+ * (the allocator's view: space a write-behind holds counts as free until it lands), and
+ * where the metadata log is: in its halves or in areas of the data region, the bytes a
+ * generation may take there, the last snapshot's bytes and inodes.
  * dmafs-check shows them; the label cannot change while mounted.
  */
 static int members_xattr(struct fs *fs, void *buf, size_t size)
@@ -186,6 +188,12 @@ static int members_xattr(struct fs *fs, void *buf, size_t size)
 					 (unsigned long long)(ms->data_end - ms->data_offset),
 					 (unsigned long long)alloc_member_free(&fs->alloc, m));
 	}
+	pthread_mutex_lock(&fs->meta.lock);
+	b.len += (size_t)sprintf((char *)b.p + b.len, "log=%s size=%llu snapshot=%llu inodes=%llu\n",
+				 fs->j.ext_len ? "areas" : "halves",
+				 (unsigned long long)journal_cap(&fs->j),
+				 (unsigned long long)fs->j.snap_len, (unsigned long long)fs->j.snap_inodes);
+	pthread_mutex_unlock(&fs->meta.lock);
 	ret = give((const char *)b.p, b.len, buf, size);
 	buf_free(&b);
 	return ret;
