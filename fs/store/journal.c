@@ -466,6 +466,51 @@ static int write_loc(struct journal *j, int half, const void *b, size_t len, uin
 	return write_ops(j, ops, n);
 }
 
+/* Bytes of the snapshot written at a time: the copy of a snapshot of millions of
+ * files is not held whole (it would double compaction's memory). */
+#define SNAP_CHUNK (8u << 20)
+
+/*
+ * Write the snapshot @p (@len bytes) from block 1 of the location of @half in every copy,
+ * padded with zeros to a block and followed by a block of zeros, through an aligned
+ * chunk; then fdatasync them.
+ */
+static int write_snapshot(struct journal *j, int half, const uint8_t *p, size_t len)
+{
+	uint64_t total = ALIGN_UP(len, DMAFS_BLOCK) + DMAFS_BLOCK, done = 0;
+	size_t chunk = (size_t)MIN(total, SNAP_CHUNK);
+	uint8_t *io = util_aligned_alloc(chunk);
+	int ret = 0;
+
+	if (!io)
+		return -ENOMEM;
+	while (done < total && !ret) {
+		struct uring_op ops[2 * (FMT_LOG_PIECES + 1)];
+		struct fmt_area loc;
+		size_t k = (size_t)MIN(chunk, total - done), have = 0, n = 0;
+
+		if (done < len)
+			have = (size_t)MIN(k, len - done);
+		memcpy(io, p + done, have);
+		memset(io + have, 0, k - have);
+		for (unsigned i = 0; i < j->ncopies; i++) {
+			loc_of(j, j->ext_len, j->area, half, i, &loc);
+			n += loc_ops(&loc, DMAFS_BLOCK + done, io, k, j->copy[i]->fd, 1, i, ops + n);
+		}
+		ret = uring_rw(ops, n);
+		done += k;
+	}
+	free(io);
+	if (!ret) {
+		int fds[2];
+
+		for (unsigned i = 0; i < j->ncopies; i++)
+			fds[i] = j->copy[i]->fd;
+		ret = uring_fsync(fds, j->ncopies);
+	}
+	return ret;
+}
+
 /* Write the header block @b of @half in every copy, then fdatasync them. */
 static int write_hdr(struct journal *j, int half, const void *b)
 {
@@ -647,26 +692,22 @@ static int compact_locked(struct journal *j)
 	pthread_mutex_unlock(&j->meta->lock);
 	pthread_rwlock_unlock(&j->inplace);
 
-	io = util_aligned_alloc(ALIGN_UP(snap.len, DMAFS_BLOCK) + DMAFS_BLOCK);
-	if (!io) {
-		ret = -ENOMEM;
-		goto out;
-	}
-	memset(io, 0, ALIGN_UP(snap.len, DMAFS_BLOCK) + DMAFS_BLOCK);
-	memcpy(io, snap.p, snap.len);
-	/* Zero the block after the snapshot so a stale batch there can never follow it. */
 	ret = sync_data(j);
 	if (!ret && g.len)
 		ret = allow_areas(j);
+	/* the snapshot, then a block of zeros so a stale batch there can never follow it */
 	if (!ret)
-		ret = write_loc(j, half, io, ALIGN_UP(snap.len, DMAFS_BLOCK) + DMAFS_BLOCK,
-				DMAFS_BLOCK);
+		ret = write_snapshot(j, half, snap.p, snap.len);
+	if (!ret) {
+		io = util_aligned_alloc(DMAFS_BLOCK);
+		if (!io)
+			ret = -ENOMEM;
+	}
 	if (!ret) {
 		fmt_loghdr_encode(&h, io);
 		ret = write_hdr(j, half, io);
+		free(io);
 	}
-	free(io);
-out:
 	snap_len = snap.len;
 	buf_free(&snap);
 	malloc_trim(0); /* the snapshot's pages (~150 bytes per file) go back to the system */
