@@ -168,18 +168,43 @@ static int choose_half(struct journal *j, struct member *m, struct scan *s, int 
 	return 0;
 }
 
-/* Apply the records in @b[0, len) to @meta; *@p ends where decoding stopped. */
+/* Records decoded ahead of the one applied: a million inodes do not fit the caches, so
+ * each record's inode is asked for (bucket, then node) while earlier ones are applied. */
+#define AHEAD 8
+
+/* Apply the records in @b[0, len) to @meta; *@p ends where decoding stopped (at the start
+ * of the record that did not apply). */
 static int apply_records(struct meta *meta, const uint8_t *b, size_t len, size_t *p)
 {
-	struct fmt_rec r;
-	int ret;
+	struct fmt_rec q[AHEAD];
+	size_t at[AHEAD], head = 0, n = 0, pos = *p;
+	int dec = 1, ret;
 
-	while ((ret = fmt_rec_decode(b, len, p, &r)) > 0) {
-		ret = meta_apply(meta, &r);
-		if (ret)
+	for (;;) {
+		while (dec > 0 && n < AHEAD) { /* decode ahead, asking for each one's bucket */
+			size_t k = (head + n) % AHEAD;
+
+			at[k] = pos;
+			dec = fmt_rec_decode(b, len, &pos, &q[k]);
+			if (dec > 0) {
+				meta_iget_prefetch(meta, q[k].ino, 0);
+				n++;
+			}
+		}
+		if (!n)
 			break;
+		if (n > AHEAD / 2) /* the bucket of one half-way there is in by now: its node */
+			meta_iget_prefetch(meta, q[(head + AHEAD / 2) % AHEAD].ino, 1);
+		ret = meta_apply(meta, &q[head]);
+		if (ret) {
+			*p = at[head];
+			return ret;
+		}
+		head = (head + 1) % AHEAD;
+		n--;
 	}
-	return ret;
+	*p = pos; /* the end, or where a record did not decode */
+	return dec;
 }
 
 /* Check the snapshot of the chosen half at @base, and with @meta non-NULL apply it. */

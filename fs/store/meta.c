@@ -25,6 +25,11 @@ struct inode *meta_iget(struct meta *m, uint64_t ino)
 	return (struct inode *)htab_first(&m->inodes, ino);
 }
 
+void meta_iget_prefetch(const struct meta *m, uint64_t ino, int node)
+{
+	htab_prefetch(&m->inodes, ino, node);
+}
+
 static struct dir *dir_new(void)
 {
 	struct dir *d = calloc(1, sizeof(*d));

@@ -111,6 +111,8 @@ struct meta {
 int meta_init(struct meta *m, uint32_t stripe_unit, unsigned nmembers);
 void meta_destroy(struct meta *m);
 struct inode *meta_iget(struct meta *m, uint64_t ino);
+/* Prefetch for a meta_iget of @ino (htab_prefetch): replay looks records up ahead. */
+void meta_iget_prefetch(const struct meta *m, uint64_t ino, int node);
 /*
  * Apply one record. Returns 0, -ENOMEM, or -EUCLEAN when the record does not fit the
  * current state (replay of damaged metadata; never for records built by the live code).

@@ -79,6 +79,16 @@ void htab_remove(struct htab *t, struct hnode *n)
 	}
 }
 
+void htab_prefetch(const struct htab *t, uint64_t key, int node)
+{
+	struct hnode *const *b = &t->b[slot(t, key)];
+
+	if (!node)
+		__builtin_prefetch(b);
+	else if (*b)
+		__builtin_prefetch(*b);
+}
+
 struct hnode *htab_first(const struct htab *t, uint64_t key)
 {
 	struct hnode *n = t->b[slot(t, key)];

@@ -25,6 +25,9 @@ void htab_destroy(struct htab *t);
 /* Insert (duplicates allowed: names with equal hashes). Grows at load 1. Returns 0/-ENOMEM. */
 int htab_insert(struct htab *t, struct hnode *n);
 void htab_remove(struct htab *t, struct hnode *n);
+/* Ask the CPU to bring in what a lookup of @key reads: with @node 0 its bucket, with
+ * @node 1 (once the bucket is in) the bucket's first node. No effect on the table. */
+void htab_prefetch(const struct htab *t, uint64_t key, int node);
 /* First node with @key; continue with htab_next. */
 struct hnode *htab_first(const struct htab *t, uint64_t key);
 struct hnode *htab_next(struct hnode *n, uint64_t key);
