@@ -11,68 +11,8 @@
 #include <unistd.h>
 
 #include "io/uring.h"
+#include "store/journal-int.h"
 
-static uint64_t half_off(const struct journal *j, int half)
-{
-	return j->log_offset + (uint64_t)half * j->half;
-}
-
-uint64_t journal_cap(const struct journal *j) { return j->ext_len ? j->ext_len : j->half; }
-
-int journal_areas(const struct journal *j, int (*fn)(void *arg, unsigned member, uint64_t off,
-						     uint64_t len), void *arg)
-{
-	int ret = 0;
-
-	for (int a = 0; a < 2 && j->ext_len; a++)
-		for (unsigned c = 0; c < j->ncopies; c++)
-			for (uint32_t i = 0; i < j->area[a][c].n && !ret; i++)
-				ret = fn(arg, c, j->area[a][c].off[i], j->area[a][c].len[i]);
-	return ret;
-}
-
-/*
- * Where the snapshot and batches of a generation in @half are on log copy @c (the first
- * block unused): its log area's pieces, or the half itself as one piece.
- */
-static void loc_of(const struct journal *j, uint64_t ext_len, const struct fmt_area area[2][2],
-		   int half, unsigned c, struct fmt_area *out)
-{
-	if (ext_len) {
-		*out = area[half][c];
-	} else {
-		out->n = 1;
-		out->off[0] = half_off(j, half);
-		out->len[0] = j->half;
-	}
-}
-
-/*
- * The I/O for bytes [@pos, @pos + @len) of location @loc at @buf, as ops on @fd appended
- * to @ops (room for FMT_LOG_PIECES + 1 more); returns how many were added.
- */
-static size_t loc_ops(const struct fmt_area *loc, uint64_t pos, void *buf, uint64_t len, int fd,
-		      int write, unsigned tag, struct uring_op *ops)
-{
-	uint64_t start = 0;
-	size_t n = 0;
-
-	for (uint32_t i = 0; i < loc->n && len; i++) {
-		uint64_t end = start + loc->len[i];
-
-		if (pos < end) {
-			uint64_t k = MIN(len, end - pos);
-
-			ops[n++] = (struct uring_op){ .fd = fd, .write = write, .buf = buf, .len = k,
-						      .off = loc->off[i] + (pos - start), .tag = tag };
-			buf = (char *)buf + k;
-			pos += k;
-			len -= k;
-		}
-		start = end;
-	}
-	return n;
-}
 
 /* Read @len bytes at @off of member @m into a fresh aligned buffer. */
 static uint8_t *read_at(struct member *m, uint64_t off, uint64_t len, int *ret)
@@ -85,34 +25,6 @@ static uint8_t *read_at(struct member *m, uint64_t off, uint64_t len, int *ret)
 		return NULL;
 	}
 	*ret = member_pread(m, b, alen, off);
-	if (*ret) {
-		free(b);
-		return NULL;
-	}
-	return b;
-}
-
-/* Read @len bytes at @pos of location @loc on member @m into a fresh aligned buffer. */
-static uint8_t *read_loc(struct member *m, const struct fmt_area *loc, uint64_t pos, uint64_t len,
-			 int *ret)
-{
-	struct uring_op ops[FMT_LOG_PIECES + 1];
-	uint64_t alen = ALIGN_UP(len ? len : 1, DMAFS_BLOCK);
-	uint8_t *b = util_aligned_alloc(alen);
-	size_t n;
-
-	if (!b) {
-		*ret = -ENOMEM;
-		return NULL;
-	}
-	n = loc_ops(loc, pos, b, alen, m->fd, 0, 0, ops);
-	*ret = 0;
-	for (size_t i = 0; i < n && !*ret; i++) {
-		*ret = member_pread(m, ops[i].buf, ops[i].len, ops[i].off);
-		alen -= ops[i].len;
-	}
-	if (!*ret && alen) /* past the end of the location */
-		*ret = -EIO;
 	if (*ret) {
 		free(b);
 		return NULL;
@@ -142,7 +54,7 @@ static int choose_half(struct journal *j, struct member *m, struct scan *s, int 
 	uint8_t *b;
 
 	for (int i = 0; i < 2; i++) {
-		b = read_at(m, half_off(j, i), DMAFS_BLOCK, &ret);
+		b = read_at(m, jr_half_off(j, i), DMAFS_BLOCK, &ret);
 		if (!b) {
 			snprintf(s->why, sizeof(s->why), "read error %s", strerror(-ret));
 			return ret;
@@ -219,7 +131,7 @@ static int load_snapshot(struct journal *j, struct member *m, struct scan *s, st
 			 (unsigned long long)s->hdr.snap_len, s->hdr.ext_len ? "area" : "half");
 		return -EUCLEAN;
 	}
-	b = read_loc(m, &s->loc, DMAFS_BLOCK, s->hdr.snap_len, &ret);
+	b = jr_read_loc(m, &s->loc, DMAFS_BLOCK, s->hdr.snap_len, &ret);
 	if (!b) {
 		snprintf(s->why, sizeof(s->why), "snapshot read error %s", strerror(-ret));
 		return ret;
@@ -259,7 +171,7 @@ static uint8_t *read_batch(struct journal *j, struct member *m, const struct sca
 
 	if (pos + DMAFS_BLOCK > s->cap)
 		return NULL;
-	tb = read_loc(m, &s->loc, pos, DMAFS_BLOCK, &ret);
+	tb = jr_read_loc(m, &s->loc, pos, DMAFS_BLOCK, &ret);
 	if (!tb)
 		return NULL; /* an unreadable tail ends the log like a torn one */
 	if (fmt_txhdr_decode(tb, t) || t->gen != s->hdr.gen || t->seq != s->last_seq + 1 ||
@@ -269,7 +181,7 @@ static uint8_t *read_batch(struct journal *j, struct member *m, const struct sca
 	}
 	if (fmt_tx_size(t->payload_len) > DMAFS_BLOCK) {
 		free(tb);
-		tb = read_loc(m, &s->loc, pos, fmt_tx_size(t->payload_len), &ret);
+		tb = jr_read_loc(m, &s->loc, pos, fmt_tx_size(t->payload_len), &ret);
 		if (!tb)
 			return NULL;
 	}
@@ -321,7 +233,7 @@ static int scan_copy(struct journal *j, struct member *m, struct scan *s, struct
 	} else {
 		s->cap = j->half;
 	}
-	loc_of(j, s->hdr.ext_len, s->hdr.area, s->half, m->sb.member_index, &s->loc);
+	jr_loc_of(j, s->hdr.ext_len, s->hdr.area, s->half, m->sb.member_index, &s->loc);
 	ret = load_snapshot(j, m, s, meta, err, errlen);
 	if (ret)
 		return ret;
@@ -463,198 +375,11 @@ static int sync_data(struct journal *j)
 	return ret;
 }
 
-/* Run @ops (@n) and fdatasync every copy. */
-static int write_ops(struct journal *j, struct uring_op *ops, size_t n)
-{
-	int fds[2], ret;
-
-	for (unsigned i = 0; i < j->ncopies; i++)
-		fds[i] = j->copy[i]->fd;
-	ret = uring_rw(ops, n);
-	if (!ret)
-		ret = uring_fsync(fds, j->ncopies);
-	return ret;
-}
-
-/* Write @len bytes (aligned) at @pos of the location of @half in every copy, then
- * fdatasync them. */
-static int write_loc(struct journal *j, int half, const void *b, size_t len, uint64_t pos)
-{
-	struct uring_op ops[2 * (FMT_LOG_PIECES + 1)];
-	struct fmt_area loc;
-	size_t n = 0;
-
-	for (unsigned i = 0; i < j->ncopies; i++) {
-		loc_of(j, j->ext_len, j->area, half, i, &loc);
-		n += loc_ops(&loc, pos, (void *)b, len, j->copy[i]->fd, 1, i, ops + n);
-	}
-	return write_ops(j, ops, n);
-}
-
-/* Bytes of the snapshot written at a time: the copy of a snapshot of millions of
- * files is not held whole (it would double compaction's memory). */
-#define SNAP_CHUNK (8u << 20)
-
-/*
- * Write the snapshot @p (@len bytes) from block 1 of the location of @half in every copy,
- * padded with zeros to a block and followed by a block of zeros, through an aligned
- * chunk; then fdatasync them.
- */
-static int write_snapshot(struct journal *j, int half, const uint8_t *p, size_t len)
-{
-	uint64_t total = ALIGN_UP(len, DMAFS_BLOCK) + DMAFS_BLOCK, done = 0;
-	size_t chunk = (size_t)MIN(total, SNAP_CHUNK);
-	uint8_t *io = util_aligned_alloc(chunk);
-	int ret = 0;
-
-	if (!io)
-		return -ENOMEM;
-	while (done < total && !ret) {
-		struct uring_op ops[2 * (FMT_LOG_PIECES + 1)];
-		struct fmt_area loc;
-		size_t k = (size_t)MIN(chunk, total - done), have = 0, n = 0;
-
-		if (done < len)
-			have = (size_t)MIN(k, len - done);
-		memcpy(io, p + done, have);
-		memset(io + have, 0, k - have);
-		for (unsigned i = 0; i < j->ncopies; i++) {
-			loc_of(j, j->ext_len, j->area, half, i, &loc);
-			n += loc_ops(&loc, DMAFS_BLOCK + done, io, k, j->copy[i]->fd, 1, i, ops + n);
-		}
-		ret = uring_rw(ops, n);
-		done += k;
-	}
-	free(io);
-	if (!ret) {
-		int fds[2];
-
-		for (unsigned i = 0; i < j->ncopies; i++)
-			fds[i] = j->copy[i]->fd;
-		ret = uring_fsync(fds, j->ncopies);
-	}
-	return ret;
-}
-
-/* Write the header block @b of @half in every copy, then fdatasync them. */
-static int write_hdr(struct journal *j, int half, const void *b)
-{
-	struct uring_op ops[2];
-
-	for (unsigned i = 0; i < j->ncopies; i++)
-		ops[i] = (struct uring_op){ .fd = j->copy[i]->fd, .write = 1, .buf = (void *)b,
-					    .len = DMAFS_BLOCK, .off = half_off(j, half), .tag = i };
-	return write_ops(j, ops, j->ncopies);
-}
-
 static void fail(struct journal *j, const char *what, int err)
 {
 	j->failed = 1;
 	log_err("metadata log %s failed (%s); the filesystem refuses further changes until remounted",
 		what, strerror(-err));
-}
-
-/* Where a generation's log goes: in the log halves (len 0) or in two log areas. */
-struct geom {
-	uint64_t len;
-	struct fmt_area area[2][2];
-};
-
-/* Log areas are multiples of this: few sizes, few moves. */
-#define AREA_ROUND (1ull << 20)
-
-static void put_areas(struct journal *j, const struct geom *g)
-{
-	for (int a = 0; a < 2 && g->len; a++)
-		for (unsigned c = 0; c < j->ncopies; c++)
-			for (uint32_t i = 0; i < g->area[a][c].n; i++)
-				alloc_put(j->meta->alloc, c, g->area[a][c].off[i], g->area[a][c].len[i]);
-}
-
-/*
- * Take two log areas of @len bytes on each copy's member into @g, each in at most
- * FMT_LOG_PIECES pieces. Returns 0 or -ENOSPC/-ENOMEM (nothing kept).
- */
-static int take_areas(struct journal *j, uint64_t len, struct geom *g)
-{
-	int ret = 0;
-
-	memset(g, 0, sizeof(*g));
-	g->len = len;
-	if (j->may_take && !j->may_take(j->may_take_arg, 2 * len))
-		return -ENOSPC;
-	for (int a = 0; a < 2 && ret >= 0; a++)
-		for (unsigned c = 0; c < j->ncopies && ret >= 0; c++) {
-			struct fmt_area *ar = &g->area[a][c];
-
-			ret = alloc_get_pieces(j->meta->alloc, c, len, FMT_LOG_PIECES, ar->off, ar->len);
-			ar->n = ret > 0 ? (uint32_t)ret : 0;
-		}
-	if (ret < 0) {
-		put_areas(j, g);
-		return ret;
-	}
-	return 0;
-}
-
-static void geom_now(const struct journal *j, struct geom *g)
-{
-	g->len = j->ext_len;
-	memcpy(g->area, j->area, sizeof(g->area));
-}
-
-/*
- * Choose where the next generation goes, for @need bytes of snapshot (with its header
- * block and the zero block after it). Grows when the snapshot would take more than 3/4
- * of the room (so batches always have a quarter, and compactions stay rare); moves back
- * to the halves or to smaller areas when it takes less than 1/8. New areas are taken
- * here; *@g is the old geometry when nothing changes. Returns 0 or -ENOSPC (no room and
- * none to be had). Caller holds meta.lock.
- */
-static int plan_geometry(struct journal *j, uint64_t need, struct geom *g)
-{
-	uint64_t cap = journal_cap(j), want = ALIGN_UP(2 * need, AREA_ROUND);
-
-	geom_now(j, g);
-	if (!j->meta->alloc) /* dmafs-fsck: no allocator to take or give back space */
-		return need <= cap ? 0 : -ENOSPC;
-	if (j->ext_len && need <= j->half / 2) {
-		memset(g, 0, sizeof(*g)); /* back into the halves */
-		return 0;
-	}
-	if (need <= cap / 4 * 3 && !(j->ext_len && need < cap / 8))
-		return 0;
-	if (!take_areas(j, want, g))
-		return 0;
-	geom_now(j, g);
-	if (!j->grow_failed_said) {
-		char h1[32], h2[32];
-
-		j->grow_failed_said = 1;
-		log_warn("the metadata log needs two areas of %s on member 0%s, in at most %d pieces each, and there is not that much free space there (its snapshot takes %s)",
-			 util_fmt_size(want, h1, sizeof(h1)), j->ncopies > 1 ? " and on member 1" : "",
-			 FMT_LOG_PIECES, util_fmt_size(need, h2, sizeof(h2)));
-	}
-	return need <= cap ? 0 : -ENOSPC;
-}
-
-/* A log in areas needs format version 4: the superblocks say so before a header does. */
-static int allow_areas(struct journal *j)
-{
-	char err[512];
-	unsigned from = j->members[0].sb.version;
-	int ret;
-
-	if (from >= FMT_VERSION_GROW)
-		return 0;
-	ret = members_set_version(j->members, j->nmembers, FMT_VERSION_GROW, err, sizeof(err));
-	if (ret) {
-		log_err("%s", err);
-		return ret;
-	}
-	log_info("on-disk format upgraded from version %u to %d (a metadata log that grows into the data region); a dmafs that reads only version %u refuses it now",
-		 from, FMT_VERSION_GROW, from);
-	return 0;
 }
 
 /*
@@ -668,7 +393,7 @@ static int compact_locked(struct journal *j)
 	struct alloc_deferred *freed = NULL;
 	size_t nfreed = 0;
 	struct fmt_loghdr h;
-	struct geom old, g;
+	struct jr_geom old, g;
 	uint8_t *io;
 	int ret, half;
 	uint64_t snap_len;
@@ -680,7 +405,7 @@ static int compact_locked(struct journal *j)
 	pthread_mutex_lock(&j->meta->lock);
 	ret = meta_snapshot(j->meta, &snap);
 	if (!ret)
-		ret = plan_geometry(j, DMAFS_BLOCK + ALIGN_UP(snap.len, DMAFS_BLOCK) + DMAFS_BLOCK, &g);
+		ret = jr_plan_geometry(j, DMAFS_BLOCK + ALIGN_UP(snap.len, DMAFS_BLOCK) + DMAFS_BLOCK, &g);
 	if (ret) {
 		pthread_mutex_unlock(&j->meta->lock);
 		pthread_rwlock_unlock(&j->inplace);
@@ -704,7 +429,7 @@ static int compact_locked(struct journal *j)
 	h.snap_xxh3 = fmt_hash(snap.p, snap.len);
 	h.ext_len = g.len;
 	memcpy(h.area, g.area, sizeof(h.area));
-	geom_now(j, &old);
+	jr_geom_now(j, &old);
 	j->snap_len = snap.len;
 	j->snap_inodes = j->meta->inodes.n;
 	j->active = half;
@@ -719,10 +444,10 @@ static int compact_locked(struct journal *j)
 
 	ret = sync_data(j);
 	if (!ret && g.len)
-		ret = allow_areas(j);
+		ret = jr_allow_areas(j);
 	/* the snapshot, then a block of zeros so a stale batch there can never follow it */
 	if (!ret)
-		ret = write_snapshot(j, half, snap.p, snap.len);
+		ret = jr_write_snapshot(j, half, snap.p, snap.len);
 	if (!ret) {
 		io = util_aligned_alloc(DMAFS_BLOCK);
 		if (!io)
@@ -730,7 +455,7 @@ static int compact_locked(struct journal *j)
 	}
 	if (!ret) {
 		fmt_loghdr_encode(&h, io);
-		ret = write_hdr(j, half, io);
+		ret = jr_write_hdr(j, half, io);
 		free(io);
 	}
 	snap_len = snap.len;
@@ -747,7 +472,7 @@ static int compact_locked(struct journal *j)
 
 		/* the new header is durable in every copy: nothing reads the old place now */
 		if (j->meta->alloc)
-			put_areas(j, &old);
+			jr_put_areas(j, &old);
 		if (g.len)
 			log_info("metadata log moved to two areas of %s in %u and %u pieces on member 0 (snapshot %s)",
 				 util_fmt_size(g.len, h1, sizeof(h1)), g.area[0][0].n, g.area[1][0].n,
@@ -836,7 +561,7 @@ int journal_commit(struct journal *j)
 
 	ret = sync_data(j);
 	if (!ret)
-		ret = write_loc(j, j->active, io, size, pos);
+		ret = jr_write_loc(j, j->active, io, size, pos);
 	free(io);
 	if (ret) {
 		fail(j, "write", ret);
