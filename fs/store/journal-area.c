@@ -99,6 +99,21 @@ uint8_t *jr_read_loc(struct member *m, const struct fmt_area *loc, uint64_t pos,
 	return b;
 }
 
+/* Do @ops[0..@n) cover @len bytes for each copy? A write past a location's end would
+ * otherwise lose its tail without a word (callers check the room first: a bug). */
+static int covered(const struct journal *j, const struct uring_op *ops, size_t n, uint64_t len)
+{
+	uint64_t sum = 0;
+
+	for (size_t i = 0; i < n; i++)
+		sum += ops[i].len;
+	if (sum == len * j->ncopies)
+		return 0;
+	log_err("internal error: a metadata log write of %llu bytes runs past its location",
+		(unsigned long long)len);
+	return -EIO;
+}
+
 /* Run @ops (@n) and fdatasync every copy. */
 static int write_ops(struct journal *j, struct uring_op *ops, size_t n)
 {
@@ -119,12 +134,14 @@ int jr_write_loc(struct journal *j, int half, const void *b, size_t len, uint64_
 	struct uring_op ops[2 * (FMT_LOG_PIECES + 1)];
 	struct fmt_area loc;
 	size_t n = 0;
+	int ret;
 
 	for (unsigned i = 0; i < j->ncopies; i++) {
 		jr_loc_of(j, j->ext_len, j->area, half, i, &loc);
 		n += loc_ops(&loc, pos, (void *)b, len, j->copy[i]->fd, 1, i, ops + n);
 	}
-	return write_ops(j, ops, n);
+	ret = covered(j, ops, n, len);
+	return ret ? ret : write_ops(j, ops, n);
 }
 
 /* Bytes of the snapshot written at a time: the copy of a snapshot of millions of
@@ -158,7 +175,9 @@ int jr_write_snapshot(struct journal *j, int half, const uint8_t *p, size_t len)
 			jr_loc_of(j, j->ext_len, j->area, half, i, &loc);
 			n += loc_ops(&loc, DMAFS_BLOCK + done, io, k, j->copy[i]->fd, 1, i, ops + n);
 		}
-		ret = uring_rw(ops, n);
+		ret = covered(j, ops, n, k);
+		if (!ret)
+			ret = uring_rw(ops, n);
 		done += k;
 	}
 	free(io);
@@ -182,7 +201,6 @@ int jr_write_hdr(struct journal *j, int half, const void *b)
 					    .len = DMAFS_BLOCK, .off = jr_half_off(j, half), .tag = i };
 	return write_ops(j, ops, j->ncopies);
 }
-
 
 /* Log areas are multiples of this: few sizes, few moves. */
 #define AREA_ROUND (1ull << 20)
