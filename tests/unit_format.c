@@ -51,7 +51,7 @@ static void test_sb(void)
 	sb.version = 1; /* v1 had no data checksums */
 	fmt_sb_encode(&sb, b);
 	T_EQ(fmt_sb_decode(b, &out), -EPROTONOSUPPORT);
-	sb.version = FMT_VERSION + 1;
+	sb.version = FMT_VERSION_MAX + 1;
 	fmt_sb_encode(&sb, b);
 	T_EQ(fmt_sb_decode(b, &out), -EPROTONOSUPPORT);
 	sb.version = 2; /* version 2 is read (a read-write mount upgrades it) */
@@ -105,9 +105,12 @@ static void test_headers(void)
 	fmt_loghdr_encode(&h, b);
 	T_EQ(fmt_loghdr_decode(b, &ho), 0);
 	T_EQ(ho.version, 2);
-	h.version = FMT_VERSION + 1;
+	h.version = FMT_VERSION_MAX + 1;
 	fmt_loghdr_encode(&h, b);
 	T_EQ(fmt_loghdr_decode(b, &ho), -EBADMSG);
+	h.version = FMT_VERSION_MIRROR; /* a mirror's log */
+	fmt_loghdr_encode(&h, b);
+	T_EQ(fmt_loghdr_decode(b, &ho), 0);
 	h.version = 0;
 	fmt_loghdr_encode(&h, b);
 	b[40] ^= 1;
@@ -378,9 +381,88 @@ static void test_labels(void)
 	T_EQ(fmt_label_check(l65, why, sizeof(why)), 0);
 }
 
+/* Version 5: the mirror profile's superblock fields and the copies' places. */
+static void test_mirror(void)
+{
+	uint8_t b[FMT_SB_SIZE];
+	struct fmt_sb sb, out;
+	uint64_t doff[3], half;
+
+	memset(&sb, 0, sizeof(sb));
+	sb.version = FMT_VERSION_MIRROR;
+	sb.member_index = 1;
+	sb.member_count = 3;
+	sb.stripe_unit = 1 << 20;
+	T_EQ(fmt_sb_geometry(&sb, 1ull << 30, 8 << 20), 0);
+	half = ALIGN_DOWN((sb.data_end - sb.data_offset) / 2, DMAFS_BLOCK);
+	sb.flags = FMT_SB_MIRROR;
+	sb.mirror_half = half;
+	fmt_sb_encode(&sb, b);
+	T_EQ(fmt_sb_decode(b, &out), 0);
+	T_CHECK(fmt_is_mirror(&out), "mirror flag");
+	T_EQ(out.mirror_half, half);
+	T_EQ(fmt_alloc_end(&out), out.data_offset + half);
+	/* each refused: a half that does not fit twice, or is not whole blocks, or none; the
+	 * flag on an older version; one member; a flag this version does not know */
+	out = sb;
+	out.mirror_half = half + DMAFS_BLOCK;
+	fmt_sb_encode(&out, b);
+	T_EQ(fmt_sb_decode(b, &out), -EUCLEAN);
+	out = sb;
+	out.mirror_half = half - 512;
+	fmt_sb_encode(&out, b);
+	T_EQ(fmt_sb_decode(b, &out), -EUCLEAN);
+	out = sb;
+	out.mirror_half = 0;
+	fmt_sb_encode(&out, b);
+	T_EQ(fmt_sb_decode(b, &out), -EUCLEAN);
+	out = sb;
+	out.version = FMT_VERSION_GROW;
+	fmt_sb_encode(&out, b);
+	T_EQ(fmt_sb_decode(b, &out), -EUCLEAN);
+	out = sb;
+	out.member_count = 1;
+	out.member_index = 0;
+	T_EQ(fmt_sb_geometry(&out, 1ull << 30, 8 << 20), 0);
+	fmt_sb_encode(&out, b);
+	T_EQ(fmt_sb_decode(b, &out), -EUCLEAN);
+	out = sb;
+	out.flags = 2;
+	fmt_sb_encode(&out, b);
+	T_EQ(fmt_sb_decode(b, &out), -EUCLEAN);
+	/* a single-profile version 5 superblock is read too */
+	out = sb;
+	out.flags = 0;
+	fmt_sb_encode(&out, b);
+	T_EQ(fmt_sb_decode(b, &out), 0);
+	T_EQ(fmt_alloc_end(&out), out.data_end);
+
+	/* the second copy of member m's block is on member m + 1 (mod n), as far into its
+	 * second half as the first copy is into m's first half; the other copy of either is
+	 * the other */
+	doff[0] = doff[1] = FMT_LOG_OFFSET + (16 << 20);
+	doff[2] = FMT_LOG_OFFSET;
+	for (unsigned m = 0; m < 3; m++)
+		for (uint64_t at = 0; at < half; at += half / 7 & ~4095ull) {
+			unsigned m2, m3;
+			uint64_t o2, o3;
+
+			fmt_mirror_of(doff, 3, half, m, doff[m] + at, &m2, &o2);
+			T_EQ(m2, (m + 1) % 3);
+			T_EQ(o2, doff[m2] + half + at);
+			fmt_mirror_other(doff, 3, half, m2, o2, &m3, &o3);
+			T_EQ(m3, m);
+			T_EQ(o3, doff[m] + at);
+			fmt_mirror_other(doff, 3, half, m, doff[m] + at, &m3, &o3);
+			T_EQ(m3, m2);
+			T_EQ(o3, o2);
+		}
+}
+
 int main(void)
 {
 	test_sb();
+	test_mirror();
 	test_headers();
 	test_records();
 	test_hash_values();

@@ -109,8 +109,8 @@ static int list_unusable(const struct scan_result *r, int shown, int all)
 		if (!d->err)
 			continue;
 		if (d->err == -EPROTONOSUPPORT)
-			snprintf(why, sizeof(why), "dmafs on-disk format version %u; this dmafs reads version %d",
-				 d->version, FMT_VERSION);
+			snprintf(why, sizeof(why), "dmafs on-disk format version %u; this dmafs reads versions up to %d",
+				 d->version, FMT_VERSION_MAX);
 		else
 			snprintf(why, sizeof(why), "%s in both copies",
 				 d->err == -EBADMSG ? "superblock checksum mismatch" : "superblock fields inconsistent");

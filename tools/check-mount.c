@@ -225,12 +225,12 @@ static void warm_tier(const struct dmafs_ioc_info *i)
  */
 static void fs_space(const char *arg, char **paths, int npaths)
 {
-	struct { unsigned long long size, data, free; char uuid[40]; } m[FMT_MAX_MEMBERS];
+	struct { unsigned long long size, data, free, bad, healed; char uuid[40], state[16]; } m[FMT_MAX_MEMBERS];
 	char v[8192], uuid[40] = "", *label = NULL, *line, *save = NULL, s1[32], s2[32], s3[32];
 	unsigned long long tdata = 0, tfree = 0, lsize = 0, lsnap = 0, linodes = 0;
 	ssize_t len = getxattr(arg, "user.dmafs.members", v, sizeof(v) - 1);
 	unsigned n = 0, k;
-	char lplace[16] = "";
+	char lplace[16] = "", profile[16] = "";
 
 	if (len <= 0)
 		return;
@@ -240,16 +240,30 @@ static void fs_space(const char *arg, char **paths, int npaths)
 			snprintf(uuid, sizeof(uuid), "%s", line + 5);
 		else if (!strncmp(line, "label=", 6))
 			label = line + 6;
+		else if (!strncmp(line, "profile=", 8))
+			snprintf(profile, sizeof(profile), "%s", line + 8);
 		else if (n < FMT_MAX_MEMBERS &&
 			 sscanf(line, "member=%u uuid=%39s size=%llu data=%llu free=%llu", &k, m[n].uuid,
-				&m[n].size, &m[n].data, &m[n].free) == 5 && k == n)
+				&m[n].size, &m[n].data, &m[n].free) == 5 && k == n) {
+			const char *st = strstr(line, " state=");
+
+			/* a daemon from before the data profiles says no state */
+			if (!st || sscanf(st, " state=%15s bad=%llu healed=%llu", m[n].state, &m[n].bad,
+					  &m[n].healed) != 3) {
+				snprintf(m[n].state, sizeof(m[n].state), "ok");
+				m[n].bad = m[n].healed = 0;
+			}
 			n++;
+		}
 		else if (sscanf(line, "log=%15s size=%llu snapshot=%llu inodes=%llu", lplace, &lsize,
 				&lsnap, &linodes) != 4)
 			continue;
 	}
 	kv("uuid", "filesystem UUID", 0, "%s", uuid);
 	kv("label", "label", 0, "%s", label && (*label || json) ? label : "(none)");
+	if (profile[0])
+		kv("data_profile", "data profile", 0, "%s", strcmp(profile, "mirror") ? profile
+			: json ? profile : "mirror (two copies of every block, the second on the next member)");
 	open_("space", "space (each member's data region: size, used, free):", 1);
 	for (k = 0; k < n; k++) {
 		const char *path = (int)k < npaths ? paths[k] : "?";
@@ -265,13 +279,24 @@ static void fs_space(const char *arg, char **paths, int npaths)
 			kv("size", NULL, 1, "%llu", m[k].data);
 			kv("used", NULL, 1, "%llu", m[k].data - m[k].free);
 			kv("free", NULL, 1, "%llu", m[k].free);
+			kv("state", NULL, 0, "%s", m[k].state);
+			kv("bad_blocks", NULL, 1, "%llu", m[k].bad);
+			kv("healed_blocks", NULL, 1, "%llu", m[k].healed);
 			close_(0);
 		} else {
 			indent();
-			printf("%u: %s  size %s  used %s  free %s  (member UUID %s)\n", k, path,
+			printf("%u: %s  size %s  used %s  free %s  (member UUID %s)", k, path,
 			       util_fmt_size(m[k].data, s1, sizeof(s1)),
 			       util_fmt_size(m[k].data - m[k].free, s2, sizeof(s2)),
 			       util_fmt_size(m[k].free, s3, sizeof(s3)), m[k].uuid);
+			if (strcmp(m[k].state, "ok"))
+				printf("  %s: %s", m[k].state, !strcmp(m[k].state, "missing")
+				       ? "its files are read from their other copies"
+				       : "it serves no reads; replace it (dmafs-replace(8))");
+			if (m[k].bad)
+				printf("  %llu bad block%s read from the other copy, %llu rewritten", m[k].bad,
+				       m[k].bad == 1 ? "" : "s", m[k].healed);
+			printf("\n");
 		}
 	}
 	if (!json && n > 1) {

@@ -27,18 +27,16 @@
 #include "io/member.h"
 #include "store/meta.h"
 #include "tool.h"
+#include "fsck.h"
 #include "io/uring.h"
 
-/* How much to repair: nothing (-n), what loses nothing (fsck -p), everything (--repair). */
-enum { REPAIR_NONE, REPAIR_SAFE, REPAIR_ALL };
-/* What a problem's repair costs: none exists, it may lose data, it loses nothing. */
-enum { FIX_NONE, FIX_ANY, FIX_SAFE };
-
-static int repair, quiet, tty;
+int repair, quiet, tty;
 static unsigned errors, fixed;
+struct member *ms;
+struct meta meta;
 
 /* Is a problem of @level repaired in this run? */
-static int fixes(int level)
+int fixes(int level)
 {
 	return level != FIX_NONE && (repair == REPAIR_ALL || (repair == REPAIR_SAFE && level == FIX_SAFE));
 }
@@ -56,8 +54,7 @@ static struct held *held;
 static size_t nheld, cheld;
 
 /* One problem: "FIXED: msg done" when this run repairs it, "ERROR: msg" when not. */
-static void problem(int level, const char *done, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void problem(int level, const char *done, const char *fmt, ...)
+void problem(int level, const char *done, const char *fmt, ...)
 {
 	char msg[8192];
 	va_list ap;
@@ -98,13 +95,12 @@ struct parent {
 	unsigned subdirs;
 };
 
-static struct meta meta;
 static struct parent *parents;
 static uint64_t maxino;
 
 static struct parent *par(uint64_t ino) { return ino <= maxino ? &parents[ino] : NULL; }
 
-static const char *path_of(uint64_t ino, char *buf, size_t len)
+const char *path_of(uint64_t ino, char *buf, size_t len)
 {
 	char tmp[4096];
 	int depth = 0;
@@ -298,132 +294,6 @@ static void fix_orphans(void)
 	}
 }
 
-/* ---- scrub ---- */
-
-static struct member *ms;
-static uint64_t scrub_total, scrub_done;
-static unsigned scrub_bad;
-
-static uint64_t scrub_t0, scrub_drawn; /* monotonic ns: start, last redraw */
-
-/* The bar, on a terminal only, redrawn at most five times a second. */
-static void progress(void)
-{
-	uint64_t now;
-
-	if (!tty || !scrub_total)
-		return;
-	now = dm_mono_ns();
-	if (now - scrub_drawn < 200000000u && scrub_done < scrub_total)
-		return;
-	scrub_drawn = now;
-	tool_progress("scrub", scrub_done, scrub_total, (now - scrub_t0) / 1e9, 0);
-}
-
-/* Report a run of @len damaged bytes found at file offset @foff. */
-static void scrub_damaged(uint64_t ino, uint64_t foff, uint64_t len, uint32_t member, uint64_t moff)
-{
-	char pb[4096];
-
-	scrub_bad++;
-	problem(FIX_NONE, "", "%s: damaged data (checksum mismatch) at file offset %llu (+%llu bytes) on member %u (%s) offset %llu; reads there fail with EIO: restore the file from its source",
-		path_of(ino, pb, sizeof(pb)), (unsigned long long)foff, (unsigned long long)len,
-		member, ms[member].path, (unsigned long long)moff);
-}
-
-#define SCRUB_CHUNK (4u << 20)
-
-/* Report blocks past the end of file that are not zeros, found at file offset @foff. */
-static void scrub_not_zero(uint64_t ino, uint64_t size, uint64_t foff, uint64_t len,
-			   uint32_t member, uint64_t moff)
-{
-	char pb[4096];
-
-	scrub_bad++;
-	problem(FIX_NONE, "", "%s: blocks past the end of file (size %llu) at file offset %llu (+%llu bytes) on member %u (%s) offset %llu are not zeros; extending the file would expose them",
-		path_of(ino, pb, sizeof(pb)), (unsigned long long)size, (unsigned long long)foff,
-		(unsigned long long)len, member, ms[member].path, (unsigned long long)moff);
-}
-
-static int all_zero(const char *p, size_t len)
-{
-	return len == 0 || (p[0] == 0 && !memcmp(p, p + 1, len - 1));
-}
-
-/*
- * Read every block of the file's extents and check it against its checksum; whole blocks
- * past the end of file (reserved by fallocate with KEEP_SIZE) must also hold zeros.
- */
-static int scrub_inode(struct inode *i, void *arg)
-{
-	char *buf = arg, *cbuf = buf + SCRUB_CHUNK, pb[4096];
-	uint64_t keep = ALIGN_UP(i->a.size, DMAFS_BLOCK);
-
-	for (size_t k = 0; k < i->next; k++) {
-		const struct extent *e = &i->ext[k];
-		const struct fmt_sb *sb = &ms[e->member].sb;
-
-		for (uint64_t o = 0; o < e->len; o += SCRUB_CHUNK) {
-			uint32_t len = (uint32_t)MIN(SCRUB_CHUNK, e->len - o);
-			uint64_t moff = e->moff + o, p0 = fmt_csum_pos(sb, moff);
-			uint64_t ca = ALIGN_DOWN(p0, DMAFS_BLOCK);
-			uint64_t cb = ALIGN_UP(fmt_csum_pos(sb, moff + len), DMAFS_BLOCK);
-			struct uring_op op[2] = {
-				{ .fd = ms[e->member].fd, .buf = buf, .len = len, .off = moff, .tag = e->member },
-				{ .fd = ms[e->member].fd, .buf = cbuf, .len = cb - ca, .off = ca, .tag = e->member },
-			};
-			uint64_t bad_from = 0, bad_len = 0, nz_from = 0, nz_len = 0;
-
-			if (uring_rw(op, 2)) {
-				const struct uring_op *f = op[0].res ? &op[0] : &op[1];
-
-				scrub_bad++;
-				problem(FIX_NONE, "", "%s: unreadable %s at file offset %llu (+%u bytes) on member %u (%s) offset %llu: %s",
-					path_of(i->ino, pb, sizeof(pb)), f == op ? "data" : "checksums",
-					(unsigned long long)(e->off + o), len, e->member, ms[e->member].path,
-					(unsigned long long)f->off, strerror(-f->res));
-				goto next;
-			}
-			for (uint32_t b = 0; b <= len; b += DMAFS_BLOCK) {
-				int bad = b < len &&
-					  fmt_csum(buf + b, e->member, moff + b) !=
-						  get_u64((uint8_t *)cbuf + (p0 - ca) + b / DMAFS_BLOCK * 8);
-
-				if (bad) {
-					if (!bad_len)
-						bad_from = b;
-					bad_len += DMAFS_BLOCK;
-				} else if (bad_len) {
-					scrub_damaged(i->ino, e->off + o + bad_from, bad_len, e->member,
-						      moff + bad_from);
-					bad_len = 0;
-				}
-				if (b < len && !bad && e->off + o + b >= keep &&
-				    !all_zero(buf + b, DMAFS_BLOCK)) {
-					if (!nz_len)
-						nz_from = b;
-					nz_len += DMAFS_BLOCK;
-				} else if (nz_len) {
-					scrub_not_zero(i->ino, i->a.size, e->off + o + nz_from, nz_len,
-						       e->member, moff + nz_from);
-					nz_len = 0;
-				}
-			}
-next:
-			scrub_done += len;
-			progress();
-		}
-	}
-	return 0;
-}
-
-static int count_bytes(struct inode *i, void *arg)
-{
-	for (size_t k = 0; k < i->next; k++)
-		scrub_total += i->ext[k].len;
-	return 0;
-}
-
 /* ---- superblocks ---- */
 
 /* Members whose superblocks are to be rewritten from the good copy (REPAIR_SAFE: at the end). */
@@ -540,7 +410,7 @@ static void check_space(const struct journal *j, int n)
 
 	for (int i = 0; i < n; i++) {
 		start[i] = ms[i].sb.data_offset;
-		end[i] = ms[i].sb.data_end;
+		end[i] = fmt_alloc_end(&ms[i].sb); /* a mirror's second copies lie past it */
 		cap += end[i] - start[i];
 	}
 	alloc_init(&alloc, n, start, end);
@@ -550,25 +420,6 @@ static void check_space(const struct journal *j, int n)
 	if (!quiet)
 		printf("dmafs-fsck: %zu inodes, %.1f of %.1f MiB used (free space is rebuilt from the extents at every mount, so none can leak)\n",
 		       meta.inodes.n, used / 1048576.0, cap / 1048576.0);
-}
-
-/* --scrub: read every data block and check it. 0, or -ENOMEM. */
-static int scrub_all(void)
-{
-	char *buf = util_aligned_alloc(SCRUB_CHUNK + 4 * DMAFS_BLOCK);
-
-	if (!buf)
-		return -ENOMEM;
-	meta_for_each(&meta, count_bytes, NULL);
-	if (!quiet)
-		printf("dmafs-fsck: scrub: reading and verifying %.2f GiB of file data\n",
-		       scrub_total / 1073741824.0);
-	scrub_t0 = dm_mono_ns();
-	meta_for_each(&meta, scrub_inode, buf);
-	if (tty && scrub_total)
-		tool_progress("scrub", scrub_done, scrub_total, (dm_mono_ns() - scrub_t0) / 1e9, 1);
-	free(buf);
-	return 0;
 }
 
 /* Check the @n members open in `ms`; the exit status. */

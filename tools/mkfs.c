@@ -21,12 +21,15 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: mkfs.dmafs [-s STRIPE_UNIT] [-L LABEL] [--size BYTES] [--log-size BYTES]\n"
+		"                  [--data single|mirror]\n"
 		"                  [-f] [-q] MEMBER...\n"
 		"Format 1 to %d members (block devices or image files) as one dmafs filesystem.\n"
 		"  -s, --stripe-unit SIZE  bytes per stripe unit, power of two, 64K..64M (default 1M)\n"
 		"  -L, --label LABEL       filesystem label (up to 64 bytes; no control characters,\n"
 		"                          none of / \\ \" , and no space at either end)\n"
 		"      --size BYTES        create image files, or extend shorter ones, to BYTES\n"
+		"      --data single|mirror  one copy of file data (default), or two on different\n"
+		"                          members: survives a lost member, half the capacity\n"
 		"      --log-size BYTES    each half of the metadata log, where metadata lives until\n"
 		"                          it grows into the data region (about 170 bytes a file;\n"
 		"                          default: 1/64 of member 0, 4M to 1G)\n"
@@ -122,6 +125,7 @@ struct mkfs_opt {
 	uint64_t su, size, log_half; /* log_half 0: fmt_log_half_for() */
 	const char *label;
 	int force, quiet;
+	int mirror; /* --data mirror */
 };
 
 /* Open member @i (@path), checking its size and that it holds no other filesystem. */
@@ -195,6 +199,23 @@ static int lay_out(const struct mkfs_opt *o, struct member *ms, int n, uint8_t f
 		if (fmt_sb_geometry(sb, ms[i].size, *half)) {
 			tool_err("member %d (%s): too small for its metadata regions", i, ms[i].path);
 			return -1;
+		}
+	}
+	if (o->mirror) {
+		/* the smallest data region bounds both halves on every member (fmt_mirror_of) */
+		uint64_t least = UINT64_MAX, h;
+
+		if (n < 2) {
+			tool_err("--data mirror keeps the second copy of each member's data on the next member: give at least 2 members");
+			return -1;
+		}
+		for (int i = 0; i < n; i++)
+			least = MIN(least, ms[i].sb.data_end - ms[i].sb.data_offset);
+		h = ALIGN_DOWN(least / 2, DMAFS_BLOCK);
+		for (int i = 0; i < n; i++) {
+			ms[i].sb.version = FMT_VERSION_MIRROR;
+			ms[i].sb.flags |= FMT_SB_MIRROR;
+			ms[i].sb.mirror_half = h;
 		}
 	}
 	for (int i = 0; i < n; i++)
@@ -273,8 +294,10 @@ static void print_summary(const struct mkfs_opt *o, const struct member *ms, int
 	/* as statfs estimates before the first snapshot: see --log-size */
 	printf("  room for about %llu files of one extent in the log halves, more as the log grows into the data region\n",
 	       (unsigned long long)((half - half / 16) / FMT_LOG_BYTES_PER_FILE));
+	if (o->mirror)
+		printf("  data profile mirror: two copies of every block, the second on the next member\n");
 	for (int i = 0; i < n; i++) {
-		uint64_t d = ms[i].sb.data_end - ms[i].sb.data_offset;
+		uint64_t d = o->mirror ? ms[i].sb.mirror_half : ms[i].sb.data_end - ms[i].sb.data_offset;
 
 		cap += d;
 		printf("  member %d: %s  size %s", i, ms[i].path,
@@ -354,6 +377,7 @@ int main(int argc, char *argv[])
 		{ "label", required_argument, NULL, 'L' },
 		{ "size", required_argument, NULL, 'S' },
 		{ "log-size", required_argument, NULL, 'G' },
+		{ "data", required_argument, NULL, 'D' },
 		{ "force", no_argument, NULL, 'f' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -394,10 +418,17 @@ int main(int argc, char *argv[])
 			}
 			o.log_half = ALIGN_DOWN(o.log_half, 1u << 20);
 			break;
+		case 'D':
+			if (strcmp(optarg, "single") && strcmp(optarg, "mirror")) {
+				tool_err("--data '%s': want single or mirror", optarg);
+				return MKFS_EXIT_ERR;
+			}
+			o.mirror = !strcmp(optarg, "mirror");
+			break;
 		case 'f': o.force = 1; break;
 		case 'q': o.quiet = 1; break;
 		case 'h': usage(stdout); return MKFS_EXIT_OK;
-		case 'V': printf("mkfs.dmafs %s (on-disk format %d)\n", PACKAGE_VERSION, FMT_VERSION); return MKFS_EXIT_OK;
+		case 'V': printf("mkfs.dmafs %s (on-disk format %d)\n", PACKAGE_VERSION, FMT_VERSION_MAX); return MKFS_EXIT_OK;
 		default: usage(stderr); return MKFS_EXIT_ERR;
 		}
 	}

@@ -75,7 +75,10 @@ static int mount_members(struct daemon *d)
 	char err[1024];
 	int ret;
 
-	d->nms = members_open(o->members, o->ro ? MEMBER_RDONLY : 0, &d->ms, err, sizeof(err));
+	if (o->degraded)
+		d->o.ro = 1; /* whatever else was said: see mirror.c */
+	d->nms = members_open(o->members, (o->ro ? MEMBER_RDONLY : 0) | (o->degraded ? MEMBER_DEGRADED : 0),
+			      &d->ms, err, sizeof(err));
 	if (d->nms < 0) {
 		fprintf(stderr, "dmafs: %s\n", err);
 		return -1;
@@ -279,7 +282,7 @@ int main(int argc, char *argv[])
 	d->notify_fd = -1;
 	if (d->o.help || d->o.version || !d->o.members || !d->o.mountpoint) {
 		if (d->o.version)
-			printf("dmafs %s (on-disk format %d)\n", PACKAGE_VERSION, FMT_VERSION);
+			printf("dmafs %s (on-disk format %d)\n", PACKAGE_VERSION, FMT_VERSION_MAX);
 		else
 			options_usage(d->o.help ? stdout : stderr);
 		return d->o.help || d->o.version ? 0 : 1;

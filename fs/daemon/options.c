@@ -18,7 +18,7 @@
 #define THREADS_AUTO UINT_MAX
 
 enum {
-	KEY_DISCARD, KEY_RO, KEY_RW, KEY_HELP, KEY_VERSION, KEY_FG, KEY_DEBUG,
+	KEY_DISCARD, KEY_RO, KEY_RW, KEY_DEGRADED, KEY_HELP, KEY_VERSION, KEY_FG, KEY_DEBUG,
 	KEY_NOATIME, KEY_ATIME, KEY_RELATIME, KEY_STRICTATIME, KEY_NOSTRICTATIME,
 	KEY_NODIRATIME, KEY_DIRATIME, KEY_SYNC, KEY_ASYNC, KEY_DIRSYNC, KEY_USER_MOUNT
 };
@@ -53,6 +53,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("verbose", verbose),
 	FUSE_OPT_KEY("ro", KEY_RO),
 	FUSE_OPT_KEY("rw", KEY_RW),
+	FUSE_OPT_KEY("degraded", KEY_DEGRADED),
 	FUSE_OPT_KEY("-f", KEY_FG),
 	FUSE_OPT_KEY("-d", KEY_DEBUG),
 	FUSE_OPT_KEY("debug", KEY_DEBUG),
@@ -138,6 +139,9 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *out)
 	case KEY_RW:
 		o->ro = 0;
 		return 0;
+	case KEY_DEGRADED: /* always read-only (mirror.c): the kernel mount too */
+		o->degraded = 1;
+		return fuse_opt_add_arg(out, "-oro") ? -1 : 0;
 	case KEY_FG:
 		o->foreground = 1;
 		return 0;
@@ -199,6 +203,7 @@ void options_usage(FILE *f)
 		"\n"
 		"Most used:\n"
 		"  -o ro               read-only\n"
+		"  -o degraded         mount a mirror with a member missing (read-only)\n"
 		"  -o allow_other      let other users access the mount\n"
 		"  -o tier=SIZE|N%%     keep up to SIZE bytes (or N%% of the RAM) of placed files\n"
 		"                      in the daemon's memory: placing them again copies from\n"

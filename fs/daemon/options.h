@@ -25,6 +25,7 @@ struct options {
 	int writeback, wronly_cache, verbose, no_handles, sync_dio;
 	char *p2p, *gpu_setup;
 	int ro, foreground, debug, help, version;
+	int degraded; /* -o degraded: a mirror's missing member allowed (read-only) */
 	int user_mount; /* user, users, owner or group: a mount for users, nosuid,nodev */
 	double attr_timeout, entry_timeout;
 };

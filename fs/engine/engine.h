@@ -86,6 +86,20 @@ struct fs {
 	struct tier *tier;     /* the warm tier (tier.h), NULL when off; set before serving */
 	/* how each member zeroes a range (falloc.c), learnt at the first try */
 	_Atomic int zero_how[FMT_MAX_MEMBERS];
+	/*
+	 * The mirror data profile (mirror.c): every data block has a second copy on the next
+	 * member (fmt_mirror_of). mstate says which members serve reads; one that failed
+	 * or is missing serves none, and the filesystem then takes no changes (ro).
+	 */
+	int mirror;
+	uint64_t mirror_half;
+	uint64_t doff[FMT_MAX_MEMBERS]; /* each member's data_offset */
+	_Atomic int mstate[FMT_MAX_MEMBERS];
+	struct fs_mstat {
+		_Atomic uint64_t bad;	 /* reads of this member's copies that failed */
+		_Atomic uint64_t healed; /* ...whose copy was rewritten from the other */
+		_Atomic int said;	 /* the first was logged */
+	} mst[FMT_MAX_MEMBERS];
 	int finished;	     /* fs_finish has run; its result: */
 	int finish_ret;
 	char finish_err[256];
@@ -300,6 +314,44 @@ uint32_t fs_killpriv_bits(const struct fs_ctx *c, uint32_t mode, uint32_t gid, i
 int fs_killpriv(struct fs *fs, const struct fs_ctx *c, uint64_t ino);
 /* Would a write by @c take something from @ino now (a bit fs_killpriv_bits() names)? */
 int fs_killpriv_due(struct fs *fs, const struct fs_ctx *c, uint64_t ino);
+
+/* mirror.c: the mirror data profile */
+enum { FS_MEMBER_OK, FS_MEMBER_FAILED, FS_MEMBER_MISSING };
+/* Set the profile and the members' states up from their superblocks (fs_mount). */
+void fs_mirror_setup(struct fs *fs);
+static inline int fs_member_ok(struct fs *fs, unsigned m)
+{
+	return atomic_load(&fs->mstate[m]) == FS_MEMBER_OK;
+}
+/* Where the second copy of the block at member offset @moff of member @m lies. */
+void fs_second_copy(const struct fs *fs, unsigned m, uint64_t moff, unsigned *m2, uint64_t *moff2);
+/* A read @op of a copy whose member serves no reads is turned to the other copy. */
+void fs_pick_copy(struct fs *fs, struct uring_op *op);
+/*
+ * Member @m failed (@what: "write", "rewrite"; @err): from now on it serves no reads and
+ * the filesystem takes no changes. Logged once.
+ */
+void fs_member_failed(struct fs *fs, unsigned m, const char *what, int err);
+/*
+ * Write file data: the member writes @ops (each with its file offset in @foffs), and with
+ * the mirror profile their second copies too, then the checksums of all. A failed write
+ * is logged, and with the mirror profile fails its member. Returns 0 or -EIO/-EROFS/-ENOMEM.
+ */
+int fs_data_write(struct fs *fs, const struct inode *ino, struct uring_op *ops, size_t n,
+		  const uint64_t *foffs);
+/*
+ * The data read @op (file offset @foff of @ino) failed (@io_err: the read; else its
+ * checksum): with the mirror profile, read the other copy into a buffer of the daemon's,
+ * check it, rewrite the bad copy from it (self-heal, on a read-write mount) and copy it
+ * to op->buf with @copy (memcpy when NULL; 0 or -errno). Sets op->recovered. Returns 0,
+ * or -EIO when there is no good copy (logged). Caller holds ino->iolock.
+ */
+int fs_mirror_recover(struct fs *fs, const struct inode *ino, struct uring_op *op, uint64_t foff,
+		      int io_err, int (*copy)(void *dst, const void *src, size_t n));
+/* fs_verify_read, and on a mismatch fs_mirror_recover (@copy as there). */
+int fs_verify_or_recover(struct fs *fs, const struct inode *ino, struct uring_op *op,
+			 const void *csums, uint64_t foff,
+			 int (*copy)(void *dst, const void *src, size_t n));
 
 /* read.c: reading file data */
 /*

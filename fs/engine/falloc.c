@@ -236,11 +236,24 @@ fail:
 	return -EIO;
 }
 
+/* Piece @k of @p as copy @copy of it lies (the second copy of a mirror: fs_second_copy). */
+static struct newext piece_copy(struct fs *fs, const struct pieces *p, size_t k, int copy)
+{
+	struct newext e = p->ne[k];
+	unsigned m2;
+
+	if (copy) {
+		fs_second_copy(fs, e.member, e.moff, &m2, &e.moff);
+		e.member = m2;
+	}
+	return e;
+}
+
 /*
- * Zero the new pieces on their members and store the checksums of zero blocks for them.
- * Pieces that follow each other on a member are zeroed as one range.
+ * Zero copy @copy of the new pieces on their members and store the checksums of zero
+ * blocks for them. Pieces that follow each other on a member are zeroed as one range.
  */
-static int zero_pieces(struct fs *fs, const struct pieces *p)
+static int zero_copy(struct fs *fs, const struct pieces *p, int copy)
 {
 	struct { uint64_t off, end; } run[FMT_MAX_MEMBERS] = { { 0, 0 } }; /* end 0: none */
 	struct uring_op ops[64];
@@ -248,7 +261,7 @@ static int zero_pieces(struct fs *fs, const struct pieces *p)
 	int ret = 0;
 
 	for (size_t k = 0; k < p->n && !ret; k++) {
-		const struct newext *e = &p->ne[k];
+		const struct newext ec = piece_copy(fs, p, k, copy), *e = &ec;
 
 		if (run[e->member].end == e->moff) {
 			run[e->member].end += e->len;
@@ -265,7 +278,7 @@ static int zero_pieces(struct fs *fs, const struct pieces *p)
 			ret = zero_member(fs, m, run[m].off, run[m].end - run[m].off);
 	/* checksums: every new block holds zeros now */
 	for (size_t k = 0; k < p->n && !ret; k++) {
-		const struct newext *e = &p->ne[k];
+		const struct newext ec = piece_copy(fs, p, k, copy), *e = &ec;
 
 		for (uint32_t o = 0; o < e->len && !ret; o += ZBUF) {
 			ops[nops++] = (struct uring_op){ .fd = fs->members[e->member].fd, .buf = zbuf,
@@ -279,6 +292,16 @@ static int zero_pieces(struct fs *fs, const struct pieces *p)
 	}
 	if (!ret && nops)
 		ret = fs_csum_store(fs, ops, nops);
+	return ret;
+}
+
+/* Zero the new pieces, both copies of a mirror; a member that fails then fails. */
+static int zero_pieces(struct fs *fs, const struct pieces *p)
+{
+	int ret = 0;
+
+	for (int copy = 0; copy < (fs->mirror ? 2 : 1) && !ret; copy++)
+		ret = zero_copy(fs, p, copy);
 	return ret;
 }
 

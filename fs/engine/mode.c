@@ -151,7 +151,16 @@ int fs_set_ro(struct fs *fs, int ro, char *err, size_t errlen)
 		else
 			log_info("remounted read-only: everything written is on the members");
 	} else if (!ro && fs->ro) {
-		if (fs->members_ro)
+		unsigned bad = fs->n;
+
+		for (unsigned i = 0; i < fs->n && bad == fs->n; i++)
+			if (!fs_member_ok(fs, i))
+				bad = i;
+		if (bad < fs->n) {
+			ret = -EROFS;
+			snprintf(err, errlen, "member %u is %s: the filesystem stays read-only until it is replaced (dmafs-replace(8))",
+				 bad, atomic_load(&fs->mstate[bad]) == FS_MEMBER_MISSING ? "missing" : "failed");
+		} else if (fs->members_ro)
 			ret = start_writing(fs, err, errlen);
 		else if (fs->j.failed) {
 			ret = -EIO;

@@ -137,6 +137,14 @@ int fs_mount(struct fs *fs, struct member *ms, unsigned n, int ro, char *err, si
 	fs->members = ms;
 	fs->n = n;
 	fs->su = ms[0].sb.stripe_unit;
+	fs_mirror_setup(fs);
+	for (unsigned i = 0; i < n; i++)
+		if (atomic_load(&fs->mstate[i]) == FS_MEMBER_MISSING) {
+			/* read-only: every block written now would have one copy (mirror.c) */
+			log_warn("mount: member %u is missing (degraded): read-only, its files read from their other copies; replace it with dmafs-replace(8)",
+				 i);
+			ro = 1;
+		}
 	fs->ro = ro;
 	fs->members_ro = ro;
 	pthread_mutex_init(&fs->mode_lock, NULL);
@@ -159,7 +167,7 @@ int fs_mount(struct fs *fs, struct member *ms, unsigned n, int ro, char *err, si
 	}
 	for (unsigned i = 0; i < n; i++) {
 		start[i] = ms[i].sb.data_offset;
-		end[i] = ms[i].sb.data_end;
+		end[i] = fmt_alloc_end(&ms[i].sb); /* a mirror's second copies lie past it */
 	}
 	ret = alloc_init(&fs->alloc, n, start, end);
 	if (ret)
@@ -278,7 +286,7 @@ int fs_statfs(struct fs *fs, struct statvfs *sv)
 	uint64_t total = 0, files, per, room, cap, free01;
 
 	for (unsigned i = 0; i < fs->n; i++)
-		total += fs->members[i].sb.data_end - fs->members[i].sb.data_offset;
+		total += fmt_alloc_end(&fs->members[i].sb) - fs->members[i].sb.data_offset;
 	memset(sv, 0, sizeof(*sv));
 	sv->f_bsize = DMAFS_BLOCK;
 	sv->f_frsize = DMAFS_BLOCK;

@@ -116,27 +116,54 @@ int fs_verify_read(struct fs *fs, const struct inode *ino, const struct uring_op
 	const uint8_t *sums;
 	int ret = 0;
 
+	if (d->recovered) /* checked against the other copy's checksums already */
+		return 0;
 	fs_csum_span(fs, d, &p0, &ca, &cb);
 	sums = (const uint8_t *)csums + (p0 - ca);
 	for (uint32_t k = 0; k < d->len; k += DMAFS_BLOCK) {
 		if (fmt_csum((const char *)d->buf + k, d->tag, d->off + k) == get_u64(sums + k / DMAFS_BLOCK * 8))
 			continue;
+		ret = -EIO;
+		if (fs->mirror) /* the other copy serves it: fs_mirror_recover says how it went */
+			break;
 		log_err("checksum mismatch: inode %llu file offset %llu (member %d %s, offset %llu): the data there is damaged; reads of it fail with EIO (dmafs-fsck --scrub lists every damaged file)",
 			(unsigned long long)ino->ino, (unsigned long long)(foff + k),
 			d->tag, fs->members[d->tag].path, (unsigned long long)(d->off + k));
-		ret = -EIO;
 	}
 	return ret;
 }
 
-static int verify_pairs(struct fs *fs, const struct inode *ino, const struct uring_op *op,
+static int verify_pairs(struct fs *fs, const struct inode *ino, struct uring_op *op,
 			const uint64_t *foff, size_t npairs)
 {
 	int ret = 0;
 
 	for (size_t i = 0; i < npairs; i++)
-		if (fs_verify_read(fs, ino, &op[2 * i], op[2 * i + 1].buf, foff[2 * i]))
+		if (fs_verify_or_recover(fs, ino, &op[2 * i], op[2 * i + 1].buf, foff[2 * i], NULL))
 			ret = -EIO;
+	return ret;
+}
+
+/*
+ * The mirror profile, after a read of @v failed: each data read that failed, or whose
+ * checksum read did (pairs, with @pairs), is served from the other copy; with @pairs, the
+ * others are checked (again, where they were: a recovered one is not).
+ */
+static int recover_failed(struct fs *fs, const struct inode *ino, struct opvec *v, int pairs)
+{
+	int ret = 0;
+
+	for (size_t i = 0; i < v->n; i += pairs ? 2 : 1) {
+		int r;
+
+		if (v->op[i].res || (pairs && v->op[i + 1].res))
+			r = fs_mirror_recover(fs, ino, &v->op[i], v->foff[i], 1, NULL);
+		else
+			r = pairs ? fs_verify_or_recover(fs, ino, &v->op[i], v->op[i + 1].buf,
+							 v->foff[i], NULL) : 0;
+		if (r)
+			ret = -EIO;
+	}
 	return ret;
 }
 
@@ -158,7 +185,7 @@ struct vjob {
 	struct work w;
 	struct fs *fs;
 	const struct inode *ino;
-	const struct uring_op *op; /* a pair: data read, checksum read */
+	struct uring_op *op; /* a pair: data read, checksum read */
 	const uint64_t *foff;
 	struct vbatch *b;
 };
@@ -278,6 +305,7 @@ int fs_map_reads_z(struct fs *fs, const struct inode *ino, char *buf, uint64_t a
 				       .buf = buf + (pos - a), .len = end - pos,
 				       .off = e->moff + (pos - e->off), .tag = e->member };
 
+		fs_pick_copy(fs, &op); /* the mirror's other copy, when this member serves none */
 		ret = emit(arg, &op, pos);
 		pos = end;
 		i++;
@@ -322,6 +350,8 @@ static int read_ranges(struct fs *fs, struct inode *ino, const struct fs_range *
 		goto out;
 	if (!verify) {
 		ret = run_ops(fs, ino, v.op, v.n, v.foff, "read");
+		if (ret && fs->mirror)
+			ret = recover_failed(fs, ino, &v, 0);
 		goto out;
 	}
 	/* pairs: each data read followed by the read of the checksum blocks covering it */
@@ -360,6 +390,10 @@ static int read_ranges(struct fs *fs, struct inode *ino, const struct fs_range *
 		if (!ret)
 			ret = verify_pairs(fs, ino, pv.op, pv.foff, pv.n / 2);
 	}
+	/* a read that failed: what arrived was checked (and recovered where it did not
+	 * match); the failed ones come from the other copy now */
+	if (ret && fs->mirror)
+		ret = recover_failed(fs, ino, &pv, 1);
 out:
 	free(big);
 	opvec_free(&pv);

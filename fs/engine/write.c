@@ -352,9 +352,7 @@ static int cow_write(struct fs *fs, struct inode *ino, char *buf, uint64_t a, ui
 					    .off = e->moff, .tag = e->member };
 		foffs[k] = e->off;
 	}
-	ret = run_ops(fs, ino, ops, w->nne, foffs, "write");
-	if (!ret)
-		ret = csum_store(fs, ops, w->nne); /* also marks the members dirty */
+	ret = fs_data_write(fs, ino, ops, w->nne, foffs); /* both copies of a mirror */
 	if (ret)
 		cow_undo(fs, w);
 	return ret;
@@ -434,9 +432,7 @@ static int write_inplace(struct fs *fs, struct inode *ino, char *buf, uint64_t a
 		i++;
 	}
 	if (!ret)
-		ret = run_ops(fs, ino, v.op, v.n, v.foff, "write");
-	if (!ret)
-		ret = csum_store(fs, v.op, v.n); /* also marks the members dirty */
+		ret = fs_data_write(fs, ino, v.op, v.n, v.foff); /* both copies of a mirror */
 	opvec_free(&v);
 	return ret;
 }

@@ -172,21 +172,28 @@ static int members_xattr(struct fs *fs, void *buf, size_t size)
 	char u[40];
 	int ret;
 
-	if (buf_reserve(&b, 256 + 4 * sizeof(sb->label) + fs->n * 160))
+	if (buf_reserve(&b, 256 + 4 * sizeof(sb->label) + fs->n * 240))
 		return -ENOMEM;
 	util_uuid_str(sb->fs_uuid, u);
 	b.len = (size_t)sprintf((char *)b.p, "uuid=%s\nlabel=", u);
 	for (const unsigned char *c = (const unsigned char *)sb->label; *c; c++)
 		b.len += (size_t)sprintf((char *)b.p + b.len, *c < 0x20 || *c == 0x7f || *c == '\\' ? "\\x%02x" : "%c", *c);
-	b.len += (size_t)sprintf((char *)b.p + b.len, "\nmembers=%u stripe_unit=%u\n", fs->n, fs->su);
+	b.len += (size_t)sprintf((char *)b.p + b.len, "\nmembers=%u stripe_unit=%u\nprofile=%s\n", fs->n,
+				 fs->su, fs->mirror ? "mirror" : "single");
 	for (unsigned m = 0; m < fs->n; m++) {
+		static const char *const state[] = { "ok", "failed", "missing" };
 		const struct fmt_sb *ms = &fs->members[m].sb;
 
 		util_uuid_str(ms->member_uuid[m], u);
-		b.len += (size_t)sprintf((char *)b.p + b.len, "member=%u uuid=%s size=%llu data=%llu free=%llu\n",
+		/* data: what files are allocated from (a mirror's second copies lie past it);
+		 * bad: blocks of this member's copies that a read found bad, healed: rewritten */
+		b.len += (size_t)sprintf((char *)b.p + b.len, "member=%u uuid=%s size=%llu data=%llu free=%llu state=%s bad=%llu healed=%llu\n",
 					 m, u, (unsigned long long)ms->member_size,
-					 (unsigned long long)(ms->data_end - ms->data_offset),
-					 (unsigned long long)alloc_member_free(&fs->alloc, m));
+					 (unsigned long long)(fmt_alloc_end(ms) - ms->data_offset),
+					 (unsigned long long)alloc_member_free(&fs->alloc, m),
+					 state[atomic_load(&fs->mstate[m])],
+					 (unsigned long long)atomic_load(&fs->mst[m].bad),
+					 (unsigned long long)atomic_load(&fs->mst[m].healed));
 	}
 	pthread_mutex_lock(&fs->meta.lock);
 	b.len += (size_t)sprintf((char *)b.p + b.len, "log=%s size=%llu snapshot=%llu inodes=%llu\n",

@@ -105,6 +105,7 @@ void fmt_sb_encode(const struct fmt_sb *sb, uint8_t b[FMT_SB_SIZE])
 	for (unsigned i = 0; i < sb->member_count && i < FMT_MAX_MEMBERS; i++)
 		memcpy(b + 160 + 16 * i, sb->member_uuid[i], 16);
 	put_u64(b + 1184, sb->csum_offset);
+	put_u64(b + 1192, sb->mirror_half);
 	put_u64(b + 4088, fmt_hash(b, 4088));
 }
 
@@ -118,7 +119,7 @@ int fmt_sb_decode(const uint8_t b[FMT_SB_SIZE], struct fmt_sb *sb)
 		return -EBADMSG;
 	memset(sb, 0, sizeof(*sb));
 	sb->version = get_u32(b + 8);
-	if (sb->version < FMT_VERSION_MIN || sb->version > FMT_VERSION)
+	if (sb->version < FMT_VERSION_MIN || sb->version > FMT_VERSION_MAX)
 		return -EPROTONOSUPPORT;
 	sb->flags = get_u32(b + 12);
 	memcpy(sb->fs_uuid, b + 16, 16);
@@ -140,6 +141,11 @@ int fmt_sb_decode(const uint8_t b[FMT_SB_SIZE], struct fmt_sb *sb)
 	for (unsigned i = 0; i < sb->member_count; i++)
 		memcpy(sb->member_uuid[i], b + 160 + 16 * i, 16);
 	sb->csum_offset = get_u64(b + 1184);
+	if (sb->version >= FMT_VERSION_MIRROR) {
+		sb->mirror_half = get_u64(b + 1192);
+		if (sb->flags & ~FMT_SB_KNOWN)
+			return -EUCLEAN;
+	}
 	if (sb->block_size != DMAFS_BLOCK || !is_pow2(sb->stripe_unit) ||
 	    sb->stripe_unit < (64u << 10) || sb->stripe_unit > (64u << 20))
 		return -EUCLEAN;
@@ -159,6 +165,11 @@ int fmt_sb_decode(const uint8_t b[FMT_SB_SIZE], struct fmt_sb *sb)
 	if (fmt_has_log(sb->member_index) &&
 	    (sb->log_offset != FMT_LOG_OFFSET || sb->data_offset < sb->log_offset ||
 	     sb->log_half > (sb->data_offset - sb->log_offset) / 2))
+		return -EUCLEAN;
+	/* a mirror needs a second member, and both halves inside the data region */
+	if (fmt_is_mirror(sb) &&
+	    (sb->version < FMT_VERSION_MIRROR || sb->member_count < 2 || !sb->mirror_half ||
+	     sb->mirror_half % DMAFS_BLOCK || sb->mirror_half > (sb->data_end - sb->data_offset) / 2))
 		return -EUCLEAN;
 	return 0;
 }
@@ -246,7 +257,7 @@ int fmt_loghdr_decode(const uint8_t b[DMAFS_BLOCK], struct fmt_loghdr *h)
 		return -ENODATA;
 	h->version = get_u32(b + 8);
 	if (get_u64(b + 4088) != fmt_hash(b, 4088) || h->version < FMT_VERSION_MIN ||
-	    h->version > FMT_VERSION)
+	    h->version > FMT_VERSION_MAX)
 		return -EBADMSG;
 	memcpy(h->fs_uuid, b + 16, 16);
 	h->gen = get_u64(b + 32);

@@ -12,6 +12,10 @@
  * snapshot and batches in a log area of the data region (struct fmt_loghdr, ext_*): the
  * log grows with the metadata instead of ending at the log half that mkfs made. A
  * version 3 filesystem stays one until its log first needs to grow (journal.c).
+ *
+ * Version 5 is version 4 with a data profile: FMT_SB_MIRROR in the superblock's flags
+ * keeps two copies of every data block (mirror_half, fmt_mirror_*). mkfs.dmafs makes
+ * version 5 only for the mirror profile; single-copy filesystems stay version 4.
  */
 #ifndef DMAFS_FORMAT_H
 #define DMAFS_FORMAT_H
@@ -21,9 +25,11 @@
 
 #include "util/util.h"
 
-#define FMT_VERSION 4
+#define FMT_VERSION 4	   /* what mkfs.dmafs makes for the single profile */
+#define FMT_VERSION_MAX 5  /* the newest version read */
 #define FMT_VERSION_GEN 3  /* INODE records with generation and flags */
 #define FMT_VERSION_GROW 4 /* log headers may point at log areas in the data region */
+#define FMT_VERSION_MIRROR 5 /* the data profile in the superblock (FMT_SB_MIRROR) */
 #define FMT_VERSION_MIN 2 /* the oldest version read */
 #define FMT_MAX_MEMBERS 64
 #define FMT_SB_SIZE 4096
@@ -57,7 +63,47 @@ struct fmt_sb {
 	uint64_t mkfs_time;
 	char label[65];
 	uint8_t member_uuid[FMT_MAX_MEMBERS][16];
+	/* version 5, FMT_SB_MIRROR: bytes of each member's data region that hold the files'
+	 * first copies ([data_offset, data_offset + mirror_half)); the next mirror_half bytes
+	 * hold the second copies of the previous member's (fmt_mirror_of) */
+	uint64_t mirror_half;
 };
+
+/* Superblock flags (version 5); other bits are refused */
+#define FMT_SB_MIRROR 1u /* the mirror data profile: two copies of every data block */
+#define FMT_SB_KNOWN FMT_SB_MIRROR
+
+static inline int fmt_is_mirror(const struct fmt_sb *sb) { return sb->flags & FMT_SB_MIRROR; }
+/* The end of the part of a member's data region that files are allocated from. */
+static inline uint64_t fmt_alloc_end(const struct fmt_sb *sb)
+{
+	return fmt_is_mirror(sb) ? sb->data_offset + sb->mirror_half : sb->data_end;
+}
+/*
+ * The mirror layout ("far" copies): the first copy of a block lives where the extent map
+ * says, at member offset @moff of member @m, inside [data_offset, data_offset + H) (H =
+ * mirror_half); its second copy on the next member, (m + 1) mod n, at the same distance
+ * into that member's [data_offset + H, data_offset + 2H). A large file's first copies are
+ * striped over every member as in the single profile, and so are its second copies.
+ * @doff[i] is member i's data_offset. fmt_mirror_of maps a first copy to its second;
+ * fmt_mirror_other maps either copy to the other one.
+ */
+static inline void fmt_mirror_of(const uint64_t *doff, unsigned n, uint64_t half, unsigned m,
+				 uint64_t moff, unsigned *m2, uint64_t *moff2)
+{
+	*m2 = (m + 1) % n;
+	*moff2 = doff[*m2] + half + (moff - doff[m]);
+}
+static inline void fmt_mirror_other(const uint64_t *doff, unsigned n, uint64_t half, unsigned m,
+				    uint64_t moff, unsigned *m2, uint64_t *moff2)
+{
+	if (moff < doff[m] + half) {
+		fmt_mirror_of(doff, n, half, m, moff, m2, moff2);
+	} else {
+		*m2 = (m + n - 1) % n;
+		*moff2 = doff[*m2] + (moff - doff[m] - half);
+	}
+}
 
 /*
  * Fill the geometry fields of @sb for a member of @member_size bytes. log_half is the

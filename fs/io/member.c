@@ -217,9 +217,9 @@ int member_read_sb(struct member *m, char *err, size_t errlen)
 	    !memcmp(b, FMT_SB_MAGIC, 8))
 		snprintf(err, errlen,
 			 "%s: dmafs on-disk format version %u; this dmafs reads versions %u to %u (%s): copy the files off with the dmafs that made it, then mkfs.dmafs again",
-			 m->path, get_u32(b + 8), FMT_VERSION_MIN, FMT_VERSION,
+			 m->path, get_u32(b + 8), FMT_VERSION_MIN, FMT_VERSION_MAX,
 			 get_u32(b + 8) == 1 ? "made before data checksums"
-			 : get_u32(b + 8) < FMT_VERSION ? "made by an older dmafs" : "made by a newer dmafs");
+			 : get_u32(b + 8) < FMT_VERSION_MAX ? "made by an older dmafs" : "made by a newer dmafs");
 	else if (r1)
 		snprintf(err, errlen, "%s: %s in both copies", m->path, member_sb_errstr(r1));
 	free(b);
@@ -359,14 +359,111 @@ static int check_count(const struct fmt_sb *ref, int n, char *err, size_t errlen
 }
 
 /*
- * Open and verify @paths[0..n) as members 0..n-1. Returns n, or -errno with one line naming
- * the offending member in @err.
+ * Members of the filesystem of @ms[0] that @ms[0..n) does not hold: "member 1 (uuid U)"
+ * for each into @what; returns how many, each marked in @missing.
  */
-static int open_paths(char *const paths[], int n, int rdonly, struct member **out, char *err,
+static int missing_of(const struct member *ms, int n, int missing[FMT_MAX_MEMBERS], char *what,
+		      size_t len)
+{
+	const struct fmt_sb *ref = &ms[0].sb;
+	int k = 0;
+	size_t at = 0;
+
+	*what = '\0';
+	for (unsigned i = 0; i < ref->member_count; i++) {
+		char u[40];
+
+		missing[i] = 1;
+		for (int g = 0; g < n; g++)
+			if (!memcmp(ms[g].sb.fs_uuid, ref->fs_uuid, 16) && ms[g].sb.member_index == i)
+				missing[i] = 0;
+		if (!missing[i])
+			continue;
+		util_uuid_str(ref->member_uuid[i], u);
+		if (at < len)
+			at += (size_t)snprintf(what + at, len - at, "%smember %u (uuid %s)", k ? ", " : "",
+					       i, u);
+		k++;
+	}
+	return k;
+}
+
+/*
+ * Degraded: the members given, placed by their index, and those missing standing in with
+ * no descriptor and the geometry their superblocks had (the mirror's copies are found by
+ * member offsets alone). Refused unless the filesystem keeps two copies and no block
+ * loses both. Returns the member count, or -errno with the reason in @err.
+ */
+static int place_degraded(struct member *ms, int n, char *err, size_t errlen)
+{
+	struct member given[FMT_MAX_MEMBERS];
+	const struct fmt_sb ref = ms[0].sb;
+	int missing[FMT_MAX_MEMBERS], k;
+	char what[512];
+
+	for (int i = 1; i < n; i++)
+		if (memcmp(ms[i].sb.fs_uuid, ref.fs_uuid, 16)) {
+			char u1[40], u2[40];
+
+			util_uuid_str(ms[i].sb.fs_uuid, u1);
+			util_uuid_str(ref.fs_uuid, u2);
+			snprintf(err, errlen, "%s: belongs to filesystem %s, not %s (the filesystem of %s)",
+				 ms[i].path, u1, u2, ms[0].path);
+			return -EXDEV;
+		}
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < i; j++)
+			if (ms[i].sb.member_index == ms[j].sb.member_index) {
+				snprintf(err, errlen, "%s and %s are both member %u of this filesystem",
+					 ms[j].path, ms[i].path, ms[i].sb.member_index);
+				return -EINVAL;
+			}
+	k = missing_of(ms, n, missing, what, sizeof(what));
+	if (k && !fmt_is_mirror(&ref)) {
+		snprintf(err, errlen, "%s missing, and this filesystem keeps one copy of its data (data profile single): it cannot be mounted without %s",
+			 what, k > 1 ? "them" : "it");
+		return -ENODEV;
+	}
+	for (unsigned i = 0; i < ref.member_count; i++)
+		if (missing[i] && missing[(i + 1) % ref.member_count]) {
+			snprintf(err, errlen, "members %u and %u are both missing: the second copies of member %u's data are on member %u, so those files have no copy left",
+				 i, (i + 1) % ref.member_count, i, (i + 1) % ref.member_count);
+			return -ENODEV;
+		}
+	memcpy(given, ms, (size_t)n * sizeof(*ms));
+	memset(ms, 0, FMT_MAX_MEMBERS * sizeof(*ms));
+	for (int g = 0; g < n; g++)
+		ms[given[g].sb.member_index] = given[g];
+	for (unsigned i = 0; i < ref.member_count; i++) {
+		struct member *m = &ms[i];
+		uint64_t half = ref.log_half;
+
+		if (!missing[i])
+			continue;
+		m->path = strdup("(missing)");
+		m->fd = m->hold_fd = -1;
+		m->sb = ref;
+		m->sb.member_index = i;
+		m->sb.log_offset = fmt_has_log(i) ? FMT_LOG_OFFSET : 0;
+		m->sb.data_offset = fmt_has_log(i) ? FMT_LOG_OFFSET + 2 * half : FMT_LOG_OFFSET;
+		m->sb.data_end = m->sb.csum_offset = m->sb.data_offset + 2 * ref.mirror_half;
+		m->sb.member_size = 0;
+		if (!m->path)
+			return -ENOMEM;
+	}
+	return (int)ref.member_count;
+}
+
+/*
+ * Open and verify @paths[0..n) as members 0..n-1 (MEMBER_DEGRADED: as the members their
+ * superblocks name, the missing ones standing in). Returns the member count, or -errno
+ * with one line naming the offending member in @err.
+ */
+static int open_paths(char *const paths[], int n, int flags, struct member **out, char *err,
 		      size_t errlen)
 {
 	struct member *ms = calloc(FMT_MAX_MEMBERS, sizeof(*ms));
-	int opened = 0, ret = 0;
+	int opened = 0, ret = 0, rdonly = flags & ~MEMBER_DEGRADED;
 
 	if (!ms)
 		return -ENOMEM;
@@ -383,7 +480,27 @@ static int open_paths(char *const paths[], int n, int rdonly, struct member **ou
 		ret = -EINVAL;
 		goto fail;
 	}
+	if (flags & MEMBER_DEGRADED) {
+		ret = place_degraded(ms, n, err, errlen);
+		if (ret < 0)
+			goto fail;
+		opened = n = ret;
+	} else if ((unsigned)n < ms[0].sb.member_count) {
+		int missing[FMT_MAX_MEMBERS], k;
+		char what[512], u[40];
+
+		k = missing_of(ms, n, missing, what, sizeof(what));
+		if (k && fmt_is_mirror(&ms[0].sb)) {
+			util_uuid_str(ms[0].sb.fs_uuid, u);
+			snprintf(err, errlen, "filesystem %s: %s missing; it keeps two copies of its data (data profile mirror): mount it with -o degraded to read it (read-only), and replace the member with dmafs-replace(8)",
+				 u, what);
+			ret = -ENODEV;
+			goto fail;
+		}
+	}
 	for (int i = 0; i < n; i++) {
+		if (member_missing(&ms[i]))
+			continue;
 		ret = check_member(ms, i, err, errlen);
 		if (ret)
 			goto fail;
@@ -398,7 +515,7 @@ fail:
 	return ret;
 }
 
-int members_open(const char *list, int rdonly, struct member **out, char *err, size_t errlen)
+int members_open(const char *list, int flags, struct member **out, char *err, size_t errlen)
 {
 	char *paths[FMT_MAX_MEMBERS + 1], **found = NULL, *dup = NULL, *save = NULL, *tok;
 	const char *v;
@@ -410,7 +527,7 @@ int members_open(const char *list, int rdonly, struct member **out, char *err, s
 		n = scan_members(list, &found, err, errlen);
 		if (n < 0)
 			return n;
-		ret = open_paths(found, n, rdonly, out, err, errlen);
+		ret = open_paths(found, n, flags, out, err, errlen);
 		scan_paths_free(found);
 		return ret;
 	}
@@ -422,7 +539,7 @@ int members_open(const char *list, int rdonly, struct member **out, char *err, s
 			break; /* open_paths says there are too many */
 		paths[n++] = tok;
 	}
-	ret = open_paths(paths, n, rdonly, out, err, errlen);
+	ret = open_paths(paths, n, flags, out, err, errlen);
 	free(dup);
 	return ret;
 }

@@ -28,6 +28,10 @@ struct member {
 #define MEMBER_OFFLINE 2 /* for a tool that works on an unmounted filesystem (mkfs, fsck):
 			  * a member in use by a mount is reported with "unmount it first",
 			  * not with how to show the mount elsewhere */
+#define MEMBER_DEGRADED 4 /* members_open(): the members given in any order, and a mirror's
+			   * missing members allowed, standing in with fd -1 and path
+			   * "(missing)" (no two neighbours missing: each block keeps a copy) */
+static inline int member_missing(const struct member *m) { return m->fd < 0 && m->hold_fd < 0; }
 
 /*
  * Open @path read-write (or read-only with MEMBER_RDONLY in @flags) with O_DIRECT,

@@ -19,6 +19,9 @@ struct uring_op {
 	uint64_t off;
 	int res; /* out: 0, or -errno for this op */
 	int tag; /* caller's, e.g. the member index, for error messages */
+	int recovered; /* a data read whose bytes came from the other copy of a mirror,
+			* checked there (fs_mirror_recover): not to be checked against this
+			* copy's checksums */
 };
 
 /*

@@ -521,7 +521,8 @@ static void piece_done(struct batch *B, uint32_t k)
 
 	q->ready = 1;
 	for (uint32_t i = q->op0; B->verify && i < q->op0 + q->nops; i++)
-		if (fs_verify_read(B->fs, ip, &B->op[i], B->op[nd + i].buf, B->op_foff[i])) {
+		if (fs_verify_or_recover(B->fs, ip, &B->op[i], B->op[nd + i].buf, B->op_foff[i],
+					 q->direct ? usermem_copy : NULL)) {
 			piece_fail(B, k, -EIO);
 			q->ready = 0;
 			break;
@@ -599,6 +600,24 @@ static int run_round(struct batch *B)
 
 		uring_rw_cb(B->op, B->verify ? 2 * nd : nd, op_done, B);
 		B->t_io += dm_mono_ns() - t;
+	}
+	/* a mirror: what did not arrive whole comes from the other copy, then is done */
+	for (size_t i = 0; i < nd && !ret && fs->mirror; i++) {
+		uint32_t k = B->op_piece[i];
+		int dfail = B->op[i].res != 0, cfail = B->verify && B->op[nd + i].res;
+
+		if ((!dfail && !cfail) || B->op[i].res == -EFAULT)
+			continue;
+		if (fs_mirror_recover(fs, B->f[B->fidx[B->pc[k].e]].ip, &B->op[i], B->op_foff[i], 1,
+				      B->pc[k].direct ? usermem_copy : NULL))
+			continue; /* failed below */
+		B->op[i].res = 0;
+		if (cfail)
+			B->op[nd + i].res = 0;
+		if (dfail)
+			op_done(B, i);
+		if (cfail)
+			op_done(B, nd + i);
 	}
 	/* what did not arrive whole: a member read failed (logged), or the ring did */
 	for (size_t i = 0; i < nd && !ret; i++) {

@@ -136,6 +136,7 @@ static struct rec *rec_take(struct pipe *p, const struct piece *pc, int slot,
 	r->fill = fill;
 	r->verify = verify;
 	r->copied = 0;
+	r->csum_err = 0;
 	r->buf = buf;
 	r->err = 0;
 	r->nops = 0;

@@ -24,14 +24,26 @@ static int stopped(const struct pipe *p)
 
 /* ---- the hash pool: checks pieces' checksums while the reads go on ---- */
 
+/* Where a recovered read's bytes go: the client's pages (a direct read) or the daemon's. */
+static int (*rec_copy(const struct rec *r))(void *, const void *, size_t)
+{
+	return r->slot < 0 && !r->tc ? usermem_copy : NULL;
+}
+
 static int rec_verify(struct rec *r)
 {
 	struct pipe *p = r->p;
 	int ret = 0;
 
-	for (unsigned i = 0; i < r->nd; i++)
-		if (fs_verify_read(p->fs, p->ino, &r->ops[i].op, r->ops[i].csum, r->ops[i].foff))
+	for (unsigned i = 0; i < r->nd; i++) {
+		struct uring_op *op = &r->ops[i].op;
+		int bad = r->csum_err ? fs_mirror_recover(p->fs, p->ino, op, r->ops[i].foff, 1, rec_copy(r))
+				      : fs_verify_or_recover(p->fs, p->ino, op, r->ops[i].csum,
+							     r->ops[i].foff, rec_copy(r));
+
+		if (bad)
 			ret = -EIO;
+	}
 	return ret;
 }
 
@@ -364,9 +376,23 @@ static void complete(struct pipe *p, struct io_uring_cqe *cqe)
 		op_done(p, o);
 		return;
 	} else if (res < 0 || (res == 0 && o->done < o->op.len)) {
+		struct rec *r = o->rec;
+
 		o->op.res = res < 0 ? res : -EIO;
 		fs_io_error(p->fs, p->ino, &o->op, o->foff, "read");
-		o->rec->err = -EIO;
+		if (p->fs->mirror) {
+			/* a mirror's other copy: a checksum read's failure fails the check of
+			 * the data it covers, which then comes from the other copy too */
+			if (o >= r->ops + r->nd)
+				r->csum_err = 1;
+			else if (!fs_mirror_recover(p->fs, p->ino, &o->op, o->foff, 1, rec_copy(r)))
+				o->op.res = 0;
+			if (!o->op.res || o >= r->ops + r->nd) {
+				op_done(p, o);
+				return;
+			}
+		}
+		r->err = -EIO;
 		op_done(p, o);
 		return;
 	}

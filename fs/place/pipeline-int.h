@@ -75,6 +75,8 @@ struct rec {
 	int fill;		/* read into tc, published once verified */
 	int verify;		/* its checksum reads follow its data reads in ops */
 	int copied;		/* a host target's copy is done (on the hash pool) */
+	int csum_err;		/* a checksum read failed: its data comes from the other copy
+				 * of a mirror (rec_verify) */
 	unsigned left;		/* reads outstanding */
 	int err;
 	struct pop *ops;	/* data reads [0, nd), then their checksum reads [nd, 2 nd) */

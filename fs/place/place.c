@@ -191,8 +191,8 @@ static int use_p2p(struct place *pl, struct reg *r)
 	if (r->target != DMAFS_TARGET_CUDA || !r->p2p || fs->set.verify_place)
 		return 0;
 	for (unsigned m = 0; m < fs->n; m++)
-		if (p2p_member(pl->p2p, &fs->members[m], m))
-			return 0;
+		if (p2p_member(pl->p2p, &fs->members[m], m) || !fs_member_ok(fs, m))
+			return 0; /* a mirror's lost member: the staged path reads the other copies */
 	return 1;
 }
 
@@ -239,7 +239,15 @@ static int run_one(struct place *pl, const struct place_caller *c, uint64_t ino_
 					(uint64_t)(r->base - (char *)r->map), p, &c->stop);
 			/* cuFile without nvidia-fs bounces through host memory itself: say so */
 			path = p2p_compat(pl->p2p) ? DMAFS_PATH_P2P_COMPAT : DMAFS_PATH_P2P;
-		} else {
+		}
+		if (ret == -EIO && fs->mirror && path != DMAFS_PATH_STAGED &&
+		    r->target != DMAFS_TARGET_HOST) {
+			/* a read error on the direct path (logged): the staged path reads the
+			 * other copy of what fails (mirror.c), and says so by its path */
+			ret = 0;
+			path = DMAFS_PATH_NONE;
+		}
+		if (!ret && path == DMAFS_PATH_NONE) {
 			ret = stage_get(pl->stages, r->target, r->gpu, r->dev, &t.stage);
 			if (!ret)
 				ret = pipeline_run(fs, ino, &t, p, fs->set.verify_place, &out);

@@ -307,7 +307,10 @@ again:
 		j->copy_differs[i] = s[i].ok && (s[i].hdr.gen != s[best].hdr.gen ||
 						  s[i].last_seq != s[best].last_seq);
 		snprintf(j->copy_why[i], sizeof(j->copy_why[i]), "%s", s[i].why);
-		if (!s[i].ok)
+		if (!s[i].ok && member_missing(&ms[i]))
+			log_info("metadata log copy on member %u: the member is missing; using member %d's copy",
+				 i, best);
+		else if (!s[i].ok)
 			log_warn("metadata log copy on member %u (%s) is damaged (%s); using member %d's copy",
 				 i, ms[i].path, s[i].why, best);
 		else if (i != (unsigned)best && (s[i].hdr.gen != s[best].hdr.gen ||
