@@ -1,0 +1,465 @@
+// SPDX-License-Identifier: MIT
+/*
+ * replace.c - dmafs-replace: a new member takes a lost one's place in an unmounted mirror
+ * filesystem and is rebuilt from the other copies. Every block the lost member held is
+ * written to the new one: the first copies of its files' blocks from their second copies
+ * on the next member, the second copies it kept for the member before it from their
+ * first copies, and (members 0 and 1) the metadata log from the other log copy. The
+ * blocks read are checked against their checksums on the way: a block with no good copy
+ * is written with a checksum that does not match, so reads of it keep failing with EIO
+ * rather than passing on damaged bytes as good. The new member's superblocks are written
+ * last, after everything else is on it: an interrupted rebuild leaves a device that is
+ * no member, and running the command again starts over.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "io/member.h"
+#include "io/uring.h"
+#include "store/journal.h"
+#include "store/meta.h"
+#include "tool.h"
+
+enum { REPLACE_EXIT_OK = 0, REPLACE_EXIT_ERR = 1, REPLACE_EXIT_DAMAGED = 2 };
+
+#define PIECE (4u << 20) /* bytes of one copy job at most */
+#define BATCH 16	 /* jobs read (and written) at once */
+#define CWIN (1u << 20)	 /* checksum bytes built in memory before they are written */
+
+/* Copy @len bytes from member @sm at @soff to the new member at @doff. */
+struct job {
+	uint64_t soff, doff, ino, foff;
+	uint32_t len;
+	unsigned sm;
+	int data; /* file data: checked, and its checksums made; else the metadata log */
+};
+
+struct rebuild {
+	struct member *ms;
+	unsigned n, k; /* members, the one rebuilt */
+	struct job *job;
+	size_t njob, cap;
+	uint64_t total, done, damaged;
+	char *cwin;	 /* the new member's checksum bytes [cw_a, cw_a + CWIN) */
+	uint64_t cw_a, cw_end; /* cw_end: how far it was written into */
+	int tty, quiet;
+};
+
+static int add_job(struct rebuild *R, unsigned sm, uint64_t soff, uint64_t doff, uint64_t len,
+		   int data, uint64_t ino, uint64_t foff)
+{
+	while (len) {
+		uint32_t l = (uint32_t)MIN(len, PIECE);
+
+		if (dm_grow(&R->job, &R->cap, R->njob + 1, sizeof(*R->job), 1024))
+			return -ENOMEM;
+		R->job[R->njob++] = (struct job){ soff, doff, ino, foff, l, sm, data };
+		R->total += l;
+		soff += l;
+		doff += l;
+		foff += l;
+		len -= l;
+	}
+	return 0;
+}
+
+/* An inode's extents: what the lost member held of them, and where the other copy is. */
+static int plan_inode(struct inode *i, void *arg)
+{
+	struct rebuild *R = arg;
+	uint64_t doff[FMT_MAX_MEMBERS], half = R->ms[0].sb.mirror_half;
+	int ret = 0;
+
+	for (unsigned m = 0; m < R->n; m++)
+		doff[m] = R->ms[m].sb.data_offset;
+	for (size_t x = 0; x < i->next && !ret; x++) {
+		const struct extent *e = &i->ext[x];
+		unsigned m2;
+		uint64_t o2;
+
+		fmt_mirror_of(doff, R->n, half, e->member, e->moff, &m2, &o2);
+		if (e->member == R->k) /* its first copy: from the second */
+			ret = add_job(R, m2, o2, e->moff, e->len, 1, i->ino, e->off);
+		else if (m2 == R->k) /* the second copy it kept: from the first */
+			ret = add_job(R, e->member, e->moff, o2, e->len, 1, i->ino, e->off);
+	}
+	return ret;
+}
+
+/* Where piece @i of area @ar starts in the area's bytes. */
+static uint64_t piece_start(const struct fmt_area *ar, uint32_t i)
+{
+	uint64_t at = 0;
+
+	for (uint32_t k = 0; k < i; k++)
+		at += ar->len[k];
+	return at;
+}
+
+/* Members 0 and 1: the log halves, and the log areas piece by piece, from the other copy. */
+static int plan_log(struct rebuild *R, const struct journal *j)
+{
+	unsigned o = 1 - R->k;
+	int ret;
+
+	if (R->k > 1 || R->n < 2)
+		return 0;
+	ret = add_job(R, o, j->log_offset, j->log_offset, 2 * j->half, 0, 0, 0);
+	for (int h = 0; h < 2 && !ret && j->ext_len; h++) {
+		const struct fmt_area *from = &j->area[h][o], *to = &j->area[h][R->k];
+		uint64_t pos = 0;
+
+		/* both copies' pieces hold the same bytes in order: walk them together */
+		for (uint32_t a = 0, b = 0; !ret && pos < j->ext_len && a < from->n && b < to->n;) {
+			uint64_t ua = pos - piece_start(from, a), ub = pos - piece_start(to, b);
+			uint64_t l = MIN(from->len[a] - ua, to->len[b] - ub);
+
+			ret = add_job(R, o, from->off[a] + ua, to->off[b] + ub, l, 0, 0, 0);
+			pos += l;
+			if (ua + l == from->len[a])
+				a++;
+			if (ub + l == to->len[b])
+				b++;
+		}
+	}
+	return ret;
+}
+
+static int job_cmp(const void *x, const void *y)
+{
+	const struct job *a = x, *b = y;
+
+	return a->doff < b->doff ? -1 : a->doff > b->doff;
+}
+
+/* Write the checksum window out (the bytes it was filled up to). */
+static int cwin_flush(struct rebuild *R)
+{
+	int ret = 0;
+
+	if (R->cw_end > R->cw_a)
+		ret = member_pwrite(&R->ms[R->k], R->cwin, ALIGN_UP(R->cw_end - R->cw_a, DMAFS_BLOCK), R->cw_a);
+	R->cw_end = R->cw_a;
+	return ret;
+}
+
+/* Set the new member's checksum of its block at @moff to @v. Positions only grow. */
+static int cwin_put(struct rebuild *R, uint64_t moff, uint64_t v)
+{
+	uint64_t pos = fmt_csum_pos(&R->ms[R->k].sb, moff);
+	int ret = 0;
+
+	if (pos < R->cw_a || pos + 8 > R->cw_a + CWIN) {
+		ret = cwin_flush(R);
+		memset(R->cwin, 0, CWIN);
+		R->cw_a = R->cw_end = ALIGN_DOWN(pos, DMAFS_BLOCK);
+	}
+	put_u64((uint8_t *)R->cwin + (pos - R->cw_a), v);
+	R->cw_end = MAX(R->cw_end, pos + 8);
+	return ret;
+}
+
+/*
+ * Job @jb was read into @buf (its source checksums in @cs, spanning [ca, ...)): check each
+ * block and make the new member's checksum of it; a bad one gets one that fails.
+ */
+static int job_sums(struct rebuild *R, const struct job *jb, const char *buf, const char *cs,
+		    uint64_t ca, int read_err)
+{
+	const struct fmt_sb *sb = &R->ms[jb->sm].sb;
+	uint64_t p0 = fmt_csum_pos(sb, jb->soff), bad_from = 0, bad_len = 0;
+	int ret = 0;
+
+	for (uint32_t b = 0; b < jb->len && !ret; b += DMAFS_BLOCK) {
+		int good = !read_err && fmt_csum(buf + b, jb->sm, jb->soff + b) ==
+						get_u64((const uint8_t *)cs + (p0 - ca) + b / DMAFS_BLOCK * 8);
+		uint64_t v = fmt_csum(buf + b, R->k, jb->doff + b);
+
+		if (!good) {
+			v ^= 1; /* reads of it fail, as they did before */
+			if (!bad_len)
+				bad_from = b;
+			bad_len += DMAFS_BLOCK;
+			R->damaged += DMAFS_BLOCK;
+		}
+		ret = cwin_put(R, jb->doff + b, v);
+		if ((good || b + DMAFS_BLOCK >= jb->len) && bad_len) {
+			if (R->tty)
+				fprintf(stderr, "\r\033[K");
+			printf("dmafs-replace: inode %llu file offset %llu (+%llu bytes): no good copy (the copy on member %u offset %llu is %s): written as it is, and reads of it fail with EIO as before; restore the file from its source\n",
+			       (unsigned long long)jb->ino, (unsigned long long)(jb->foff + bad_from),
+			       (unsigned long long)bad_len, jb->sm, (unsigned long long)(jb->soff + bad_from),
+			       read_err ? "unreadable" : "damaged");
+			bad_len = 0;
+		}
+	}
+	return ret;
+}
+
+/* Copy every job: the reads of one batch go out with the writes of the one before. */
+static int copy_all(struct rebuild *R)
+{
+	size_t csmax = 4 * DMAFS_BLOCK + ALIGN_UP(PIECE / DMAFS_BLOCK * 8, DMAFS_BLOCK);
+	char *mem = util_aligned_alloc(2 * BATCH * ((size_t)PIECE + csmax));
+	struct uring_op ops[4 * BATCH];
+	uint64_t ca[2][BATCH], t0 = dm_mono_ns(), drawn = 0;
+	int ret = 0, cur = 0;
+	size_t at = 0, prev_n = 0, prev_at = 0;
+
+	if (!mem)
+		return -ENOMEM;
+	while (!ret && (at < R->njob || prev_n)) {
+		size_t n = MIN(BATCH, R->njob - at), no = 0;
+		char *base = mem + (size_t)cur * BATCH * (PIECE + csmax);
+		char *pbase = mem + (size_t)(1 - cur) * BATCH * (PIECE + csmax);
+
+		for (size_t i = 0; i < prev_n; i++) { /* the last batch's writes */
+			const struct job *jb = &R->job[prev_at + i];
+
+			ops[no++] = (struct uring_op){ .fd = R->ms[R->k].fd, .write = 1,
+						       .buf = pbase + i * (PIECE + csmax),
+						       .len = jb->len, .off = jb->doff, .tag = (int)R->k };
+		}
+		for (size_t i = 0; i < n; i++) { /* this batch's reads, with their checksums */
+			const struct job *jb = &R->job[at + i];
+			const struct fmt_sb *sb = &R->ms[jb->sm].sb;
+			char *b = base + i * (PIECE + csmax);
+
+			ops[no++] = (struct uring_op){ .fd = R->ms[jb->sm].fd, .buf = b, .len = jb->len,
+						       .off = jb->soff, .tag = (int)jb->sm };
+			if (jb->data) {
+				uint64_t a = ALIGN_DOWN(fmt_csum_pos(sb, jb->soff), DMAFS_BLOCK);
+				uint64_t e = ALIGN_UP(fmt_csum_pos(sb, jb->soff + jb->len), DMAFS_BLOCK);
+
+				ca[cur][i] = a;
+				ops[no++] = (struct uring_op){ .fd = R->ms[jb->sm].fd, .buf = b + PIECE,
+							       .len = (uint32_t)(e - a), .off = a,
+							       .tag = (int)jb->sm };
+			}
+		}
+		uring_rw(ops, no); /* each op's res says how it went */
+		for (size_t i = 0; i < prev_n && !ret; i++)
+			if (ops[i].res) {
+				tool_err("member %u (%s), the new member: write at offset %llu failed: %s",
+					 R->k, R->ms[R->k].path, (unsigned long long)ops[i].off,
+					 strerror(-ops[i].res));
+				ret = ops[i].res;
+			}
+		for (size_t i = 0, o = prev_n; i < n && !ret; i++) {
+			const struct job *jb = &R->job[at + i];
+			char *b = base + i * (PIECE + csmax);
+			int rerr = ops[o].res || (jb->data && ops[o + 1].res);
+
+			if (rerr && !jb->data) {
+				tool_err("member %u (%s): reading the metadata log at offset %llu failed: %s",
+					 jb->sm, R->ms[jb->sm].path, (unsigned long long)jb->soff,
+					 strerror(-ops[o].res));
+				ret = -EIO;
+				break;
+			}
+			if (rerr)
+				memset(b, 0, jb->len);
+			if (jb->data)
+				ret = job_sums(R, jb, b, b + PIECE, ca[cur][i], rerr);
+			o += jb->data ? 2 : 1;
+			R->done += jb->len;
+		}
+		prev_n = n;
+		prev_at = at;
+		at += n;
+		cur = 1 - cur;
+		if (R->tty && !R->quiet && (dm_mono_ns() - drawn > 200000000u || at >= R->njob)) {
+			drawn = dm_mono_ns();
+			tool_progress("rebuild", R->done, R->total, (drawn - t0) / 1e9, 0);
+		}
+	}
+	if (R->tty && !R->quiet)
+		tool_progress("rebuild", R->done, R->total, (dm_mono_ns() - t0) / 1e9, 1);
+	free(mem);
+	if (!ret)
+		ret = cwin_flush(R);
+	return ret;
+}
+
+/* Does @m hold anything in its first 64 KiB (a filesystem, a partition table)? */
+static int not_empty(struct member *m)
+{
+	char *b = util_aligned_alloc(64 << 10);
+	int ret = 1;
+
+	if (b && !member_pread(m, b, 64 << 10, 0))
+		ret = !(b[0] == 0 && !memcmp(b, b + 1, (64 << 10) - 1));
+	free(b);
+	return ret;
+}
+
+/* The new member: emptied of any superblock, geometry fitting the lost one's place. */
+static int prepare_new(struct rebuild *R, struct member *nm, const char *path, int force)
+{
+	struct fmt_sb sb = R->ms[(R->k + 1) % R->n].sb;
+	char err[512], s1[32];
+	uint8_t *z;
+
+	if (member_open(nm, path, MEMBER_OFFLINE, err, sizeof(err))) {
+		tool_err("%s", err);
+		return -1;
+	}
+	for (unsigned m = 0; m < R->n; m++)
+		if (!member_missing(&R->ms[m]) && !strcmp(R->ms[m].path, nm->path)) {
+			tool_err("%s is member %u of this filesystem already", path, m);
+			return -1;
+		}
+	if (!force && not_empty(nm)) {
+		tool_err("%s is not empty (its first 64 KiB hold data: a filesystem or a partition table?); use --force to overwrite it",
+			 path);
+		return -1;
+	}
+	sb.member_index = R->k;
+	if (fmt_sb_geometry(&sb, nm->size, sb.log_half) ||
+	    sb.data_offset != R->ms[R->k].sb.data_offset ||
+	    sb.data_end < sb.data_offset + 2 * sb.mirror_half) {
+		tool_err("%s is %s: too small to take member %u's place (its data region needs %llu bytes from offset %llu, and room for the checksums after it)",
+			 path, util_fmt_size(nm->size, s1, sizeof(s1)), R->k,
+			 (unsigned long long)(2 * sb.mirror_half),
+			 (unsigned long long)R->ms[R->k].sb.data_offset);
+		return -1;
+	}
+	nm->sb = sb;
+	/* no superblock until the rebuild is done: a crash leaves no member */
+	z = util_aligned_alloc(FMT_SB_SIZE);
+	if (!z)
+		return -1;
+	memset(z, 0, FMT_SB_SIZE);
+	if (member_pwrite(nm, z, FMT_SB_SIZE, 0) ||
+	    member_pwrite(nm, z, FMT_SB_SIZE, fmt_sb_copy_offset(nm->size))) {
+		tool_err("%s: write failed: %s", path, strerror(errno));
+		free(z);
+		return -1;
+	}
+	free(z);
+	return 0;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: dmafs-replace [--member N] [-f] [-q] MEMBER[,MEMBER...] NEW\n"
+		"Rebuild a lost member of an unmounted mirror filesystem (mkfs.dmafs --data mirror)\n"
+		"onto NEW, from the other copies. MEMBER...: the filesystem's other members, in any\n"
+		"order (as mount -o degraded takes them).\n"
+		"  --member N     the member to replace, when its old device is still given (it\n"
+		"                 failed while mounted): it is not read\n"
+		"  -f, --force    overwrite NEW even if it holds data\n"
+		"  -q, --quiet    print only errors\n"
+		"Exit status: 0 rebuilt, 1 error (nothing usable written), 2 rebuilt, but some blocks\n"
+		"had no good copy (listed). See dmafs-replace(8).\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "member", required_argument, NULL, 'm' }, { "force", no_argument, NULL, 'f' },
+		{ "quiet", no_argument, NULL, 'q' },	     { "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct rebuild R = { .k = UINT32_MAX };
+	char list[8192] = "", err[1024] = "", s1[32];
+	struct member nm = { .fd = -1, .hold_fd = -1 };
+	struct journal j;
+	struct meta meta;
+	int c, n, force = 0, want = -1, nmissing = 0;
+	uint64_t t0;
+
+	tool_init("dmafs-replace");
+	while ((c = getopt_long(argc, argv, "fqh", lo, NULL)) != -1) {
+		switch (c) {
+		case 'm': want = atoi(optarg); break;
+		case 'f': force = 1; break;
+		case 'q': R.quiet = 1; break;
+		case 'h': usage(stdout); return REPLACE_EXIT_OK;
+		default: usage(stderr); return REPLACE_EXIT_ERR;
+		}
+	}
+	if (argc - optind < 2) {
+		usage(stderr);
+		return REPLACE_EXIT_ERR;
+	}
+	for (int i = optind; i < argc - 1; i++)
+		snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i > optind ? "," : "", argv[i]);
+	n = members_open(list, MEMBER_RDONLY | MEMBER_OFFLINE | MEMBER_DEGRADED, &R.ms, err, sizeof(err));
+	if (n < 0) {
+		tool_err("%s", err);
+		return REPLACE_EXIT_ERR;
+	}
+	R.n = (unsigned)n;
+	if (!fmt_is_mirror(&R.ms[0].sb)) {
+		tool_err("this filesystem keeps one copy of its data (data profile single): a member's data exists nowhere else");
+		return REPLACE_EXIT_ERR;
+	}
+	if (want >= 0) {
+		if ((unsigned)want >= R.n) {
+			tool_err("--member %d: the filesystem has members 0 to %u", want, R.n - 1);
+			return REPLACE_EXIT_ERR;
+		}
+		member_close(&R.ms[want]); /* not read: it failed */
+		R.ms[want].path = strdup("(replaced)");
+		R.ms[want].hold_fd = -1;
+	}
+	for (unsigned m = 0; m < R.n; m++)
+		if (member_missing(&R.ms[m])) {
+			nmissing++;
+			R.k = m;
+		}
+	if (nmissing != 1) {
+		tool_err(nmissing ? "%d members are missing: replace one at a time (mount -o degraded works meanwhile)"
+				  : "no member is missing: name the one to replace with --member N", nmissing);
+		return REPLACE_EXIT_ERR;
+	}
+	if (member_missing(&R.ms[(R.k + 1) % R.n]) || member_missing(&R.ms[(R.k + R.n - 1) % R.n])) {
+		tool_err("member %u's neighbours must both be there: its blocks are copies of theirs", R.k);
+		return REPLACE_EXIT_ERR;
+	}
+	if (meta_init(&meta, R.ms[0].sb.stripe_unit, R.n) ||
+	    journal_open(&j, R.ms, R.n, &meta, 1, 0, err, sizeof(err))) {
+		tool_err("%s", err[0] ? err : "out of memory");
+		return REPLACE_EXIT_ERR;
+	}
+	if (prepare_new(&R, &nm, argv[argc - 1], force))
+		return REPLACE_EXIT_ERR;
+	if (meta_for_each(&meta, plan_inode, &R) || plan_log(&R, &j) ||
+	    !(R.cwin = util_aligned_alloc(CWIN))) {
+		tool_err("out of memory");
+		return REPLACE_EXIT_ERR;
+	}
+	qsort(R.job, R.njob, sizeof(*R.job), job_cmp);
+	memset(R.cwin, 0, CWIN);
+	/* from here on the new device stands in the lost member's place */
+	free(R.ms[R.k].path);
+	R.ms[R.k] = nm;
+	R.tty = isatty(2);
+	if (!R.quiet)
+		printf("dmafs-replace: rebuilding member %u on %s: %s to copy from members %u and %u\n",
+		       R.k, nm.path, util_fmt_size(R.total, s1, sizeof(s1)), (R.k + R.n - 1) % R.n,
+		       (R.k + 1) % R.n);
+	t0 = dm_mono_ns();
+	if (copy_all(&R) || fdatasync(R.ms[R.k].fd) || member_write_sb(&R.ms[R.k])) {
+		tool_err("member %u (%s): the rebuild failed (see above); it is no member yet: run dmafs-replace again",
+			 R.k, R.ms[R.k].path);
+		return REPLACE_EXIT_ERR;
+	}
+	if (!R.quiet) {
+		double s = (dm_mono_ns() - t0) / 1e9;
+
+		printf("dmafs-replace: member %u rebuilt on %s: %s in %.1f s (%.2f GB/s)%s; mount the filesystem as before\n",
+		       R.k, R.ms[R.k].path, util_fmt_size(R.total, s1, sizeof(s1)), s,
+		       s > 0 ? R.total / s / 1e9 : 0.0,
+		       R.damaged ? ", some blocks without a good copy (listed above)" : "");
+	}
+	members_close(R.ms, (int)R.n);
+	return R.damaged ? REPLACE_EXIT_DAMAGED : REPLACE_EXIT_OK;
+}
