@@ -319,6 +319,8 @@ int fs_killpriv_due(struct fs *fs, const struct fs_ctx *c, uint64_t ino);
 enum { FS_MEMBER_OK, FS_MEMBER_FAILED, FS_MEMBER_MISSING };
 /* Set the profile and the members' states up from their superblocks (fs_mount). */
 void fs_mirror_setup(struct fs *fs);
+/* After journal_open: the log goes on without a member that fails (journal.member_failed). */
+void fs_mirror_journal(struct fs *fs);
 static inline int fs_member_ok(struct fs *fs, unsigned m)
 {
 	return atomic_load(&fs->mstate[m]) == FS_MEMBER_OK;

@@ -69,8 +69,30 @@ void fs_member_failed(struct fs *fs, unsigned m, const char *what, int err)
 	/* no change from now on: a block written now would have one copy, and the failed
 	 * member's other copies would be older than the log says when it came back */
 	__atomic_store_n(&fs->ro, 1, __ATOMIC_SEQ_CST);
+	/* what was logged before goes on committing, to the other log copy if it was one */
+	journal_member_dead(&fs->j, m);
 	log_err("member %u (%s) failed (%s: %s): it serves no reads from now on, files are read from their other copies; the filesystem takes no changes (read-only) until the member is replaced: unmount, then dmafs-replace (see dmafs-replace(8))",
 		m, fs->members[m].path, what, strerror(err < 0 ? -err : err));
+}
+
+/* The journal's member_failed: a mirror goes on without the member (read-only). */
+static int journal_failed(void *arg, unsigned m, int err)
+{
+	struct fs *fs = arg;
+
+	fs_member_failed(fs, m, "metadata write or sync", err);
+	return fs->mirror;
+}
+
+void fs_mirror_journal(struct fs *fs)
+{
+	if (!fs->mirror)
+		return;
+	fs->j.member_failed = journal_failed;
+	fs->j.member_failed_arg = fs;
+	for (unsigned i = 0; i < fs->n; i++)
+		if (!fs_member_ok(fs, i))
+			journal_member_dead(&fs->j, i);
 }
 
 int fs_data_write(struct fs *fs, const struct inode *ino, struct uring_op *ops, size_t n,

@@ -154,6 +154,7 @@ int fs_mount(struct fs *fs, struct member *ms, unsigned n, int ro, char *err, si
 	ret = journal_open(&fs->j, ms, n, &fs->meta, ro, 0, err, errlen);
 	if (ret)
 		return ret;
+	fs_mirror_journal(fs);
 	if (!meta_iget(&fs->meta, FMT_ROOT_INO)) {
 		snprintf(err, errlen, "member 0 (%s): metadata has no root directory; run dmafs-fsck",
 			 ms[0].path);
@@ -218,6 +219,7 @@ int fs_mount(struct fs *fs, struct member *ms, unsigned n, int ro, char *err, si
 int fs_finish(struct fs *fs)
 {
 	int fds[FMT_MAX_MEMBERS], ret, cret, failed_before;
+	unsigned nfd = 0;
 
 	if (fs->finished)
 		return fs->finish_ret;
@@ -230,7 +232,8 @@ int fs_finish(struct fs *fs)
 			 strerror(-ret));
 		log_err("unmount: %s", fs->finish_err);
 	}
-	if (fs->ro)
+	/* read-only since a mirror's member failed: what was logged before still commits */
+	if (fs->ro && (fs->members_ro || !atomic_load(&fs->j.dead)))
 		return fs->finish_ret = ret;
 	failed_before = fs->j.failed;
 	cret = journal_commit(&fs->j);
@@ -249,10 +252,11 @@ int fs_finish(struct fs *fs)
 	}
 	/* The commit flushed only members written since the one before; flush them all. */
 	for (unsigned i = 0; i < fs->n; i++)
-		fds[i] = fs->members[i].fd;
-	if (uring_fsync(fds, fs->n)) {
+		if (fs_member_ok(fs, i)) /* a failed member is not synced (mirror.c) */
+			fds[nfd++] = fs->members[i].fd;
+	if (uring_fsync(fds, nfd)) {
 		for (unsigned i = 0; i < fs->n; i++) {
-			if (fdatasync(fds[i]) == 0)
+			if (!fs_member_ok(fs, i) || fdatasync(fs->members[i].fd) == 0)
 				continue;
 			if (!ret) {
 				ret = -errno;

@@ -472,9 +472,35 @@ static int open_paths(char *const paths[], int n, int flags, struct member **out
 		ret = -E2BIG;
 		goto fail;
 	}
-	ret = open_each(ms, paths, n, rdonly, &opened, err, errlen);
-	if (ret)
-		goto fail;
+	if (flags & MEMBER_DEGRADED) {
+		/* a device that cannot be opened or read is left out, as a missing member */
+		int k = 0;
+
+		for (int i = 0; i < n; i++) {
+			char why[512];
+
+			ret = member_open(&ms[k], paths[i], rdonly, why, sizeof(why));
+			if (!ret)
+				ret = member_read_sb(&ms[k], why, sizeof(why));
+			if (ret) {
+				log_warn("%s: left out: %s", paths[i], why);
+				member_close(&ms[k]);
+				continue;
+			}
+			opened = ++k;
+		}
+		n = k;
+		ret = 0;
+		if (!n) {
+			snprintf(err, errlen, "none of the members given could be read");
+			ret = -ENODEV;
+			goto fail;
+		}
+	} else {
+		ret = open_each(ms, paths, n, rdonly, &opened, err, errlen);
+		if (ret)
+			goto fail;
+	}
 	if (n == 0) {
 		snprintf(err, errlen, "no members given");
 		ret = -EINVAL;

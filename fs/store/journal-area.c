@@ -8,6 +8,7 @@
 #include "store/journal-int.h"
 
 #include <errno.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,16 +115,78 @@ static int covered(const struct journal *j, const struct uring_op *ops, size_t n
 	return -EIO;
 }
 
-/* Run @ops (@n) and fdatasync every copy. */
-static int write_ops(struct journal *j, struct uring_op *ops, size_t n)
+/* The copies still written (journal.dead); 0: none is left. */
+static unsigned live_copies(const struct journal *j, int fds[2])
 {
-	int fds[2], ret;
+	uint64_t dead = atomic_load(&j->dead);
+	unsigned k = 0;
 
 	for (unsigned i = 0; i < j->ncopies; i++)
-		fds[i] = j->copy[i]->fd;
-	ret = uring_rw(ops, n);
+		if (!(dead & (1ull << i)))
+			fds[k++] = j->copy[i]->fd;
+	return k;
+}
+
+/* @ops (tag: the copy) less those of dead copies: their new count. */
+static size_t live_ops(const struct journal *j, struct uring_op *ops, size_t n)
+{
+	uint64_t dead = atomic_load(&j->dead);
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (!(dead & (1ull << ops[i].tag)))
+			ops[k++] = ops[i];
+	return k;
+}
+
+/* fdatasync every live copy; one that fails is dropped where the filesystem allows. */
+int jr_sync_copies(struct journal *j)
+{
+	int fds[2], ret;
+	unsigned k = live_copies(j, fds);
+
+	ret = k ? uring_fsync(fds, k) : -EIO;
+	if (ret && k && j->member_failed) {
+		ret = 0;
+		for (unsigned i = 0; i < j->ncopies; i++)
+			if (!(atomic_load(&j->dead) & (1ull << i)) && fdatasync(j->copy[i]->fd) &&
+			    !journal_drop_member(j, i, -errno))
+				ret = -EIO;
+		if (!ret && !live_copies(j, fds))
+			ret = -EIO;
+	}
+	return ret;
+}
+
+/* Run @ops (@n) on the live copies: a copy whose write fails is dropped where the
+ * filesystem allows (journal.member_failed), and the rest go on. */
+static int run_live(struct journal *j, struct uring_op *ops, size_t n)
+{
+	int ret;
+
+	n = live_ops(j, ops, n);
+	ret = n ? uring_rw(ops, n) : -EIO; /* no copy left: nothing can be logged */
+	if (ret && n && j->member_failed) {
+		int dropped = 0;
+
+		for (size_t i = 0; i < n; i++)
+			if (ops[i].res && journal_drop_member(j, (unsigned)ops[i].tag, ops[i].res))
+				dropped = 1;
+		if (dropped) { /* the ops of the copy left, again (the same bytes) */
+			n = live_ops(j, ops, n);
+			ret = n ? uring_rw(ops, n) : -EIO;
+		}
+	}
+	return ret;
+}
+
+/* Run @ops (@n) on the live copies and fdatasync them. */
+static int write_ops(struct journal *j, struct uring_op *ops, size_t n)
+{
+	int ret = run_live(j, ops, n);
+
 	if (!ret)
-		ret = uring_fsync(fds, j->ncopies);
+		ret = jr_sync_copies(j);
 	return ret;
 }
 
@@ -177,17 +240,12 @@ int jr_write_snapshot(struct journal *j, int half, const uint8_t *p, size_t len)
 		}
 		ret = covered(j, ops, n, k);
 		if (!ret)
-			ret = uring_rw(ops, n);
+			ret = run_live(j, ops, n);
 		done += k;
 	}
 	free(io);
-	if (!ret) {
-		int fds[2];
-
-		for (unsigned i = 0; i < j->ncopies; i++)
-			fds[i] = j->copy[i]->fd;
-		ret = uring_fsync(fds, j->ncopies);
-	}
+	if (!ret)
+		ret = jr_sync_copies(j);
 	return ret;
 }
 

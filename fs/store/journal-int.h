@@ -45,4 +45,7 @@ void jr_put_areas(struct journal *j, const struct jr_geom *g);
 /* Make the filesystem format version 4 before a header names log areas. */
 int jr_allow_areas(struct journal *j);
 
+/* fdatasync the log copies still written (journal.dead); -EIO when none is left. */
+int jr_sync_copies(struct journal *j);
+
 #endif

@@ -364,7 +364,7 @@ int journal_log(struct journal *j, const struct fmt_rec *r)
 /* fdatasync every member written since the last commit: data before metadata. */
 static int sync_data(struct journal *j)
 {
-	uint64_t mask = atomic_exchange(&j->dirty, 0);
+	uint64_t mask = atomic_exchange(&j->dirty, 0) & ~atomic_load(&j->dead);
 	int fds[FMT_MAX_MEMBERS];
 	size_t n = 0;
 	int ret;
@@ -373,6 +373,14 @@ static int sync_data(struct journal *j)
 		if (mask & (1ull << i))
 			fds[n++] = j->members[i].fd;
 	ret = uring_fsync(fds, n);
+	if (ret && j->member_failed) {
+		/* one by one: a mirror goes on without a member whose sync fails */
+		ret = 0;
+		for (unsigned i = 0; i < j->nmembers; i++)
+			if ((mask & (1ull << i)) && fdatasync(j->members[i].fd) &&
+			    !journal_drop_member(j, i, -errno))
+				ret = -EIO;
+	}
 	if (ret)
 		atomic_fetch_or(&j->dirty, mask);
 	return ret;

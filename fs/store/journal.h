@@ -49,6 +49,11 @@ struct journal {
 	/* members written since the last commit; bit i = member i */
 	_Atomic uint64_t dirty;
 	/*
+	 * members that failed (a mirror's, mirror.c): never synced again, and a log copy on
+	 * one is written no more (the other copy carries the log); bit i = member i
+	 */
+	_Atomic uint64_t dead;
+	/*
 	 * epoch counts the times a commit or compaction took the pending records; it changes
 	 * under meta.lock with inplace held exclusively. A writer that rewrites blocks in place
 	 * because no durable metadata refers to them yet (allocated in the current epoch) holds
@@ -79,6 +84,13 @@ struct journal {
 	 * was promised to accepted writes (write-behind)? Called under meta.lock; NULL: yes */
 	int (*may_take)(void *arg, uint64_t bytes);
 	void *may_take_arg;
+	/*
+	 * A write or sync of member @m failed with @err: 1 when the filesystem goes on
+	 * without it (a mirror: it marked the member dead, journal_member_dead), and the
+	 * commit is tried again on what is left; 0 or NULL: the commit fails.
+	 */
+	int (*member_failed)(void *arg, unsigned m, int err);
+	void *member_failed_arg;
 };
 
 /*
@@ -121,6 +133,17 @@ void journal_stop(struct journal *j);
 static inline void journal_dirty(struct journal *j, unsigned i)
 {
 	atomic_fetch_or(&j->dirty, 1ull << i);
+}
+/* Member @m's write or sync failed with @err: 1 when it is dropped (journal.member_failed). */
+static inline int journal_drop_member(struct journal *j, unsigned m, int err)
+{
+	return j->member_failed && j->member_failed(j->member_failed_arg, m, err) &&
+	       (atomic_load(&j->dead) & (1ull << m));
+}
+/* Member @i failed: see journal.dead. */
+static inline void journal_member_dead(struct journal *j, unsigned i)
+{
+	atomic_fetch_or(&j->dead, 1ull << i);
 }
 /* Write the initial log (a snapshot of @snap records, gen 1) on a fresh filesystem (mkfs). */
 int journal_format(struct member *ms, unsigned n, const struct buf *snap, uint64_t next_ino);
