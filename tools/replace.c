@@ -25,8 +25,6 @@
 #include "store/meta.h"
 #include "tool.h"
 
-enum { REPLACE_EXIT_OK = 0, REPLACE_EXIT_ERR = 1, REPLACE_EXIT_DAMAGED = 2 };
-
 #define PIECE (4u << 20) /* bytes of one copy job at most */
 #define BATCH 16	 /* jobs read (and written) at once */
 #define CWIN (1u << 20)	 /* checksum bytes built in memory before they are written */

@@ -15,6 +15,8 @@ enum { CHECK_EXIT_OK = 0, CHECK_EXIT_MISSING = 1, CHECK_EXIT_ERR = 2 };
 enum { MKFS_EXIT_OK = 0, MKFS_EXIT_ERR = 1 };
 /* dmafs-label(8) */
 enum { LABEL_EXIT_OK = 0, LABEL_EXIT_ERR = 1 };
+/* dmafs-replace(8): DAMAGED, rebuilt but some blocks had no good copy. */
+enum { REPLACE_EXIT_OK = 0, REPLACE_EXIT_ERR = 1, REPLACE_EXIT_DAMAGED = 2 };
 /* dmafs-fsck(8), as e2fsck(8): fsck(8) and boot scripts read them; USAGE only as fsck.dmafs. */
 enum { FSCK_EXIT_OK = 0, FSCK_EXIT_FIXED = 1, FSCK_EXIT_UNFIXED = 4, FSCK_EXIT_ERR = 8, FSCK_EXIT_USAGE = 16 };
 /* umount.dmafs(8): umount(8) passes them on; 1 and 32 mean what they mean for mount(8). */
