@@ -13,7 +13,7 @@ t_workdir
 B=$top_srcdir/tools/dmafs-bench
 MAN=$top_srcdir/man/dmafs-bench.1
 export DMAFS_BUILDDIR=$top_builddir
-MODES="posix place models host tp fair dataset samples"
+MODES="posix place models host tp fair dataset samples mirror"
 
 # refused ARGS... MESSAGE - dmafs-bench ARGS fails, prints MESSAGE, and runs no benchmark
 refused() {

@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -163,66 +164,141 @@ static int cwin_put(struct rebuild *R, uint64_t moff, uint64_t v)
 }
 
 /*
- * Job @jb was read into @buf (its source checksums in @cs, spanning [ca, ...)): check each
- * block and make the new member's checksum of it; a bad one gets one that fails.
+ * The checksums of one job's blocks: checked at the source (@good, 0 where the block or
+ * its checksum read failed or does not match) and made for the new member (@sum, a bad
+ * block's made not to match, so that reads of it keep failing).
  */
-static int job_sums(struct rebuild *R, const struct job *jb, const char *buf, const char *cs,
-		    uint64_t ca, int read_err)
+struct hashing {
+	const struct rebuild *R;
+	const struct job *jb;
+	const char *buf, *cs;
+	uint64_t ca;
+	int read_err;
+	uint64_t sum[PIECE / DMAFS_BLOCK];
+	uint8_t good[PIECE / DMAFS_BLOCK];
+};
+
+static void hash_job(struct hashing *h)
 {
-	const struct fmt_sb *sb = &R->ms[jb->sm].sb;
-	uint64_t p0 = fmt_csum_pos(sb, jb->soff), bad_from = 0, bad_len = 0;
+	const struct job *jb = h->jb;
+	const struct fmt_sb *sb = &h->R->ms[jb->sm].sb;
+	uint64_t p0 = fmt_csum_pos(sb, jb->soff);
+
+	for (uint32_t b = 0, k = 0; b < jb->len; b += DMAFS_BLOCK, k++) {
+		h->good[k] = !h->read_err &&
+			     fmt_csum(h->buf + b, jb->sm, jb->soff + b) ==
+				     get_u64((const uint8_t *)h->cs + (p0 - h->ca) + k * 8);
+		h->sum[k] = fmt_csum(h->buf + b, h->R->k, jb->doff + b) ^ !h->good[k];
+	}
+}
+
+/*
+ * A batch's hashing, over threads (two XXH3 passes a byte would bound the rebuild), while
+ * the next batch's reads and this one's writes are in flight: hash_start, hash_wait.
+ */
+struct hash_pool {
+	struct hashing *h;
+	size_t n, next; /* next: atomic */
+	pthread_t t[BATCH];
+	size_t started;
+};
+
+static void *hash_main(void *arg)
+{
+	struct hash_pool *P = arg;
+	size_t i;
+
+	while ((i = __atomic_fetch_add(&P->next, 1, __ATOMIC_RELAXED)) < P->n)
+		hash_job(&P->h[i]);
+	return NULL;
+}
+
+static void hash_start(struct hash_pool *P, struct hashing *h, size_t n)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	size_t nt = (size_t)MAX(1, MIN((long)n, MIN(cpus, (long)BATCH)));
+
+	P->h = h;
+	P->n = n;
+	P->next = 0;
+	P->started = 0;
+	for (size_t i = 0; i < nt; i++)
+		if (!pthread_create(&P->t[P->started], NULL, hash_main, P))
+			P->started++;
+	if (!P->started) /* no thread: here, now */
+		hash_main(P);
+}
+
+static void hash_wait(struct hash_pool *P)
+{
+	for (size_t i = 0; i < P->started; i++)
+		pthread_join(P->t[i], NULL);
+	P->started = 0;
+}
+
+/* Job @h's checksums into the new member's window, its blocks without a good copy said. */
+static int job_sums(struct rebuild *R, const struct hashing *h)
+{
+	const struct job *jb = h->jb;
+	uint64_t bad_from = 0, bad_len = 0;
 	int ret = 0;
 
-	for (uint32_t b = 0; b < jb->len && !ret; b += DMAFS_BLOCK) {
-		int good = !read_err && fmt_csum(buf + b, jb->sm, jb->soff + b) ==
-						get_u64((const uint8_t *)cs + (p0 - ca) + b / DMAFS_BLOCK * 8);
-		uint64_t v = fmt_csum(buf + b, R->k, jb->doff + b);
-
-		if (!good) {
-			v ^= 1; /* reads of it fail, as they did before */
+	for (uint32_t b = 0, k = 0; b < jb->len && !ret; b += DMAFS_BLOCK, k++) {
+		if (!h->good[k]) {
 			if (!bad_len)
 				bad_from = b;
 			bad_len += DMAFS_BLOCK;
 			R->damaged += DMAFS_BLOCK;
 		}
-		ret = cwin_put(R, jb->doff + b, v);
-		if ((good || b + DMAFS_BLOCK >= jb->len) && bad_len) {
+		ret = cwin_put(R, jb->doff + b, h->sum[k]);
+		if ((h->good[k] || b + DMAFS_BLOCK >= jb->len) && bad_len) {
 			if (R->tty)
 				fprintf(stderr, "\r\033[K");
 			printf("dmafs-replace: inode %llu file offset %llu (+%llu bytes): no good copy (the copy on member %u offset %llu is %s): written as it is, and reads of it fail with EIO as before; restore the file from its source\n",
 			       (unsigned long long)jb->ino, (unsigned long long)(jb->foff + bad_from),
 			       (unsigned long long)bad_len, jb->sm, (unsigned long long)(jb->soff + bad_from),
-			       read_err ? "unreadable" : "damaged");
+			       h->read_err ? "unreadable" : "damaged");
 			bad_len = 0;
 		}
 	}
 	return ret;
 }
 
-/* Copy every job: the reads of one batch go out with the writes of the one before. */
+/*
+ * Copy every job: the reads of one batch go out with the writes of the one before, while
+ * threads hash the one before (its checksums go to the window after that).
+ */
 static int copy_all(struct rebuild *R)
 {
 	size_t csmax = 4 * DMAFS_BLOCK + ALIGN_UP(PIECE / DMAFS_BLOCK * 8, DMAFS_BLOCK);
 	char *mem = util_aligned_alloc(2 * BATCH * ((size_t)PIECE + csmax));
+	struct hashing *hs[2] = { calloc(BATCH, sizeof(struct hashing)),
+				  calloc(BATCH, sizeof(struct hashing)) };
+	struct hash_pool pool = { 0 };
 	struct uring_op ops[4 * BATCH];
-	uint64_t ca[2][BATCH], t0 = dm_mono_ns(), drawn = 0;
+	uint64_t ca[BATCH], t0 = dm_mono_ns(), drawn = 0;
 	int ret = 0, cur = 0;
-	size_t at = 0, prev_n = 0, prev_at = 0;
+	size_t at = 0, prev_n = 0, prev_at = 0, prev_nh = 0;
 
-	if (!mem)
+	if (!mem || !hs[0] || !hs[1]) {
+		free(mem);
+		free(hs[0]);
+		free(hs[1]);
 		return -ENOMEM;
-	while (!ret && (at < R->njob || prev_n)) {
-		size_t n = MIN(BATCH, R->njob - at), no = 0;
+	}
+	while (at < R->njob || prev_n) {
+		size_t n = ret ? 0 : MIN(BATCH, R->njob - at), no = 0, nh = 0, nw;
 		char *base = mem + (size_t)cur * BATCH * (PIECE + csmax);
 		char *pbase = mem + (size_t)(1 - cur) * BATCH * (PIECE + csmax);
 
-		for (size_t i = 0; i < prev_n; i++) { /* the last batch's writes */
+		for (size_t i = 0; i < prev_n && !ret; i++) { /* the last batch's writes */
 			const struct job *jb = &R->job[prev_at + i];
 
 			ops[no++] = (struct uring_op){ .fd = R->ms[R->k].fd, .write = 1,
 						       .buf = pbase + i * (PIECE + csmax),
 						       .len = jb->len, .off = jb->doff, .tag = (int)R->k };
 		}
+		nw = no;
 		for (size_t i = 0; i < n; i++) { /* this batch's reads, with their checksums */
 			const struct job *jb = &R->job[at + i];
 			const struct fmt_sb *sb = &R->ms[jb->sm].sb;
@@ -234,21 +310,26 @@ static int copy_all(struct rebuild *R)
 				uint64_t a = ALIGN_DOWN(fmt_csum_pos(sb, jb->soff), DMAFS_BLOCK);
 				uint64_t e = ALIGN_UP(fmt_csum_pos(sb, jb->soff + jb->len), DMAFS_BLOCK);
 
-				ca[cur][i] = a;
+				ca[i] = a;
 				ops[no++] = (struct uring_op){ .fd = R->ms[jb->sm].fd, .buf = b + PIECE,
 							       .len = (uint32_t)(e - a), .off = a,
 							       .tag = (int)jb->sm };
 			}
 		}
-		uring_rw(ops, no); /* each op's res says how it went */
-		for (size_t i = 0; i < prev_n && !ret; i++)
+		if (no)
+			uring_rw(ops, no); /* each op's res says how it went */
+		/* the last batch: hashed meanwhile, its checksums into the window now */
+		hash_wait(&pool);
+		for (size_t i = 0; i < prev_nh && !ret; i++)
+			ret = job_sums(R, &hs[1 - cur][i]);
+		for (size_t i = 0; i < nw && !ret; i++)
 			if (ops[i].res) {
 				tool_err("member %u (%s), the new member: write at offset %llu failed: %s",
 					 R->k, R->ms[R->k].path, (unsigned long long)ops[i].off,
 					 strerror(-ops[i].res));
 				ret = ops[i].res;
 			}
-		for (size_t i = 0, o = prev_n; i < n && !ret; i++) {
+		for (size_t i = 0, o = nw; i < n && !ret; i++) {
 			const struct job *jb = &R->job[at + i];
 			char *b = base + i * (PIECE + csmax);
 			int rerr = ops[o].res || (jb->data && ops[o + 1].res);
@@ -263,10 +344,17 @@ static int copy_all(struct rebuild *R)
 			if (rerr)
 				memset(b, 0, jb->len);
 			if (jb->data)
-				ret = job_sums(R, jb, b, b + PIECE, ca[cur][i], rerr);
+				hs[cur][nh++] = (struct hashing){ .R = R, .jb = jb, .buf = b,
+								  .cs = b + PIECE, .ca = ca[i],
+								  .read_err = rerr };
 			o += jb->data ? 2 : 1;
 			R->done += jb->len;
 		}
+		if (ret)
+			nh = n = 0; /* nothing more goes out */
+		if (nh)
+			hash_start(&pool, hs[cur], nh);
+		prev_nh = nh;
 		prev_n = n;
 		prev_at = at;
 		at += n;
@@ -275,10 +363,15 @@ static int copy_all(struct rebuild *R)
 			drawn = dm_mono_ns();
 			tool_progress("rebuild", R->done, R->total, (drawn - t0) / 1e9, 0);
 		}
+		if (ret)
+			break;
 	}
+	hash_wait(&pool);
 	if (R->tty && !R->quiet)
 		tool_progress("rebuild", R->done, R->total, (dm_mono_ns() - t0) / 1e9, 1);
 	free(mem);
+	free(hs[0]);
+	free(hs[1]);
 	if (!ret)
 		ret = cwin_flush(R);
 	return ret;
