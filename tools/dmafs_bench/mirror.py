@@ -88,7 +88,7 @@ def lose(member_file, loop):
 
 def run(a):
     rig.need_root("mirror", "it creates loop devices, runs mkfs and mounts")
-    rig.need("mirror", "losetup", "wipefs", "fusermount3", "cmp", "dd", "fio")
+    rig.need("mirror", "losetup", "wipefs", "cmp", "dd", "fio")
     rig.need_fuse("mirror")
     dmafs = rig.program("mirror", "dmafs", "fs/dmafs")
     mkfs = rig.program("mirror", "mkfs.dmafs", "tools/mkfs.dmafs")
@@ -107,7 +107,7 @@ def run(a):
     job = a.out("raw-write.fio")
     with open(job, "w") as f:
         f.write("; raw: O_DIRECT sequential write of member 1\n[global]\nrw=write\ndirect=1\n"
-                f"bs=1M\nioengine=libaio\niodepth=32\nsize={a.member_mib}M\n"
+                f"bs=1M\nioengine=io_uring\niodepth=32\nsize={a.member_mib}M\n"
                 f"[member1]\nfilename={m.loops[1]}\n")
     raw_w = fio_gbs(a.out, job, 48)
     rig.log(f"raw: O_DIRECT write of member 1: {raw_w:.3f} GB/s")
