@@ -25,7 +25,7 @@ command -v cp >/dev/null || t_skip "cp missing"
 ROUNDS=${POWERCUT_ROUNDS:-12}
 H="$top_srcdir/tests/t_helpers.py"
 t_workdir
-t_images 2 256M
+t_images 2 "${POWERCUT_IMG_SIZE:-256M}" # 512M over the mirror profile (half the capacity)
 t_mkfs "${T_IMGS[@]}"
 M=$T_WORK/mnt
 LOG=$T_WORK/work.log

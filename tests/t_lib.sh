@@ -218,7 +218,8 @@ t_xfs() {
 # t_mkfs ARGS... - run mkfs.dmafs -q ARGS; fails the test if mkfs fails.
 t_mkfs() {
 	local out
-	out=$("$MKFS" -q "$@" 2>&1) || t_fail "mkfs.dmafs $* failed: $out"
+	# T_MKFS_DATA=mirror: the same test over the mirror data profile (tests/*_mirror.sh)
+	out=$("$MKFS" -q ${T_MKFS_DATA:+--data "$T_MKFS_DATA"} "$@" 2>&1) || t_fail "mkfs.dmafs $* failed: $out"
 }
 
 # t_faultfs IMAGE - serve IMAGE as $T_WORK/ff/disk through tests/faultfs (the member whose
