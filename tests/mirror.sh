@@ -2,7 +2,8 @@
 # Description: the mirror data profile (mkfs.dmafs --data mirror) on 3 members: both copies
 # written and half the capacity reported; blocks damaged at random in one copy or the
 # other while mounted: every POSIX read and every verified placement returns the files'
-# bytes, each bad first copy is counted and rewritten (self-heal, logged once), dmafs-fsck
+# bytes (1000 blocks, then 200 more), each bad first copy is counted and rewritten
+# (self-heal, logged once), dmafs-fsck
 # --scrub reports the bad second copies and --repair rewrites them; a missing member
 # refuses a plain mount (naming -o degraded) and -o degraded reads every file exactly,
 # read-only; dmafs-replace rebuilds member 1 and then member 0 (a log member) on new
@@ -56,9 +57,9 @@ t_log "the second copies are on disk: a scrub of both copies is clean"
 t_fsck 0 --scrub "$I0" "$I1" "$I2"
 grep -q "both copies" "$W/fsck.out" || t_fail "fsck --scrub did not scrub both copies: $(cat "$W/fsck.out")"
 
-t_log "300 blocks damaged in one copy each, while mounted: POSIX reads return the files' bytes"
+t_log "1000 blocks damaged in one copy each, while mounted: POSIX reads return the files' bytes"
 t_mount_fg "$I0,$I1,$I2" "$M"
-t_py "$BLOCKS" "$M" "$I0,$I1,$I2" 300 1 >"$W/dmg1" || t_fail "mirror_blocks.py failed"
+t_py "$BLOCKS" "$M" "$I0,$I1,$I2" 1000 1 >"$W/dmg1" || t_fail "mirror_blocks.py failed"
 first1=$(head -1 "$W/dmg1" | sed 's/first=\([0-9]*\).*/\1/')
 second1=$(head -1 "$W/dmg1" | sed 's/.*second=//')
 t_log "  damaged: $first1 first copies, $second1 second copies"

@@ -267,15 +267,15 @@ static int zero_copy(struct fs *fs, const struct pieces *p, int copy)
 			run[e->member].end += e->len;
 			continue;
 		}
-		if (run[e->member].end)
-			ret = zero_member(fs, e->member, run[e->member].off,
-					  run[e->member].end - run[e->member].off);
+		if (run[e->member].end && (ret = zero_member(fs, e->member, run[e->member].off,
+							    run[e->member].end - run[e->member].off)))
+			fs_member_failed(fs, e->member, "zeroing", ret); /* a mirror's: see mirror.c */
 		run[e->member].off = e->moff;
 		run[e->member].end = e->moff + e->len;
 	}
 	for (unsigned m = 0; m < fs->n && !ret; m++)
-		if (run[m].end)
-			ret = zero_member(fs, m, run[m].off, run[m].end - run[m].off);
+		if (run[m].end && (ret = zero_member(fs, m, run[m].off, run[m].end - run[m].off)))
+			fs_member_failed(fs, m, "zeroing", ret);
 	/* checksums: every new block holds zeros now */
 	for (size_t k = 0; k < p->n && !ret; k++) {
 		const struct newext ec = piece_copy(fs, p, k, copy), *e = &ec;

@@ -383,11 +383,18 @@ static void complete(struct pipe *p, struct io_uring_cqe *cqe)
 		if (p->fs->mirror) {
 			/* a mirror's other copy: a checksum read's failure fails the check of
 			 * the data it covers, which then comes from the other copy too */
+			int got = 0;
+
 			if (o >= r->ops + r->nd)
 				r->csum_err = 1;
-			else if (!fs_mirror_recover(p->fs, p->ino, &o->op, o->foff, 1, rec_copy(r)))
+			else if (!(got = fs_mirror_recover(p->fs, p->ino, &o->op, o->foff, 1, rec_copy(r))))
 				o->op.res = 0;
 			if (!o->op.res || o >= r->ops + r->nd) {
+				op_done(p, o);
+				return;
+			}
+			if (got == -EFAULT) { /* the client's pages went: its fault, not a member's */
+				r->err = -EFAULT;
 				op_done(p, o);
 				return;
 			}
