@@ -248,7 +248,38 @@ struct dmafs_ioc_mode {
 
 #define DMAFS_IOC_MODE _IOWR(DMAFS_IOC_MAGIC, 16, struct dmafs_ioc_mode)
 
+/*
+ * DMAFS_IOC_REBUILD: dmafs-replace's half of a rebuild while mounted (a mirror whose
+ * member is missing or failed: read-only). Only on the mount's root directory, only by
+ * uid 0 with CAP_SYS_ADMIN. START hands the daemon the new device as a descriptor of the
+ * caller's, open read-write with O_DIRECT (taken with pidfd_getfd; nothing is opened by
+ * name), and starts the copy on a thread of the daemon's; STATUS says how it goes.
+ */
+#define DMAFS_REBUILD_START 1u
+#define DMAFS_REBUILD_STATUS 2u
+/* dmafs_ioc_rebuild.state */
+#define DMAFS_REBUILD_NONE 0   /* none started on this mount */
+#define DMAFS_REBUILD_RUNNING 1
+#define DMAFS_REBUILD_DONE 2   /* the member serves again; unmount and mount to write */
+#define DMAFS_REBUILD_FAILED 3 /* msg says why; the new device is no member */
+
+struct dmafs_ioc_rebuild {
+	uint32_t op;	   /* in: DMAFS_REBUILD_START or _STATUS */
+	int32_t fd;	   /* in, START: the new device, open O_RDWR | O_DIRECT */
+	int32_t member;	   /* in, START: the member to replace, -1: the one not serving;
+			    * out: the member being (or last) rebuilt */
+	int32_t state;	   /* out: DMAFS_REBUILD_* */
+	int32_t status;	   /* out, START: 0, or -errno (msg says why) */
+	uint32_t reserved;
+	uint64_t done, total; /* out: bytes copied, to copy */
+	uint64_t damaged;  /* out: bytes that had no good copy (written failing: see dmafs-replace(8)) */
+	char msg[256];	   /* out: why START failed or the rebuild did, or where it went */
+};
+
+#define DMAFS_IOC_REBUILD _IOWR(DMAFS_IOC_MAGIC, 17, struct dmafs_ioc_rebuild)
+
 _Static_assert(sizeof(struct dmafs_ioc_place) < 16384, "restricted FUSE ioctl limit");
+_Static_assert(sizeof(struct dmafs_ioc_rebuild) == 304, "DMAFS_IOC_REBUILD keeps its size");
 _Static_assert(sizeof(struct dmafs_ioc_batch) < 16384, "restricted FUSE ioctl limit");
 _Static_assert(sizeof(struct dmafs_batch_entry) == 48, "batch entries are 48 bytes");
 /* _IOC's size field has 14 bits: at most 16383 bytes */

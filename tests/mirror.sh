@@ -7,7 +7,9 @@
 # --scrub reports the bad second copies and --repair rewrites them; a missing member
 # refuses a plain mount (naming -o degraded) and -o degraded reads every file exactly,
 # read-only; dmafs-replace rebuilds member 1 and then member 0 (a log member) on new
-# images, after which the filesystem mounts read-write, reads exactly and scrubs clean.
+# images, after which the filesystem mounts read-write, reads exactly and scrubs clean;
+# then member 2 is rebuilt while mounted degraded, a reader going on meanwhile (and an
+# unprivileged user may not start a rebuild).
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/t_lib.sh"
 t_require_root_fuse
@@ -133,5 +135,30 @@ t_expect_fail "dmafs-replace with no member missing" "$REPLACE" "$I0" "$W/new1" 
 t_fsck 0 --scrub "$W/new0" "$W/new1" "$I2"
 t_mount_fg "$W/new0,$W/new1,$I2" "$M"
 check_all "after rebuilding member 0"
+t_umount "$M"
+
+t_log "member 2 rebuilt while mounted (degraded), a reader going on meanwhile"
+t_mount_fg "$W/new0,$W/new1" "$M" degraded,allow_other
+truncate -s 192M "$W/live2"
+chmod o+x "$W" # nobody reaches the mount point and its own image
+install -o nobody -m 600 /dev/null "$W/nobody.img" && truncate -s 192M "$W/nobody.img"
+runuser -u nobody -- "$REPLACE" "$M" "$W/nobody.img" >"$W/nobody.out" 2>&1 &&
+	t_fail "an unprivileged user started a rebuild: $(cat "$W/nobody.out")"
+grep -q "needs root" "$W/nobody.out" || t_fail "an unprivileged rebuild: $(cat "$W/nobody.out"), not EPERM"
+(while :; do cat "$M"/d/* "$M/big" >/dev/null || exit 1; done) &
+rpid=$!
+t_register pid "$rpid"
+"$REPLACE" "$M" "$W/live2" >"$W/live.out" 2>&1 || t_fail "dmafs-replace while mounted: $(cat "$W/live.out")"
+t_running "$rpid" || t_fail "the reader failed during the rebuild"
+kill "$rpid" 2>/dev/null
+grep -q "member 2 rebuilt on .*live2" "$W/live.out" || t_fail "dmafs-replace while mounted said: $(cat "$W/live.out")"
+[ "$(member_field "$M" 2 state)" = ok ] || t_fail "member 2's state after the rebuild: $(member_field "$M" 2 state)"
+check_all "after rebuilding member 2 while mounted"
+mount -o remount,rw "$M" 2>"$W/rw.err" && t_fail "remounted read-write after a rebuild while mounted"
+t_umount "$M"
+t_fsck 0 --scrub "$W/new0" "$W/new1" "$W/live2"
+t_mount_fg "$W/new0,$W/new1,$W/live2" "$M"
+check_all "mounted again after the rebuild while mounted"
+head -c 1M /dev/urandom >"$M/after2" || t_fail "no write after the rebuild while mounted"
 t_umount "$M"
 t_log "PASS"

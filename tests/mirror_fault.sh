@@ -4,9 +4,10 @@
 # checksum checks) of every file return its bytes from the other copies; the member is
 # marked failed (user.dmafs.members, dmafs-check), logged once, and the filesystem takes
 # no changes (EROFS) and cannot be remounted read-write; what was written before the
-# failure and not yet committed is committed to the other log copy at unmount. Then
-# dmafs-replace --member 1 rebuilds it on a new image (the failed device named but not
-# read) and the filesystem mounts read-write, holds every file and scrubs clean.
+# failure and not yet committed is committed to the other log copy at unmount. Then,
+# still mounted, dmafs-replace --member 1 MOUNTPOINT rebuilds it on a new image, which
+# serves reads at once; mounted again with it, the filesystem is read-write, holds every
+# file and scrubs clean.
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/t_lib.sh"
 t_require_root_fuse
@@ -53,11 +54,14 @@ mount -o remount,rw "$M" 2>"$W/remount.err" && [ -w "$M" ] && touch "$M/new2" 2>
 grep -q "failed: it serves no reads" "$W/check.out" || t_fail "dmafs-check does not show the failed member: $(grep -A5 space "$W/check.out")"
 drop_caches
 (cd "$M" && sha256sum -c --quiet "$W/sums") >"$W/sums.out" 2>&1 || t_fail "files differ after the failure: $(head -3 "$W/sums.out")"
-t_umount "$M"
 
-t_log "dmafs-replace --member 1 rebuilds it on a new image"
+t_log "dmafs-replace --member 1 rebuilds it on a new image while mounted"
 truncate -s 192M "$W/new1"
-"$REPLACE" --member 1 "$I0" "$I1" "$I2" "$W/new1" >"$W/replace.out" 2>&1 || t_fail "dmafs-replace --member 1: $(cat "$W/replace.out")"
+"$REPLACE" --member 1 "$M" "$W/new1" >"$W/replace.out" 2>&1 || t_fail "dmafs-replace --member 1 MOUNTPOINT: $(cat "$W/replace.out")"
+[ "$(member_field "$M" 1 state)" = ok ] || t_fail "member 1's state after the rebuild: $(member_field "$M" 1 state)"
+drop_caches
+(cd "$M" && sha256sum -c --quiet "$W/sums") >"$W/sums.out" 2>&1 || t_fail "files differ after the rebuild while mounted: $(head -3 "$W/sums.out")"
+t_umount "$M"
 t_fsck 0 --scrub "$I0" "$W/new1" "$I2"
 t_mount_fg "$I0,$W/new1,$I2" "$M"
 drop_caches

@@ -328,7 +328,7 @@ static void test_old_version(void)
 	}
 	fclose(f);
 	T_EQ(members_open(t_list, 1, &ms, err, sizeof(err)), -EPROTONOSUPPORT);
-	T_CHECK(strstr(err, "format version 1; this dmafs reads versions 2 to 4 (made before data checksums)") != NULL,
+	T_CHECK(strstr(err, "format version 1; this dmafs reads versions 2 to 5 (made before data checksums)") != NULL,
 		"message: %s", err);
 }
 

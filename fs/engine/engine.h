@@ -100,6 +100,10 @@ struct fs {
 		_Atomic uint64_t healed; /* ...whose copy was rewritten from the other */
 		_Atomic int said;	 /* the first was logged */
 	} mst[FMT_MAX_MEMBERS];
+	struct fs_rebuild *rb; /* a rebuild while mounted (rebuild-live.c), or NULL */
+	int rebuilt;	       /* a member was rebuilt while mounted: no remount read-write */
+	int failed_ro;	       /* read-only since a mirror's member failed (mirror.c): what
+				* was logged before still commits */
 	int finished;	     /* fs_finish has run; its result: */
 	int finish_ret;
 	char finish_err[256];
@@ -325,6 +329,8 @@ static inline int fs_member_ok(struct fs *fs, unsigned m)
 {
 	return atomic_load(&fs->mstate[m]) == FS_MEMBER_OK;
 }
+/* The other copy of the bytes that member I/O @op addresses (either copy), as an op. */
+void fs_other_copy(const struct fs *fs, const struct uring_op *op, struct uring_op *o);
 /* Where the second copy of the block at member offset @moff of member @m lies. */
 void fs_second_copy(const struct fs *fs, unsigned m, uint64_t moff, unsigned *m2, uint64_t *moff2);
 /* A read @op of a copy whose member serves no reads is turned to the other copy. */
@@ -354,6 +360,24 @@ int fs_mirror_recover(struct fs *fs, const struct inode *ino, struct uring_op *o
 int fs_verify_or_recover(struct fs *fs, const struct inode *ino, struct uring_op *op,
 			 const void *csums, uint64_t foff,
 			 int (*copy)(void *dst, const void *src, size_t n));
+
+/* rebuild-live.c: a mirror's member rebuilt while mounted (read-only) */
+enum { FS_REBUILD_NONE, FS_REBUILD_RUNNING, FS_REBUILD_DONE, FS_REBUILD_FAILED };
+struct fs_rebuild_status {
+	int state;		/* FS_REBUILD_* */
+	unsigned member;
+	uint64_t done, total, damaged;
+	char msg[512];
+};
+/*
+ * Start rebuilding member @member (-1: the one member that serves no reads) onto the device
+ * open as @fd (read-write, O_DIRECT; owned from now on, closed on failure), on a thread.
+ * *@k gets the member. 0, or -errno with the reason in @err.
+ */
+int fs_rebuild_start(struct fs *fs, int fd, int member, unsigned *k, char *err, size_t errlen);
+void fs_rebuild_status(struct fs *fs, struct fs_rebuild_status *st);
+/* Stop a rebuild that runs (at its next batch), wait for it, free what it holds. */
+void fs_rebuild_stop(struct fs *fs);
 
 /* read.c: reading file data */
 /*

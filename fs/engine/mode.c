@@ -160,6 +160,9 @@ int fs_set_ro(struct fs *fs, int ro, char *err, size_t errlen)
 			ret = -EROFS;
 			snprintf(err, errlen, "member %u is %s: the filesystem stays read-only until it is replaced (dmafs-replace(8))",
 				 bad, atomic_load(&fs->mstate[bad]) == FS_MEMBER_MISSING ? "missing" : "failed");
+		} else if (fs->rebuilt) {
+			ret = -EROFS;
+			snprintf(err, errlen, "a member was rebuilt while mounted: unmount and mount again to write");
 		} else if (fs->members_ro)
 			ret = start_writing(fs, err, errlen);
 		else if (fs->j.failed) {

@@ -224,6 +224,7 @@ int fs_finish(struct fs *fs)
 	if (fs->finished)
 		return fs->finish_ret;
 	fs->finished = 1;
+	fs_rebuild_stop(fs); /* one still running stops: the new device is then no member */
 	journal_stop(&fs->j);
 	ret = wback_stop(fs);
 	if (ret) {
@@ -233,7 +234,7 @@ int fs_finish(struct fs *fs)
 		log_err("unmount: %s", fs->finish_err);
 	}
 	/* read-only since a mirror's member failed: what was logged before still commits */
-	if (fs->ro && (fs->members_ro || !atomic_load(&fs->j.dead)))
+	if (fs->ro && !__atomic_load_n(&fs->failed_ro, __ATOMIC_SEQ_CST))
 		return fs->finish_ret = ret;
 	failed_before = fs->j.failed;
 	cret = journal_commit(&fs->j);

@@ -15,20 +15,6 @@
 #include "io/uring.h"
 #include "io/workpool.h"
 
-/* Per-thread aligned buffers, reused: a fresh 1 MiB buffer per request would cost an mmap
- * and 256 page faults each time. 0: read data, 1: write data, 2: checksum blocks. */
-static __thread void *tbuf[3];
-static __thread size_t tbuf_len[3];
-
-void *fs_thread_buf(int which, size_t len)
-{
-	if (tbuf_len[which] < len) {
-		free(tbuf[which]);
-		tbuf[which] = util_aligned_alloc(len);
-		tbuf_len[which] = tbuf[which] ? ALIGN_UP(len, DMAFS_BLOCK) : 0;
-	}
-	return tbuf[which];
-}
 
 void fs_io_error(struct fs *fs, const struct inode *ino, const struct uring_op *op,
 		 uint64_t foff, const char *what)
@@ -406,4 +392,122 @@ int fs_read_blocks(struct fs *fs, struct inode *ino, char *buf, uint64_t a, uint
 	struct fs_range r = { buf, a, b };
 
 	return read_ranges(fs, ino, &r, 1, verify);
+}
+
+/* ---- the mirror profile: a bad copy served from the other one (mirror.c) ---- */
+
+/* Check @len bytes at @buf, read from @op's place, against that place's checksums. */
+static int check_copy(struct fs *fs, const struct uring_op *op)
+{
+	uint64_t p0, ca, cb;
+	struct uring_op c;
+	char *cs;
+	int ret;
+
+	fs_csum_span(fs, op, &p0, &ca, &cb);
+	cs = util_aligned_alloc(cb - ca);
+	if (!cs)
+		return -ENOMEM;
+	c = (struct uring_op){ .fd = op->fd, .buf = cs, .len = (uint32_t)(cb - ca), .off = ca,
+			       .tag = op->tag };
+	ret = uring_rw(&c, 1) ? -EIO : 0;
+	for (uint32_t k = 0; !ret && k < op->len; k += DMAFS_BLOCK)
+		if (fmt_csum((const char *)op->buf + k, (uint32_t)op->tag, op->off + k) !=
+		    get_u64((const uint8_t *)cs + (p0 - ca) + k / DMAFS_BLOCK * 8))
+			ret = -EIO;
+	free(cs);
+	return ret;
+}
+
+static int copy_plain(void *dst, const void *src, size_t n)
+{
+	memcpy(dst, src, n);
+	return 0;
+}
+
+int fs_mirror_recover(struct fs *fs, const struct inode *ino, struct uring_op *op, uint64_t foff,
+		      int io_err, int (*copy)(void *dst, const void *src, size_t n))
+{
+	unsigned bad = (unsigned)op->tag;
+	struct fs_mstat *st = &fs->mst[bad];
+	struct uring_op o;
+	const char *how;
+	uint64_t nbad = 0;
+	char *priv;
+	int ret;
+
+	if (!fs->mirror)
+		return -EIO;
+	fs_other_copy(fs, op, &o);
+	if (!fs_member_ok(fs, (unsigned)o.tag)) {
+		log_err("inode %llu file offset %llu: the %s of member %u (%s) at offset %llu failed, and the other copy's member %u is %s: no good copy",
+			(unsigned long long)ino->ino, (unsigned long long)foff,
+			io_err ? "read" : "checksum", bad, fs->members[bad].path,
+			(unsigned long long)op->off, o.tag,
+			atomic_load(&fs->mstate[o.tag]) == FS_MEMBER_MISSING ? "missing" : "failed");
+		return -EIO;
+	}
+	/* the daemon's own memory: what is checked is what the bad copy is rewritten from
+	 * (a client could change its pages between the two) */
+	priv = util_aligned_alloc(op->len);
+	if (!priv)
+		return -ENOMEM;
+	o.buf = priv;
+	ret = uring_rw(&o, 1);
+	if (ret) {
+		fs_io_error(fs, ino, &o, foff, "read");
+		ret = -EIO;
+	} else if ((ret = check_copy(fs, &o))) {
+		log_err("inode %llu file offset %llu (+%u bytes): both copies are damaged (member %u offset %llu: %s; member %u offset %llu: checksum mismatch); reads of it fail with EIO",
+			(unsigned long long)ino->ino, (unsigned long long)foff, op->len, bad,
+			(unsigned long long)op->off, io_err ? "read error" : "checksum mismatch",
+			o.tag, (unsigned long long)o.off);
+	}
+	if (ret) {
+		free(priv);
+		return ret;
+	}
+	/* the blocks that were bad: all after a read error; else those that differ (the
+	 * copy read first is the daemon's own memory then: fs_verify_or_recover's callers) */
+	for (uint32_t k = 0; k < op->len; k += DMAFS_BLOCK)
+		nbad += io_err || memcmp((const char *)op->buf + k, priv + k, DMAFS_BLOCK);
+	atomic_fetch_add(&st->bad, nbad);
+	/* self-heal: the bad copy rewritten in place, with its checksums (the caller's iolock
+	 * keeps writers of this file out; the block's contents do not change) */
+	if (!__atomic_load_n(&fs->ro, __ATOMIC_SEQ_CST) && !fs->members_ro && fs_member_ok(fs, bad)) {
+		struct uring_op w = *op;
+
+		w.write = 1;
+		w.buf = priv;
+		w.res = 0;
+		w.recovered = 0;
+		if (uring_rw(&w, 1) || fs_csum_store(fs, &w, 1)) {
+			fs_member_failed(fs, bad, "rewriting a bad copy", w.res ? w.res : -EIO);
+			how = "could not be rewritten";
+		} else {
+			atomic_fetch_add(&st->healed, nbad);
+			how = "rewritten from it";
+		}
+	} else {
+		how = "left as it is (a read-only mount: dmafs-fsck --scrub --repair rewrites it)";
+	}
+	if (!atomic_exchange(&st->said, 1))
+		log_warn("member %u (%s): %s at member offset %llu (inode %llu file offset %llu, %u bytes): read from the copy on member %u instead, the bad copy %s; later ones on this member are counted in user.dmafs.members, not logged",
+			 bad, fs->members[bad].path, io_err ? "read error" : "checksum mismatch",
+			 (unsigned long long)op->off, (unsigned long long)ino->ino,
+			 (unsigned long long)foff, op->len, o.tag, how);
+	ret = (copy ? copy : copy_plain)(op->buf, priv, op->len);
+	free(priv);
+	if (!ret)
+		op->recovered = 1;
+	return ret;
+}
+
+int fs_verify_or_recover(struct fs *fs, const struct inode *ino, struct uring_op *op,
+			 const void *csums, uint64_t foff,
+			 int (*copy)(void *dst, const void *src, size_t n))
+{
+	if (!fs_verify_read(fs, ino, op, csums, foff))
+		return 0;
+	return fs->mirror ? fs_mirror_recover(fs, ino, op, foff, 0, copy) : -EIO;
 }

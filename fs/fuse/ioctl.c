@@ -16,10 +16,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/syscall.h>
 
 #include "engine/acl.h"
 #include "io/workpool.h"
 #include "place/place.h"
+#include "place/clientfd.h"
 #include "place/placeq.h"
 #include "util/mountrec.h"
 
@@ -49,6 +52,7 @@ struct ioc {
 		struct dmafs_ioc_handle handle;
 		struct dmafs_ioc_batch batch;
 		struct dmafs_ioc_mode mode;
+		struct dmafs_ioc_rebuild rebuild;
 		struct fsxattr fa;
 		uint32_t iflags;
 	} u;
@@ -282,6 +286,63 @@ static int ioc_mode(struct ioc *x)
 	return 0;
 }
 
+/*
+ * A rebuild while mounted (dmafs-replace MOUNTPOINT NEW): the new device is taken from the
+ * caller as the descriptor it opened (clientfd_take_dev: nothing opened by name), and the
+ * engine copies on a thread of its own (rebuild-live.c); STATUS says how far it is. Only on
+ * the mount's root, only by uid 0 with CAP_SYS_ADMIN: it writes a whole device.
+ */
+static int ioc_rebuild(struct ioc *x)
+{
+	static unsigned stuck; /* descriptors being closed aside (clientfd.h) */
+	const struct fuse_ctx *ctx = fuse_req_ctx(x->req);
+	struct dmafs_ioc_rebuild *r = &x->u.rebuild;
+	struct fs *fs = ops_fs(x->req);
+	struct fs_rebuild_status st;
+	int status = 0;
+
+	if (x->ino != FUSE_ROOT_ID || !(x->flags & FUSE_IOCTL_DIR))
+		return -ENOTTY;
+	if (ctx->uid != 0 || ctx->pid <= 0 || !acl_pid_capable(ctx->pid, ACL_CAP_SYS_ADMIN))
+		return -EPERM;
+	if ((r->op != DMAFS_REBUILD_START && r->op != DMAFS_REBUILD_STATUS) || r->reserved)
+		return -EINVAL;
+	x->out_len = sizeof(*r);
+	r->msg[0] = '\0';
+	if (r->op == DMAFS_REBUILD_START) {
+		int pidfd = (int)syscall(SYS_pidfd_open, x->c.tgid, 0), fd = -1;
+		unsigned k = 0;
+
+		if (pidfd < 0)
+			return -ESRCH;
+		status = clientfd_take_dev(x->c.tgid, pidfd, r->fd, &stuck, &fd);
+		close(pidfd);
+		if (status)
+			snprintf(r->msg, sizeof(r->msg), "descriptor %d: %s", r->fd,
+				 status == -EBADF ? "not open read-write with O_DIRECT"
+				 : status == -EINVAL ? "not a block device or an image file on a local filesystem"
+				 : strerror(-status));
+		else if (!(status = fs_rebuild_start(fs, fd, r->member, &k, r->msg, sizeof(r->msg))))
+			r->member = (int32_t)k;
+	}
+	fs_rebuild_status(fs, &st);
+	r->status = status;
+	r->state = st.state == FS_REBUILD_RUNNING ? DMAFS_REBUILD_RUNNING
+		   : st.state == FS_REBUILD_DONE ? DMAFS_REBUILD_DONE
+		   : st.state == FS_REBUILD_FAILED ? DMAFS_REBUILD_FAILED : DMAFS_REBUILD_NONE;
+	if (r->op == DMAFS_REBUILD_STATUS || !status) {
+		r->member = (int32_t)st.member;
+		if (st.msg[0]) { /* cut to the reply's room */
+			memcpy(r->msg, st.msg, sizeof(r->msg) - 1);
+			r->msg[sizeof(r->msg) - 1] = '\0';
+		}
+	}
+	r->done = st.done;
+	r->total = st.total;
+	r->damaged = st.damaged;
+	return 0;
+}
+
 /* What a command takes in and gives back, and how it is served. */
 static const struct ioc_cmd {
 	unsigned cmd;
@@ -300,6 +361,7 @@ static const struct ioc_cmd {
 	{ DMAFS_IOC_HANDLE, sizeof(struct dmafs_ioc_handle), sizeof(struct dmafs_ioc_handle), 1, 1, ioc_handle },
 	{ DMAFS_IOC_BATCH, sizeof(struct dmafs_ioc_batch), sizeof(struct dmafs_ioc_batch), 1, 1, ioc_queue },
 	{ DMAFS_IOC_MODE, sizeof(struct dmafs_ioc_mode), sizeof(struct dmafs_ioc_mode), 1, 0, ioc_mode },
+	{ DMAFS_IOC_REBUILD, sizeof(struct dmafs_ioc_rebuild), sizeof(struct dmafs_ioc_rebuild), 1, 1, ioc_rebuild },
 	{ FS_IOC_GETFLAGS, 0, sizeof(uint32_t), 0, 0, ioc_getflags },
 	{ FS_IOC_SETFLAGS, sizeof(uint32_t), 0, 0, 0, ioc_setflags },
 	{ FS_IOC_FSGETXATTR, 0, sizeof(struct fsxattr), 0, 0, ioc_fsgetxattr },

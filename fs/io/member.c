@@ -114,6 +114,30 @@ static int read_geometry(struct member *m, const struct stat *st, const char *pa
 	return 0;
 }
 
+int member_adopt(struct member *m, int fd, const char *path, char *err, size_t errlen)
+{
+	struct stat st;
+	int ret;
+
+	memset(m, 0, sizeof(*m));
+	m->fd = fd;
+	m->hold_fd = -1;
+	m->path = strdup(path);
+	if (!m->path)
+		return -ENOMEM;
+	if (fstat(fd, &st)) {
+		ret = -errno;
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return ret;
+	}
+	if (!S_ISBLK(st.st_mode) && !S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "%s: neither a block device nor a regular file", path);
+		return -EINVAL;
+	}
+	m->is_blkdev = S_ISBLK(st.st_mode);
+	return read_geometry(m, &st, path, err, errlen);
+}
+
 int member_open(struct member *m, const char *path, int mflags, char *err, size_t errlen)
 {
 	struct stat st;

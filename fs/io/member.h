@@ -41,6 +41,13 @@ static inline int member_missing(const struct member *m) { return m->fd < 0 && m
  */
 int member_open(struct member *m, const char *path, int flags, char *err, size_t errlen);
 void member_close(struct member *m);
+/*
+ * Make @m the member behind @fd, a block device or image file already open read-write
+ * with O_DIRECT (its exclusive claim or lock held by that open file): path (@path, for
+ * messages), is_blkdev, size, lbs; fd is @fd, closed by member_close. 0, or -errno with
+ * a one-line reason in @err.
+ */
+int member_adopt(struct member *m, int fd, const char *path, char *err, size_t errlen);
 /* Aligned pread/pwrite helpers for small metadata I/O. Return 0 or -errno (-EIO if short). */
 int member_pread(struct member *m, void *buf, size_t len, uint64_t off);
 int member_pwrite(struct member *m, const void *buf, size_t len, uint64_t off);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -87,36 +88,44 @@ void clientfd_init(struct clientfd_mounts *k)
 	closedir(d);
 }
 
-/* Is mount @mnt, as process @pid sees its mounts, a tmpfs or hugetlbfs? */
-static int shm_mount(const struct clientfd_mounts *k, pid_t pid, int mnt)
+/* The type of mount @mnt as process @pid sees its mounts, into @fstype; 0 or -ENOENT. */
+static int mount_type(pid_t pid, int mnt, char fstype[32])
 {
 	char path[64], *line = NULL;
 	size_t cap = 0;
-	int ok = 0;
+	int ret = -ENOENT;
 	FILE *f;
 
-	for (unsigned i = 0; i < k->n; i++)
-		if (k->mnt[i] == mnt)
-			return 1;
 	snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)pid);
 	f = fopen(path, "re");
 	if (!f)
-		return 0;
+		return -ENOENT;
 	while (getline(&line, &cap, f) > 0) {
-		char *sep, fstype[32];
+		char *sep;
 		int id;
 
-		/* "ID PARENT MAJ:MIN ROOT POINT OPTS [TAGS...] - FSTYPE SOURCE SUPEROPTS" */
 		if (sscanf(line, "%d", &id) != 1 || id != mnt)
 			continue;
 		sep = strstr(line, " - ");
-		ok = sep && sscanf(sep + 3, "%31s", fstype) == 1 &&
-		     (!strcmp(fstype, "tmpfs") || !strcmp(fstype, "hugetlbfs"));
+		if (sep && sscanf(sep + 3, "%31s", fstype) == 1)
+			ret = 0;
 		break;
 	}
 	free(line);
 	fclose(f);
-	return ok;
+	return ret;
+}
+
+/* Is mount @mnt, as process @pid sees its mounts, a tmpfs or hugetlbfs? */
+static int shm_mount(const struct clientfd_mounts *k, pid_t pid, int mnt)
+{
+	char fstype[32];
+
+	for (unsigned i = 0; i < k->n; i++)
+		if (k->mnt[i] == mnt)
+			return 1;
+	return !mount_type(pid, mnt, fstype) &&
+	       (!strcmp(fstype, "tmpfs") || !strcmp(fstype, "hugetlbfs"));
 }
 
 static int open_rw(unsigned flags)
@@ -195,6 +204,51 @@ int clientfd_take(const struct clientfd_mounts *k, pid_t tgid, int pidfd, int fd
 	if (!open_rw(flags) || fcntl(nfd, F_GET_SEALS) < 0) {
 		close_aside(nfd, stuck);
 		return (int)flags != -1 && !open_rw(flags) ? -EBADF : -EINVAL;
+	}
+	*out = nfd;
+	return 0;
+}
+
+/* A device's descriptor: open read-write with O_DIRECT, on no FUSE mount (an fstat of a
+ * file on one would ask a daemon, maybe this one, maybe one that never answers). */
+static int dev_ok(pid_t pid, int fd, int mine)
+{
+	char fstype[32];
+	unsigned flags;
+	int mnt, ret = fdinfo(pid, fd, &mnt, &flags);
+
+	if (ret)
+		return ret;
+	if (!open_rw(flags) || !(flags & O_DIRECT))
+		return -EBADF;
+	if (mount_type(pid, mnt, fstype))
+		return mine ? -EINVAL : -ESRCH;
+	return strncmp(fstype, "fuse", 4) ? 0 : -EINVAL;
+}
+
+int clientfd_take_dev(pid_t tgid, int pidfd, int fd, unsigned *stuck, int *out)
+{
+	struct stat st;
+	int ret, nfd;
+
+	if (fd < 0)
+		return -EBADF;
+	if (__atomic_load_n(stuck, __ATOMIC_ACQUIRE) >= STUCK_MAX)
+		return -EAGAIN;
+	ret = dev_ok(tgid, fd, 0);
+	if (ret)
+		return ret;
+	nfd = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+	if (nfd < 0)
+		return errno == EBADF || errno == EPERM ? -errno : -ESRCH;
+	/* again on what was taken (the caller may have put another file under @fd), from
+	 * our own fdinfo: then an fstat asks no FUSE daemon */
+	ret = dev_ok(getpid(), nfd, 1);
+	if (!ret && (fstat(nfd, &st) || (!S_ISBLK(st.st_mode) && !S_ISREG(st.st_mode))))
+		ret = -EINVAL;
+	if (ret) {
+		close_aside(nfd, stuck);
+		return ret;
 	}
 	*out = nfd;
 	return 0;

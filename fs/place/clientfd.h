@@ -40,4 +40,13 @@ void clientfd_init(struct clientfd_mounts *k);
 int clientfd_take(const struct clientfd_mounts *k, pid_t tgid, int pidfd, int fd,
 		  unsigned *stuck, int *out);
 
+/*
+ * Take descriptor @fd of process @tgid (@pidfd its pidfd) that names a device, for a
+ * rebuild (DMAFS_IOC_REBUILD): a block device or a regular file, open read-write with
+ * O_DIRECT, on no FUSE mount (checked from /proc/PID/fdinfo and mountinfo before and,
+ * on what was taken, after). 0 with *out, or -EBADF (not open so), -EINVAL (another kind
+ * of file, or on a FUSE mount), -ESRCH, -EPERM (pidfd_getfd refused), -EAGAIN (@stuck).
+ */
+int clientfd_take_dev(pid_t tgid, int pidfd, int fd, unsigned *stuck, int *out);
+
 #endif
