@@ -6,7 +6,7 @@
 # (self-heal, logged once), dmafs-fsck
 # --scrub reports the bad second copies and --repair rewrites them; a missing member
 # refuses a plain mount (naming -o degraded) and -o degraded reads every file exactly,
-# read-only; dmafs-replace rebuilds member 1 and then member 0 (a log member) on new
+# read-only, also by UUID (the block devices scanned, one missing); dmafs-replace rebuilds member 1 and then member 0 (a log member) on new
 # images, after which the filesystem mounts read-write, reads exactly and scrubs clean;
 # then member 2 is rebuilt while mounted degraded, a reader going on meanwhile (and an
 # unprivileged user may not start a rebuild).
@@ -116,6 +116,20 @@ check_all "degraded"
 touch "$M/new" 2>"$W/touch.err" && t_fail "a degraded mount took a new file"
 grep -q "Read-only" "$W/touch.err" || t_fail "a write to a degraded mount: $(cat "$W/touch.err"), not EROFS"
 t_umount "$M"
+
+t_log "by UUID too (the block devices scanned): loop devices over members 0 and 2"
+lp0=$(losetup -f --show "$I0") && t_register loop "$lp0" && lp2=$(losetup -f --show "$I2") &&
+	t_register loop "$lp2" || t_skip "no free loop device"
+uuid=$(t_py -c 'import sys,uuid; print(uuid.UUID(bytes=open(sys.argv[1],"rb").read(32)[16:32]))' "$I0")
+if "$DMAFS" "dmafs:UUID=$uuid" "$M" 2>"$W/plain.err"; then
+	t_umount "$M"
+	t_fail "mounted by UUID with member 1 missing and without -o degraded"
+fi
+grep -q "member 1 of 3 .* not found.*-o degraded" "$W/plain.err" || t_fail "the refusal by UUID: $(cat "$W/plain.err")"
+t_mount_fg "dmafs:UUID=$uuid" "$M" degraded
+check_all "degraded, by UUID"
+t_umount "$M"
+losetup -d "$lp0" "$lp2"
 
 t_log "dmafs-replace rebuilds member 1 on a new image"
 truncate -s 192M "$W/new1"

@@ -319,7 +319,7 @@ int fs_killpriv(struct fs *fs, const struct fs_ctx *c, uint64_t ino);
 /* Would a write by @c take something from @ino now (a bit fs_killpriv_bits() names)? */
 int fs_killpriv_due(struct fs *fs, const struct fs_ctx *c, uint64_t ino);
 
-/* mirror.c: the mirror data profile */
+/* mirror.c: the mirror data profile (its writes and its recovery are write.c's and read.c's) */
 enum { FS_MEMBER_OK, FS_MEMBER_FAILED, FS_MEMBER_MISSING };
 /* Set the profile and the members' states up from their superblocks (fs_mount). */
 void fs_mirror_setup(struct fs *fs);
@@ -341,14 +341,14 @@ void fs_pick_copy(struct fs *fs, struct uring_op *op);
  */
 void fs_member_failed(struct fs *fs, unsigned m, const char *what, int err);
 /*
- * Write file data: the member writes @ops (each with its file offset in @foffs), and with
+ * write.c: write file data: the member writes @ops (each with its file offset in @foffs), and with
  * the mirror profile their second copies too, then the checksums of all. A failed write
  * is logged, and with the mirror profile fails its member. Returns 0 or -EIO/-EROFS/-ENOMEM.
  */
 int fs_data_write(struct fs *fs, const struct inode *ino, struct uring_op *ops, size_t n,
 		  const uint64_t *foffs);
 /*
- * The data read @op (file offset @foff of @ino) failed (@io_err: the read; else its
+ * read.c: the data read @op (file offset @foff of @ino) failed (@io_err: the read; else its
  * checksum): with the mirror profile, read the other copy into a buffer of the daemon's,
  * check it, rewrite the bad copy from it (self-heal, on a read-write mount) and copy it
  * to op->buf with @copy (memcpy when NULL; 0 or -errno). Sets op->recovered. Returns 0,

@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: MIT
 /*
  * mirror.c - the mirror data profile: two copies of every data block, the second on the
- * next member (format.h, fmt_mirror_of). Writes write both copies; reads take the first
- * copy while its member serves reads and the second when it does not; a read that fails,
- * or whose checksum does not match, is served from the other copy, checked there, and the
- * bad copy is rewritten from it (self-heal). A member whose write fails, or that is
- * missing at mount, serves no reads any more, and the filesystem takes no changes until
- * it is replaced (dmafs-replace(8)): every block then has one good copy, never a newer
- * one on a member that might come back.
+ * next member (format.h, fmt_mirror_of). Here: where the copies lie, which members serve
+ * reads (a read takes the first copy while its member does, the second when it does not),
+ * and a member's failure. Writes of both copies are write.c's (fs_data_write); a read that
+ * fails, or whose checksum does not match, is served from the other copy, checked there,
+ * and the bad copy rewritten from it by read.c (fs_mirror_recover). A member whose write
+ * fails, or that is missing at mount, serves no reads any more, and the filesystem takes
+ * no changes until it is replaced (dmafs-replace(8), rebuild.c): every block then has one
+ * good copy, never a newer one on a member that might come back.
  */
 #include "engine/engine.h"
 
@@ -15,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
 
 void fs_mirror_setup(struct fs *fs)
 {

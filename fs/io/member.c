@@ -574,7 +574,7 @@ int members_open(const char *list, int flags, struct member **out, char *err, si
 
 	if (scan_source_kind(list, &v, &vlen) != SCAN_NOT_NAME) {
 		/* LABEL=, UUID=: the members are wherever the block devices hold them */
-		n = scan_members(list, &found, err, errlen);
+		n = scan_members_some(list, !!(flags & MEMBER_DEGRADED), &found, err, errlen);
 		if (n < 0)
 			return n;
 		ret = open_paths(found, n, flags, out, err, errlen);

@@ -441,30 +441,44 @@ static int check_found(const struct scan_fs *hit, const char *note, char *err, s
 	}
 	if ((unsigned)hit->found < hit->sb->member_count) {
 		say_missing(hit, name, note, err, errlen);
+		if (fmt_is_mirror(hit->sb)) {
+			size_t k = strlen(err);
+
+			snprintf(err + k, errlen - k, "; it keeps two copies of its data (data profile mirror): -o degraded mounts it read-only without %s",
+				 hit->sb->member_count - (unsigned)hit->found > 1 ? "them" : "it");
+		}
 		return -ENODEV;
 	}
 	return 0;
 }
 
-/* the member paths of @hit in order, NULL-ended: returns their count or -ENOMEM */
+/* the member paths of @hit in order (those found), NULL-ended: their count or -ENOMEM */
 static int copy_paths(const struct scan_fs *hit, char ***paths)
 {
-	int ret;
+	int ret = 0;
 
 	*paths = calloc(hit->sb->member_count + 1, sizeof(char *));
-	ret = *paths ? (int)hit->sb->member_count : -ENOMEM;
-	for (unsigned i = 0; *paths && i < hit->sb->member_count; i++) {
-		(*paths)[i] = strdup(hit->member[i]->path);
-		if (!(*paths)[i]) {
+	if (!*paths)
+		return -ENOMEM;
+	for (unsigned i = 0; i < hit->sb->member_count; i++) {
+		if (!hit->member[i])
+			continue;
+		(*paths)[ret] = strdup(hit->member[i]->path);
+		if (!(*paths)[ret++]) {
 			scan_paths_free(*paths);
 			*paths = NULL;
-			ret = -ENOMEM;
+			return -ENOMEM;
 		}
 	}
 	return ret;
 }
 
 int scan_members(const char *source, char ***paths, char *err, size_t errlen)
+{
+	return scan_members_some(source, 0, paths, err, errlen);
+}
+
+int scan_members_some(const char *source, int missing_ok, char ***paths, char *err, size_t errlen)
 {
 	struct scan_result r;
 	struct scan_fs *fs = NULL, *hit = NULL;
@@ -505,6 +519,8 @@ int scan_members(const char *source, char ***paths, char *err, size_t errlen)
 		ret = -ENOTUNIQ;
 	} else {
 		ret = check_found(hit, note, err, errlen);
+		if (ret == -ENODEV && missing_ok && hit->found) /* a degraded mount's: the rest */
+			ret = 0;
 		if (!ret)
 			ret = copy_paths(hit, paths);
 	}

@@ -102,6 +102,9 @@ int scan_matches(const struct fmt_sb *sb, const char *source);
  *	-EINVAL		@source names no filesystem; -ENOMEM; -errno of scan_block_devices()
  */
 int scan_members(const char *source, char ***paths, char *err, size_t errlen);
+/* As scan_members; with @missing_ok the members found when some are not (at least one),
+ * in their order (a degraded mount: members_open's MEMBER_DEGRADED). */
+int scan_members_some(const char *source, int missing_ok, char ***paths, char *err, size_t errlen);
 void scan_paths_free(char **paths);
 
 /*
