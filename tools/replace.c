@@ -44,9 +44,13 @@ static void note(void *arg, const char *msg)
 
 static void progress(void *arg, uint64_t done, uint64_t total, double seconds, int final)
 {
+	static double drawn = -1;
+
 	(void)arg;
-	if (tty && !quiet)
-		tool_progress("rebuild", done, total, seconds, final);
+	if (!tty || quiet || (!final && drawn >= 0 && seconds - drawn < 0.2))
+		return; /* a few times a second */
+	drawn = seconds;
+	tool_progress("rebuild", done, total, seconds, final);
 }
 
 /* Does @m hold anything in its first 64 KiB (a filesystem, a partition table)? */
@@ -144,7 +148,7 @@ static int replace_mounted(const char *mnt, const char *path, int want, int forc
 		printf("dmafs-replace: rebuilding member %d of %s on %s while mounted: %s to copy; reads go on from the other copies\n",
 		       r.member, mnt, path, util_fmt_size(r.total, s1, sizeof(s1)));
 	while (r.state == DMAFS_REBUILD_RUNNING) {
-		struct timespec ts = { 0, 200000000 };
+		struct timespec ts = { 0, 50000000 }; /* the bar's redraws are rate-limited */
 
 		nanosleep(&ts, NULL);
 		r = (struct dmafs_ioc_rebuild){ .op = DMAFS_REBUILD_STATUS };

@@ -114,7 +114,7 @@ static void *rebuild_main(void *arg)
 		atomic_store(&fs->mstate[k], FS_MEMBER_OK);
 		fs->rebuilt = 1;
 		member_close(&old);
-		snprintf(rb->msg, sizeof(rb->msg), "member %u rebuilt on %s: %.2f GiB in %.1f s%s; unmount and mount again to write",
+		snprintf(rb->msg, sizeof(rb->msg), "member %u rebuilt on %s: %.2f GiB in %.2f s%s; unmount and mount again to write",
 			 k, fs->members[k].path, rb->R.total / 1073741824.0, s,
 			 rb->R.damaged ? " (some blocks had no good copy, logged)" : "");
 		rb->state = FS_REBUILD_DONE;

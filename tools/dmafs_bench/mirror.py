@@ -30,12 +30,13 @@ through the placement as the last round measured it), member 1 is lost (its
 backing file cut to nothing and the loop device's size set to match: every read and
 write of it fails, as a pulled drive's would). The placement must finish, the file must
 then read back equal to the source, and the mount must have marked member 1 failed.
-Then member 1 is rebuilt on the same loop device, its backing file written anew, with
-dmafs-replace, and the rebuilt filesystem mounts and reads the file back exactly.
+Then member 1 is rebuilt while mounted onto a spare member (dmafs-replace --member 1
+MOUNTPOINT SPARE), and, unmounted, once more onto its own loop device, its backing file
+written anew (dmafs-replace MEMBERS...); after each the file must read back exactly.
 
 Prints the best GB/s of the rounds and their median per case and profile, each mirror /
 single ratio against its goal, the placement with the lost member against the healthy
-one, and the rebuild rate against the raw write of a member.
+one, and each rebuild's rate against the raw write of a member.
 """
 GOAL_WRITE = Goal("mirror / single: dd conv=fsync write (two copies written)", 0.45)
 GOAL_READ = Goal("mirror / single: POSIX read back, cold", 0.95)
@@ -97,12 +98,13 @@ def run(a):
     env = rig.child_env()
     if a.target is None:
         a.target = "cuda:0" if os.path.exists("/dev/nvidia0") or os.path.exists("/dev/nvidiactl") else "host"
-    rig.need_shm("mirror", a.members * a.member_mib + a.file_mib + 256,
+    rig.need_shm("mirror", (a.members + 1) * a.member_mib + a.file_mib + 256,
                  f"{a.members} members of {a.member_gb:g} GiB and the source")
     a.out = rig.Out("mirror", a.out)
     work = rig.workdir("mirror", "mnt")
     mnt = os.path.join(work, "mnt")
     m = rig.Members("dmafs-bench", a.members, a.member_mib, zero=True)
+    spare = rig.Members("dmafs-bench-spare", 1, a.member_mib, zero=True)
     rig.log(f"mirror: {a.members} members of {a.member_gb:g} GiB: {' '.join(m.loops)}; target {a.target}")
     job = a.out("raw-write.fio")
     with open(job, "w") as f:
@@ -156,25 +158,37 @@ def run(a):
     exact = subprocess.run(["cmp", "-s", src, f"{mnt}/f"]).returncode == 0
     rig.log(f"lost member: placement {g_lost:.2f} GB/s, verify {d['verify']}, member 1 {state1}, "
             f"read back {'equal' if exact else 'DIFFERENT'}")
+
+    def rebuild(cmd, log):
+        """dmafs-replace @cmd: (bytes copied, GB/s over its wall time)."""
+        t0 = time.monotonic()
+        outp = rig.run(cmd, what="dmafs-replace")
+        t = time.monotonic() - t0
+        a.out.write(log, outp)
+        copied = 0
+        for line in outp.splitlines():  # "...: 2.60 GiB to copy ..." names the size
+            if "to copy" in line:
+                w = line.split(":")[-1].split()
+                copied = float(w[0]) * {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}.get(w[1], 1)
+        return copied, (copied / t / 1e9 if copied else None)
+
+    rig.log("rebuild of member 1 while mounted, onto a spare loop device")
+    copied, rb_on = rebuild([replace, "-f", "--member", "1", mnt, spare.loops[0]], "replace-mounted.log")
+    attr = os.getxattr(mnt, "user.dmafs.members").decode()
+    state_on = next((w.split("=", 1)[1] for line in attr.splitlines() if line.startswith("member=1 ")
+                     for w in line.split() if w.startswith("state=")), "?")
+    rig.drop_caches()
+    exact_on = state_on == "ok" and subprocess.run(["cmp", "-s", src, f"{mnt}/f"]).returncode == 0
     fs.umount()
 
-    rig.log("rebuild of member 1 on its loop device, its file written anew")
+    rig.log("rebuild of member 1 unmounted, on its loop device, its file written anew")
     rig.write_file(m.imgs[1], a.member_mib, zero=True)
     rig.run(["losetup", "-c", m.loops[1]])
     others = [lp for i, lp in enumerate(m.loops) if i != 1]
-    t0 = time.monotonic()
-    outp = rig.run([replace, "-f", *others, m.loops[1]], what="dmafs-replace")
-    t_rb = time.monotonic() - t0
-    a.out.write("replace.log", outp)
-    copied = 0
-    for line in outp.splitlines():  # "... to copy ..." names the size; rate from our clock
-        if "to copy" in line:
-            w = line.split(":")[-1].split()
-            copied = float(w[0]) * {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}.get(w[1], 1)
-    rb = copied / t_rb / 1e9 if copied else None
+    _, rb = rebuild([replace, "-f", *others, m.loops[1]], "replace.log")
     fs.mount()
     rig.drop_caches()
-    exact_after = subprocess.run(["cmp", "-s", src, f"{mnt}/f"]).returncode == 0
+    exact_after = exact_on and subprocess.run(["cmp", "-s", src, f"{mnt}/f"]).returncode == 0
     fs.umount()
 
     rep = Report(f"dmafs-bench mirror: {a.members} members x {a.member_gb:g} GiB (loop over "
@@ -198,11 +212,15 @@ def run(a):
           f"verify {d['verify']}; member 1 {state1}; read back {'equal' if exact else 'DIFFERENT'}")
     rep.table(t)
     rep.blank()
-    t = Table("rebuild", "GB/s", "raw write", "ratio", "goal", "result")
-    t.add(f"dmafs-replace, {copied / 2**30:.2f} GiB", "n/a" if rb is None else f"{rb:.3f}",
-          f"{raw_w:.3f}", *rep.check("rebuild / raw write", ratio(rb, raw_w) if rb else None, GOAL_REBUILD))
+    t = Table(f"rebuild, {copied / 2**30:.2f} GiB", "GB/s", "raw write", "ratio", "goal", "result")
+    t.add("dmafs-replace MOUNTPOINT, mounted", "n/a" if rb_on is None else f"{rb_on:.3f}",
+          f"{raw_w:.3f}", *rep.check("rebuild while mounted / raw write",
+                                     ratio(rb_on, raw_w) if rb_on else None, GOAL_REBUILD))
+    t.add("dmafs-replace MEMBERS, unmounted", "n/a" if rb is None else f"{rb:.3f}",
+          f"{raw_w:.3f}", *rep.check("rebuild unmounted / raw write",
+                                     ratio(rb, raw_w) if rb else None, GOAL_REBUILD))
     rep.table(t)
-    rep.say(f"after the rebuild the file reads back {'equal to the source' if exact_after else 'DIFFERENT'}")
+    rep.say(f"after each rebuild the file reads back {'equal to the source' if exact_after else 'DIFFERENT'}")
     if not (exact and exact_after and d["verify"] == "ok"):
         rig.fail("mirror: a file read back differs from its source (see above)")
     rep.verdict()
