@@ -95,6 +95,7 @@ struct fs {
 	uint64_t mirror_half;
 	uint64_t doff[FMT_MAX_MEMBERS]; /* each member's data_offset */
 	_Atomic int mstate[FMT_MAX_MEMBERS];
+	pthread_mutex_t heal_lock; /* one recovery at a time (read.c, fs_mirror_recover) */
 	struct fs_mstat {
 		_Atomic uint64_t bad;	 /* reads of this member's copies that failed */
 		_Atomic uint64_t healed; /* ...whose copy was rewritten from the other */
@@ -333,8 +334,12 @@ static inline int fs_member_ok(struct fs *fs, unsigned m)
 void fs_other_copy(const struct fs *fs, const struct uring_op *op, struct uring_op *o);
 /* Where the second copy of the block at member offset @moff of member @m lies. */
 void fs_second_copy(const struct fs *fs, unsigned m, uint64_t moff, unsigned *m2, uint64_t *moff2);
-/* A read @op of a copy whose member serves no reads is turned to the other copy. */
-void fs_pick_copy(struct fs *fs, struct uring_op *op);
+/*
+ * The copy a read @op (the first copy, at file offset @foff) takes on a mirror: rows of
+ * stripe units (a unit on every member) alternately the first and the second copies, and
+ * the other copy where a member serves no reads. Nothing changes on a single profile.
+ */
+void fs_pick_copy(struct fs *fs, struct uring_op *op, uint64_t foff);
 /*
  * Member @m failed (@what: "write", "rewrite"; @err): from now on it serves no reads and
  * the filesystem takes no changes. Logged once.

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * mirror.c - the mirror data profile: two copies of every data block, the second on the
- * next member (format.h, fmt_mirror_of). Here: where the copies lie, which members serve
- * reads (a read takes the first copy while its member does, the second when it does not),
+ * next member (format.h, fmt_mirror_of). Here: where the copies lie, which copy a read
+ * takes (rows of stripe units alternately the first and the second; the other one when
+ * a member serves no reads),
  * and a member's failure. Writes of both copies are write.c's (fs_data_write); a read that
  * fails, or whose checksum does not match, is served from the other copy, checked there,
  * and the bad copy rewritten from it by read.c (fs_mirror_recover). A member whose write
@@ -23,6 +24,7 @@ void fs_mirror_setup(struct fs *fs)
 
 	fs->mirror = fmt_is_mirror(sb);
 	fs->mirror_half = sb->mirror_half;
+	pthread_mutex_init(&fs->heal_lock, NULL);
 	for (unsigned i = 0; i < fs->n; i++) {
 		fs->doff[i] = fs->members[i].sb.data_offset;
 		atomic_store(&fs->mstate[i], fs->members[i].fd < 0 ? FS_MEMBER_MISSING : FS_MEMBER_OK);
@@ -48,14 +50,24 @@ void fs_other_copy(const struct fs *fs, const struct uring_op *op, struct uring_
 	o->recovered = 0;
 }
 
-void fs_pick_copy(struct fs *fs, struct uring_op *op)
+void fs_pick_copy(struct fs *fs, struct uring_op *op, uint64_t foff)
 {
-	if (fs->mirror && !fs_member_ok(fs, (unsigned)op->tag)) {
-		struct uring_op o;
+	struct uring_op o;
+	int second;
 
-		fs_other_copy(fs, op, &o);
+	if (!fs->mirror)
+		return;
+	/* rows of stripe units (one on every member) alternately from the first and the
+	 * second copies: a long read keeps every member busy either way, and both copies
+	 * are read, so a bad one is met (and rewritten) by reads too, not only by a scrub */
+	second = (int)((foff / fs->su / fs->n) & 1);
+	fs_other_copy(fs, op, &o);
+	if (!fs_member_ok(fs, (unsigned)op->tag))
+		second = 1;
+	else if (!fs_member_ok(fs, (unsigned)o.tag))
+		second = 0;
+	if (second)
 		*op = o;
-	}
 }
 
 void fs_member_failed(struct fs *fs, unsigned m, const char *what, int err)

@@ -291,7 +291,7 @@ int fs_map_reads_z(struct fs *fs, const struct inode *ino, char *buf, uint64_t a
 				       .buf = buf + (pos - a), .len = end - pos,
 				       .off = e->moff + (pos - e->off), .tag = e->member };
 
-		fs_pick_copy(fs, &op); /* the mirror's other copy, when this member serves none */
+		fs_pick_copy(fs, &op, pos); /* a mirror's copy to read (mirror.c) */
 		ret = emit(arg, &op, pos);
 		pos = end;
 		i++;
@@ -396,27 +396,65 @@ int fs_read_blocks(struct fs *fs, struct inode *ino, char *buf, uint64_t a, uint
 
 /* ---- the mirror profile: a bad copy served from the other one (mirror.c) ---- */
 
-/* Check @len bytes at @buf, read from @op's place, against that place's checksums. */
-static int check_copy(struct fs *fs, const struct uring_op *op)
+/* The checksums of the blocks @op's place holds, read: a pointer to the first block's, in
+ * *@mem (free it), or NULL when they cannot be read. */
+static const uint8_t *sums_of(struct fs *fs, const struct uring_op *op, char **mem)
 {
 	uint64_t p0, ca, cb;
 	struct uring_op c;
-	char *cs;
-	int ret;
 
 	fs_csum_span(fs, op, &p0, &ca, &cb);
-	cs = util_aligned_alloc(cb - ca);
-	if (!cs)
-		return -ENOMEM;
-	c = (struct uring_op){ .fd = op->fd, .buf = cs, .len = (uint32_t)(cb - ca), .off = ca,
+	*mem = util_aligned_alloc(cb - ca);
+	if (!*mem)
+		return NULL;
+	c = (struct uring_op){ .fd = op->fd, .buf = *mem, .len = (uint32_t)(cb - ca), .off = ca,
 			       .tag = op->tag };
-	ret = uring_rw(&c, 1) ? -EIO : 0;
-	for (uint32_t k = 0; !ret && k < op->len; k += DMAFS_BLOCK)
-		if (fmt_csum((const char *)op->buf + k, (uint32_t)op->tag, op->off + k) !=
-		    get_u64((const uint8_t *)cs + (p0 - ca) + k / DMAFS_BLOCK * 8))
-			ret = -EIO;
-	free(cs);
-	return ret;
+	return uring_rw(&c, 1) ? NULL : (const uint8_t *)*mem + (p0 - ca);
+}
+
+/* Does @blk, block @k (its byte offset) of @op's place, match its checksum? */
+static int block_ok(const struct uring_op *op, const char *blk, uint32_t k, const uint8_t *sums)
+{
+	return sums && fmt_csum(blk, (uint32_t)op->tag, op->off + k) ==
+			       get_u64(sums + k / DMAFS_BLOCK * 8);
+}
+
+/* Block @k of @op's place read on its own into @blk (4096 bytes, aligned): 0 or -EIO. */
+static int read_block(const struct uring_op *op, uint32_t k, char *blk)
+{
+	struct uring_op r = { .fd = op->fd, .buf = blk, .len = DMAFS_BLOCK, .off = op->off + k,
+			      .tag = op->tag };
+
+	return uring_rw(&r, 1) ? -EIO : 0;
+}
+
+/*
+ * Rewrite the blocks of @place flagged in @bad (@nb of them) from @good, runs at a time,
+ * with their checksums. Returns 0 or -errno (the member then failed).
+ */
+static int heal_copy(struct fs *fs, const struct uring_op *place, const char *good,
+		     const uint8_t *bad, uint32_t nb)
+{
+	for (uint32_t i = 0; i < nb;) {
+		uint32_t j = i;
+		struct uring_op w;
+
+		if (!bad[i]) {
+			i++;
+			continue;
+		}
+		while (j < nb && bad[j])
+			j++;
+		w = (struct uring_op){ .fd = place->fd, .write = 1, .buf = (char *)good + i * DMAFS_BLOCK,
+				       .len = (j - i) * DMAFS_BLOCK, .off = place->off + i * DMAFS_BLOCK,
+				       .tag = place->tag };
+		if (uring_rw(&w, 1) || fs_csum_store(fs, &w, 1)) {
+			fs_member_failed(fs, (unsigned)place->tag, "rewriting a bad copy", w.res ? w.res : -EIO);
+			return -EIO;
+		}
+		i = j;
+	}
+	return 0;
 }
 
 static int copy_plain(void *dst, const void *src, size_t n)
@@ -425,16 +463,38 @@ static int copy_plain(void *dst, const void *src, size_t n)
 	return 0;
 }
 
+/* Count, log once per member, and (read-write) rewrite the bad blocks of copy @place. */
+static const char *heal_and_count(struct fs *fs, const struct uring_op *place, const char *good,
+				  const uint8_t *bad, uint32_t nb)
+{
+	struct fs_mstat *st = &fs->mst[place->tag];
+	uint64_t n = 0;
+
+	for (uint32_t k = 0; k < nb; k++)
+		n += bad[k];
+	if (!n)
+		return NULL;
+	atomic_fetch_add(&st->bad, n);
+	/* the caller's iolock keeps writers of this file out; the blocks' contents do not
+	 * change, only the bad copy becomes good */
+	if (__atomic_load_n(&fs->ro, __ATOMIC_SEQ_CST) || fs->members_ro ||
+	    !fs_member_ok(fs, (unsigned)place->tag))
+		return "left as it is (a read-only mount: dmafs-fsck --scrub --repair rewrites it)";
+	if (heal_copy(fs, place, good, bad, nb))
+		return "could not be rewritten";
+	atomic_fetch_add(&st->healed, n);
+	return "rewritten from it";
+}
+
 int fs_mirror_recover(struct fs *fs, const struct inode *ino, struct uring_op *op, uint64_t foff,
 		      int io_err, int (*copy)(void *dst, const void *src, size_t n))
 {
-	unsigned bad = (unsigned)op->tag;
-	struct fs_mstat *st = &fs->mst[bad];
+	uint32_t nb = op->len / DMAFS_BLOCK, both = 0;
+	char *priv = NULL, *om = NULL, *bm = NULL, *blk = NULL;
+	const uint8_t *osums, *bsums;
+	uint8_t *obad = NULL, *bbad = NULL;
 	struct uring_op o;
-	const char *how;
-	uint64_t nbad = 0;
-	char *priv;
-	int ret;
+	int ret = 0, oread;
 
 	if (!fs->mirror)
 		return -EIO;
@@ -442,64 +502,80 @@ int fs_mirror_recover(struct fs *fs, const struct inode *ino, struct uring_op *o
 	if (!fs_member_ok(fs, (unsigned)o.tag)) {
 		log_err("inode %llu file offset %llu: the %s of member %u (%s) at offset %llu failed, and the other copy's member %u is %s: no good copy",
 			(unsigned long long)ino->ino, (unsigned long long)foff,
-			io_err ? "read" : "checksum", bad, fs->members[bad].path,
+			io_err ? "read" : "checksum", op->tag, fs->members[op->tag].path,
 			(unsigned long long)op->off, o.tag,
 			atomic_load(&fs->mstate[o.tag]) == FS_MEMBER_MISSING ? "missing" : "failed");
 		return -EIO;
 	}
-	/* the daemon's own memory: what is checked is what the bad copy is rewritten from
-	 * (a client could change its pages between the two) */
+	/* the daemon's own memory: what is checked is what a bad copy is rewritten from (a
+	 * client could change its pages between the two), block by block from whichever
+	 * copy has it good (each copy may have bad blocks of its own) */
 	priv = util_aligned_alloc(op->len);
-	if (!priv)
-		return -ENOMEM;
+	blk = util_aligned_alloc(DMAFS_BLOCK);
+	obad = calloc(nb, 1);
+	bbad = calloc(nb, 1);
+	if (!priv || !blk || !obad || !bbad) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	/* one recovery at a time: one rewriting a copy while another reads it could see a
+	 * block and its checksum of different moments (recoveries are rare) */
+	pthread_mutex_lock(&fs->heal_lock);
 	o.buf = priv;
-	ret = uring_rw(&o, 1);
-	if (ret) {
+	oread = uring_rw(&o, 1);
+	if (oread)
 		fs_io_error(fs, ino, &o, foff, "read");
-		ret = -EIO;
-	} else if ((ret = check_copy(fs, &o))) {
-		log_err("inode %llu file offset %llu (+%u bytes): both copies are damaged (member %u offset %llu: %s; member %u offset %llu: checksum mismatch); reads of it fail with EIO",
-			(unsigned long long)ino->ino, (unsigned long long)foff, op->len, bad,
-			(unsigned long long)op->off, io_err ? "read error" : "checksum mismatch",
-			o.tag, (unsigned long long)o.off);
-	}
-	if (ret) {
-		free(priv);
-		return ret;
-	}
-	/* the blocks that were bad: all after a read error; else those that differ (the
-	 * copy read first is the daemon's own memory then: fs_verify_or_recover's callers) */
-	for (uint32_t k = 0; k < op->len; k += DMAFS_BLOCK)
-		nbad += io_err || memcmp((const char *)op->buf + k, priv + k, DMAFS_BLOCK);
-	atomic_fetch_add(&st->bad, nbad);
-	/* self-heal: the bad copy rewritten in place, with its checksums (the caller's iolock
-	 * keeps writers of this file out; the block's contents do not change) */
-	if (!__atomic_load_n(&fs->ro, __ATOMIC_SEQ_CST) && !fs->members_ro && fs_member_ok(fs, bad)) {
-		struct uring_op w = *op;
+	osums = oread ? NULL : sums_of(fs, &o, &om);
+	bsums = sums_of(fs, op, &bm);
+	for (uint32_t k = 0; k < nb * DMAFS_BLOCK; k += DMAFS_BLOCK) {
+		const char *mine = io_err ? NULL : (const char *)op->buf + k;
+		int ook = block_ok(&o, priv + k, k, osums), bok;
 
-		w.write = 1;
-		w.buf = priv;
-		w.res = 0;
-		w.recovered = 0;
-		if (uring_rw(&w, 1) || fs_csum_store(fs, &w, 1)) {
-			fs_member_failed(fs, bad, "rewriting a bad copy", w.res ? w.res : -EIO);
-			how = "could not be rewritten";
-		} else {
-			atomic_fetch_add(&st->healed, nbad);
-			how = "rewritten from it";
+		/* this copy's block: as read (its daemon memory: fs_verify_or_recover's
+		 * callers); where the other copy's is bad too, read again on its own (after a
+		 * read error, or in case another recovery was rewriting it when it was read) */
+		bok = mine && block_ok(op, mine, k, bsums);
+		if (!bok && !ook && !read_block(op, k, blk)) {
+			mine = blk;
+			bok = block_ok(op, mine, k, bsums);
 		}
-	} else {
-		how = "left as it is (a read-only mount: dmafs-fsck --scrub --repair rewrites it)";
+		bbad[k / DMAFS_BLOCK] = !bok;
+		obad[k / DMAFS_BLOCK] = !ook;
+		if (!ook && bok)
+			memcpy(priv + k, mine, DMAFS_BLOCK);
+		else if (!ook && !both++)
+			log_err("inode %llu file offset %llu: both copies are damaged (member %u offset %llu: %s; member %u offset %llu: %s); reads of it fail with EIO",
+				(unsigned long long)ino->ino, (unsigned long long)(foff + k), op->tag,
+				(unsigned long long)(op->off + k), io_err ? "read error" : "checksum mismatch",
+				o.tag, (unsigned long long)(o.off + k), oread ? "read error" : "checksum mismatch");
 	}
-	if (!atomic_exchange(&st->said, 1))
-		log_warn("member %u (%s): %s at member offset %llu (inode %llu file offset %llu, %u bytes): read from the copy on member %u instead, the bad copy %s; later ones on this member are counted in user.dmafs.members, not logged",
-			 bad, fs->members[bad].path, io_err ? "read error" : "checksum mismatch",
-			 (unsigned long long)op->off, (unsigned long long)ino->ino,
-			 (unsigned long long)foff, op->len, o.tag, how);
+	if (both) {
+		pthread_mutex_unlock(&fs->heal_lock);
+		ret = -EIO;
+		goto out;
+	}
+	for (int c = 0; c < 2; c++) { /* this copy, then the other's bad blocks */
+		const struct uring_op *pl = c ? &o : op, *other = c ? op : &o;
+		const char *how = heal_and_count(fs, pl, priv, c ? obad : bbad, nb);
+
+		if (how && !atomic_exchange(&fs->mst[pl->tag].said, 1))
+			log_warn("member %u (%s): %s at member offset %llu (inode %llu file offset %llu, %u bytes): read from the copy on member %u instead, the bad copy %s; later ones on this member are counted in user.dmafs.members, not logged",
+				 pl->tag, fs->members[pl->tag].path,
+				 (c ? oread : io_err) ? "read error" : "checksum mismatch",
+				 (unsigned long long)pl->off, (unsigned long long)ino->ino,
+				 (unsigned long long)foff, op->len, other->tag, how);
+	}
+	pthread_mutex_unlock(&fs->heal_lock);
 	ret = (copy ? copy : copy_plain)(op->buf, priv, op->len);
-	free(priv);
 	if (!ret)
 		op->recovered = 1;
+out:
+	free(priv);
+	free(blk);
+	free(om);
+	free(bm);
+	free(obad);
+	free(bbad);
 	return ret;
 }
 

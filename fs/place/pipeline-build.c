@@ -554,19 +554,25 @@ static int csum_spans(struct pipe *p)
 			continue;
 		for (size_t k = meta_ext_find(p->ino, a); k < p->ino->next; k++) {
 			const struct extent *e = &p->ino->ext[k];
-			const struct fmt_sb *sb = &p->fs->members[e->member].sb;
+			const struct fmt_sb *sb;
 			uint64_t x = MAX(a, e->off), y = MIN(b, e->off + e->len);
+			struct uring_op op;
 
 			if (e->off >= b)
 				break;
 			if (x >= y)
 				continue;
+			/* the copy the data reads will take (a mirror's: fs_pick_copy) */
+			op = (struct uring_op){ .tag = (int)e->member, .off = e->moff + (x - e->off),
+						.len = (uint32_t)(y - x) };
+			fs_pick_copy(p->fs, &op, x);
+			sb = &p->fs->members[op.tag].sb;
 			if (dm_grow(&p->cs, &cap, p->ncs + 1, sizeof(*p->cs), 64))
 				return -ENOMEM;
 			p->cs[p->ncs++] = (struct cspan){
-				.tag = e->member,
-				.a = ALIGN_DOWN(fmt_csum_pos(sb, e->moff + (x - e->off)), DMAFS_BLOCK),
-				.b = ALIGN_UP(fmt_csum_pos(sb, e->moff + (y - e->off)), DMAFS_BLOCK),
+				.tag = (uint32_t)op.tag,
+				.a = ALIGN_DOWN(fmt_csum_pos(sb, op.off), DMAFS_BLOCK),
+				.b = ALIGN_UP(fmt_csum_pos(sb, op.off + op.len), DMAFS_BLOCK),
 			};
 		}
 	}
