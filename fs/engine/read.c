@@ -348,8 +348,10 @@ static int read_ranges(struct fs *fs, struct inode *ino, const struct fs_range *
 		total += cb - ca;
 		bytes += v.op[i].len;
 	}
-	/* a whole-file placement can need megabytes of checksums: those are not kept */
-	cbuf = total <= CSUM_KEEP ? fs_thread_buf(2, total) : (big = util_aligned_alloc(total));
+	/* a whole-file placement can need megabytes of checksums: those are not kept; nor
+	 * are a mirror's, whose recovery stores checksums through the thread's buffer */
+	cbuf = total <= CSUM_KEEP && !fs->mirror ? fs_thread_buf(2, total)
+						 : (big = util_aligned_alloc(total));
 	if (!cbuf) {
 		ret = -ENOMEM;
 		goto out;
