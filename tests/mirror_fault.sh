@@ -4,10 +4,11 @@
 # checksum checks) of every file return its bytes from the other copies; the member is
 # marked failed (user.dmafs.members, dmafs-check), logged once, and the filesystem takes
 # no changes (EROFS) and cannot be remounted read-write; what was written before the
-# failure and not yet committed is committed to the other log copy at unmount. Then,
-# still mounted, dmafs-replace --member 1 MOUNTPOINT rebuilds it on a new image, which
-# serves reads at once; mounted again with it, the filesystem is read-write, holds every
-# file and scrubs clean.
+# failure and not yet committed is committed to the other log copy at unmount (a degraded
+# mount, the failing device named and left out, holds every file). Then, mounted,
+# dmafs-replace --member 1 MOUNTPOINT rebuilds it on a new image, which serves reads at
+# once; mounted again with it, the filesystem is read-write, holds every file and scrubs
+# clean.
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/t_lib.sh"
 t_require_root_fuse
@@ -55,7 +56,16 @@ grep -q "failed: it serves no reads" "$W/check.out" || t_fail "dmafs-check does 
 drop_caches
 (cd "$M" && sha256sum -c --quiet "$W/sums") >"$W/sums.out" 2>&1 || t_fail "files differ after the failure: $(head -3 "$W/sums.out")"
 
-t_log "dmafs-replace --member 1 rebuilds it on a new image while mounted"
+t_log "unmounted, what was logged before the failure is committed to member 0's log copy"
+t_umount "$M"
+# all three named: the failing device is left out, as a missing member
+t_mount_fg "$I0,$I1,$I2" "$M" degraded
+grep -q "left out" "$T_DAEMON_ERR" || t_fail "the unreadable member was not said to be left out: $(cat "$T_DAEMON_ERR")"
+[ "$(member_field "$M" 1 state)" = missing ] || t_fail "member 1's state in the degraded mount: $(member_field "$M" 1 state)"
+drop_caches
+(cd "$M" && sha256sum -c --quiet "$W/sums") >"$W/sums.out" 2>&1 || t_fail "files lost by the unmount after the failure: $(head -3 "$W/sums.out")"
+
+t_log "dmafs-replace --member 1 rebuilds it on a new image while mounted (degraded)"
 truncate -s 192M "$W/new1"
 "$REPLACE" --member 1 "$M" "$W/new1" >"$W/replace.out" 2>&1 || t_fail "dmafs-replace --member 1 MOUNTPOINT: $(cat "$W/replace.out")"
 [ "$(member_field "$M" 1 state)" = ok ] || t_fail "member 1's state after the rebuild: $(member_field "$M" 1 state)"

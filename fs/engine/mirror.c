@@ -3,8 +3,8 @@
  * mirror.c - the mirror data profile: two copies of every data block, the second on the
  * next member (format.h, fmt_mirror_of). Here: where the copies lie, which copy a read
  * takes (rows of stripe units alternately the first and the second; the other one when
- * a member serves no reads),
- * and a member's failure. Writes of both copies are write.c's (fs_data_write); a read that
+ * a member serves no reads), and a member's failure. Writes of both copies are write.c's
+ * (fs_data_write); a read that
  * fails, or whose checksum does not match, is served from the other copy, checked there,
  * and the bad copy rewritten from it by read.c (fs_mirror_recover). A member whose write
  * fails, or that is missing at mount, serves no reads any more, and the filesystem takes
@@ -82,7 +82,7 @@ void fs_member_failed(struct fs *fs, unsigned m, const char *what, int err)
 	__atomic_store_n(&fs->ro, 1, __ATOMIC_SEQ_CST);
 	/* what was logged before goes on committing, to the other log copy if it was one */
 	journal_member_dead(&fs->j, m);
-	log_err("member %u (%s) failed (%s: %s): it serves no reads from now on, files are read from their other copies; the filesystem takes no changes (read-only) until the member is replaced: unmount, then dmafs-replace (see dmafs-replace(8))",
+	log_err("member %u (%s) failed (%s: %s): it serves no reads from now on, files are read from their other copies; the filesystem takes no changes (read-only) until the member is replaced with dmafs-replace, mounted or not (see dmafs-replace(8))",
 		m, fs->members[m].path, what, strerror(err < 0 ? -err : err));
 }
 

@@ -15,7 +15,6 @@
 #include "io/uring.h"
 #include "io/workpool.h"
 
-
 void fs_io_error(struct fs *fs, const struct inode *ino, const struct uring_op *op,
 		 uint64_t foff, const char *what)
 {
