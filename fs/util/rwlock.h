@@ -14,10 +14,14 @@
 
 struct dm_rwlock {
 	uint32_t state;	  /* readers holding it, or DM_RW_WRITER */
-	uint32_t writers; /* writers waiting for it */
+	/* low 16 bits: writers waiting for it; high 16: a count of the wake-ups, the word
+	 * waiters sleep on (a state that went back to the value a waiter saw, 0 after a
+	 * writer came and went, would not wake it) */
+	uint32_t writers;
 };
 
 #define DM_RW_WRITER 0x80000000u
+#define DM_RW_WAITING 0xffffu /* writers & DM_RW_WAITING: writers waiting */
 #define DM_RWLOCK_INIT { 0, 0 }
 
 void dm_rwlock_rdlock(struct dm_rwlock *l);
