@@ -14,6 +14,7 @@
  *        POSIX path; the expected path is printed)
  *        batch --forge DIR HANDLE_FILE   (another user: samples of the handle written by
  *        `batch DIR` into HANDLE_FILE must all fail with -EPERM)
+ *        batch --loop FILE SECONDS   (batches of FILE back to back until it is removed)
  * Exit 0, or 1 naming the first difference.
  */
 #include <errno.h>
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "dmafs.h"
@@ -156,6 +158,54 @@ static int forge(const char *path)
 	return 0;
 }
 
+/*
+ * --loop FILE SECONDS: batches of all of FILE (1 MiB samples, 16 MiB buffer) back to back,
+ * its descriptor closed once the handle is taken, until SECONDS pass or its samples fail
+ * with ENOENT (removed meanwhile). Prints how many batches placed it.
+ */
+static int loop(const char *path, double secs)
+{
+	struct dmafs_sample x[16];
+	struct dmafs_session *s;
+	struct dmafs_handle h;
+	struct dmafs_buf *b;
+	struct timespec t0, t;
+	long placed = 0;
+	int fd = open(path, O_RDONLY), ret;
+
+	if (fd < 0)
+		die(path, -errno);
+	char d[512];
+
+	/* the session on the folder: nothing but the batches keeps the file */
+	snprintf(d, sizeof(d), "%s", path);
+	*(strrchr(d, '/') ? strrchr(d, '/') : d) = '\0';
+	if ((ret = dmafs_session_open(d[0] ? d : "/", &s)) ||
+	    (ret = dmafs_buf_alloc_host(s, 16 << 20, &b)) || (ret = dmafs_handle_get(s, fd, &h)))
+		die(path, ret);
+	close(fd);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		for (int i = 0; i < 16; i++)
+			x[i] = (struct dmafs_sample){ .file = h, .file_offset = (uint64_t)i << 20,
+						      .buffer_offset = (uint64_t)i << 20,
+						      .length = 1 << 20 };
+		ret = dmafs_place_batch(b, x, 16, NULL);
+		if (ret == -ENOENT)
+			break;
+		if (ret)
+			die("a batch of the file", ret);
+		placed++;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if ((double)(t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) / 1e9 > secs)
+			break;
+	}
+	printf("%ld batches placed it%s\n", placed, ret == -ENOENT ? ", then it was gone" : "");
+	dmafs_buf_unregister(b);
+	dmafs_session_close(s);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	int nfiles = 200, rounds = 20, ret;
@@ -166,12 +216,14 @@ int main(int argc, char **argv)
 	struct file *fs;
 	size_t bufsize = 16 << 20;
 
+	if (argc >= 4 && !strcmp(argv[1], "--loop"))
+		return loop(argv[2], atof(argv[3]));
 	if (argc >= 4 && !strcmp(argv[1], "--forge")) {
 		dir = argv[2];
 		return forge(argv[3]);
 	}
 	if (argc < 2) {
-		fprintf(stderr, "usage: batch DIR [FILES [ROUNDS]] | batch --forge DIR HANDLE_FILE\n");
+		fprintf(stderr, "usage: batch DIR [FILES [ROUNDS]] | batch --forge DIR HANDLE_FILE | batch --loop FILE SECONDS\n");
 		return 2;
 	}
 	dir = argv[1];

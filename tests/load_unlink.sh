@@ -6,7 +6,8 @@
 # for a plain file and for a safetensors file (the model mode). An LD_PRELOAD shim also
 # removes the file at the two moments a path used to be opened again: when the session is
 # opened and when the buffer is allocated. A path that never existed is named as missing,
-# not as an unknown buffer id, and dmafs_strerror keeps the two apart.
+# not as an unknown buffer id, and dmafs_strerror keeps the two apart. A file removed while
+# sample batches hold it (tests/batch --loop) gives its space back after the last one.
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/t_lib.sh"
 t_require_root_fuse
@@ -151,6 +152,35 @@ for kind in plain model; do
 done
 # the bytes verified above are those of the removed file: they are the original's
 cp "$W/ref" "$M/check" && [ "$(sha256sum <"$M/check" | cut -d' ' -f1)" = "$SUM" ] || t_fail "checksum of a copy"
+
+# sample batches hold the files they read as an open does: a file removed while one
+# holds it gives its space back when the last batch lets go (with no open left)
+BATCH=$top_builddir/tests/batch
+if [ -x "$BATCH" ]; then
+	t_log "a file removed while sample batches hold it: its space comes back after them"
+	head -c $((64 * MiB)) /dev/urandom >"$M/held" || t_fail "write held"
+	t_umount "$M"
+	t_mount "${T_IMGS[0]},$FF/disk" "$M"
+	bs=$(stat -f -c %S "$M")
+	want=$(($(stat -f -c %f "$M") + 64 * MiB / bs)) # free blocks once the file is gone
+	echo "read_delay_ms 300" >"$CTL"
+	"$BATCH" --loop "$M/held" 30 >"$W/loop.out" 2>&1 &
+	lp=$!
+	sleep 0.5 # the first batch waits for the slow member now
+	rm "$M/held"
+	wait $lp || t_fail "batches of a file removed meanwhile: $(cat "$W/loop.out")"
+	: >"$CTL"
+	grep -q "^[1-9][0-9]* batches placed it, then it was gone" "$W/loop.out" ||
+		t_fail "the batches did not place the file, then see it go: $(cat "$W/loop.out")"
+	for i in $(seq 100); do
+		sync
+		[ "$(stat -f -c %f "$M")" -ge "$want" ] && break
+		sleep 0.1
+	done
+	free1=$(stat -f -c %f "$M")
+	[ "$free1" -ge "$want" ] || t_fail "a file removed during sample batches kept its space: $free1 blocks of $bs bytes free, $want expected"
+	t_log "  $(cat "$W/loop.out"); $free1 blocks free again"
+fi
 
 t_log "a path that never existed is named as missing, not as an unknown buffer id"
 "$LOAD" --target host "$M/nonexistent" >"$W/out" 2>"$W/err" && t_fail "dmafs-load of a missing file succeeded"

@@ -213,6 +213,15 @@ void fs_release(struct fs *fs, uint64_t ino);
  */
 struct inode *fs_hold(struct fs *fs, uint64_t ino, uint32_t gen);
 void fs_unhold(struct fs *fs, uint64_t ino);
+/* Many files held and let go with one take of the metadata lock each way (sample batches). */
+struct fs_held {
+	uint64_t ino;
+	uint32_t gen;
+	int buffered;		/* out: write-behind state there (wait for it before reading) */
+	struct inode *ip;	/* out: as fs_hold(); fs_unhold_many() sets it to NULL */
+};
+void fs_hold_many(struct fs *fs, struct fs_held *h, size_t n);
+void fs_unhold_many(struct fs *fs, struct fs_held *h, size_t n);
 /* Write @ino's buffered data, then commit everything. Returns a background write error
  * of @ino (once) or the commit's. */
 int fs_fsync_file(struct fs *fs, uint64_t ino);

@@ -34,18 +34,60 @@ int fs_open(struct fs *fs, uint64_t ino, int flags)
 	return ret;
 }
 
+/* fs_hold() with meta.lock held. */
+static struct inode *hold_locked(struct fs *fs, uint64_t ino, uint32_t gen)
+{
+	struct inode *i = meta_iget(&fs->meta, ino);
+
+	if (i && (i->a.generation != gen || !i->a.nlink || !S_ISREG(i->a.mode)))
+		i = NULL;
+	if (i)
+		i->nopen++;
+	return i;
+}
+
 struct inode *fs_hold(struct fs *fs, uint64_t ino, uint32_t gen)
 {
 	struct inode *i;
 
 	pthread_mutex_lock(&fs->meta.lock);
-	i = meta_iget(&fs->meta, ino);
-	if (i && (i->a.generation != gen || !i->a.nlink || !S_ISREG(i->a.mode)))
-		i = NULL;
-	if (i)
-		i->nopen++;
+	i = hold_locked(fs, ino, gen);
 	pthread_mutex_unlock(&fs->meta.lock);
 	return i;
+}
+
+void fs_hold_many(struct fs *fs, struct fs_held *h, size_t n)
+{
+	pthread_mutex_lock(&fs->meta.lock);
+	for (size_t k = 0; k < n; k++) {
+		h[k].ip = hold_locked(fs, h[k].ino, h[k].gen);
+		h[k].buffered = h[k].ip && h[k].ip->wb;
+	}
+	pthread_mutex_unlock(&fs->meta.lock);
+}
+
+static void release(struct fs *fs, uint64_t ino, int take_err);
+
+void fs_unhold_many(struct fs *fs, struct fs_held *h, size_t n)
+{
+	pthread_mutex_lock(&fs->meta.lock);
+	for (size_t k = 0; k < n; k++) {
+		struct inode *i = h[k].ip;
+
+		/* as release() does, but for a file without write-behind state only (nothing
+		 * to wait for, nothing to let go); the others take the whole release, below */
+		if (i && !i->wb && i->nopen) {
+			if (!--i->nopen)
+				rec_maybe_drop(fs, i);
+			h[k].ip = NULL;
+		}
+	}
+	pthread_mutex_unlock(&fs->meta.lock);
+	for (size_t k = 0; k < n; k++)
+		if (h[k].ip) {
+			release(fs, h[k].ino, 0);
+			h[k].ip = NULL;
+		}
 }
 
 /* Let go of one open of @ino; with @take_err, a write error still pending is taken. */

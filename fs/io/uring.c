@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define RING_DEPTH 128
+#define RING_DEPTH 256
 
 static __thread struct io_uring ring, pring;
 static __thread int ring_ready, pring_ready;

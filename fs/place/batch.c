@@ -9,7 +9,7 @@
  * opened the file can present a handle that verifies, and a pid used again by another
  * process has another start time.
  *
- * A batch holds every file it names (fs_hold: a removed file fails its entries alone),
+ * A batch holds every file it names (fs_hold_many: a removed file fails its entries alone),
  * waits for their write-behind, then takes their iolocks shared in inode order (so two
  * batches and the writers between them cannot deadlock) and keeps them to the end: each
  * placed byte is the file's content at one moment of the call. The pieces are read in
@@ -121,14 +121,6 @@ int place_handle(struct place *pl, const struct place_caller *c, uint64_t ino_nr
 
 /* ---- a batch ---- */
 
-/* A file of the batch. */
-struct bfile {
-	uint64_t ino;
-	uint32_t gen;
-	struct inode *ip; /* held, or NULL: its entries failed */
-	int locked;
-};
-
 /* A piece: a part of an entry whose aligned read fits one staging slot. */
 struct bpiece {
 	uint32_t e;	 /* entry */
@@ -150,15 +142,18 @@ struct batch {
 	struct reg *r;
 	struct dmafs_ioc_batch *b;
 	const struct place_caller *c;
-	struct bfile *f;
+	struct fs_held *f; /* the files: ip held, or NULL (their entries failed) */
 	uint32_t nf;
+	int locked;	 /* the held files' iolocks are taken */
 	uint32_t *fidx;	 /* entry -> file */
 	uint32_t *ord;	 /* entries in file order */
 	struct stage *st;
 	void *stream;	 /* GPU */
 	uint64_t gran;
 	int verify, gpu;
-	/* the next piece to cut: entry ord[cur], at byte eoff of it */
+	/* the next piece to cut: entry cur (the request's order: samples the caller packs
+	 * one after another then lie one after another in a slot too, and leave it in one
+	 * copy), at byte eoff of it */
 	uint32_t cur;
 	uint64_t eoff;
 	/* one round */
@@ -177,6 +172,7 @@ struct batch {
 	size_t cscap;
 	int err;	 /* a failure of the whole request (client memory, device) */
 	uint64_t t_build, t_io, t_out, t_sync; /* ns spent, for the verbose log line */
+	uint32_t ncopies;	/* copies out of slots, for the same */
 };
 
 static int by_file(const void *a, const void *b, void *arg)
@@ -239,7 +235,7 @@ static int batch_hold(struct batch *B, uint64_t start)
 	qsort_r(B->ord, b->count, sizeof(*B->ord), by_file, b->e);
 	for (uint32_t k = 0; k < b->count; k++) {
 		struct dmafs_batch_entry *e = &b->e[B->ord[k]];
-		struct bfile *f = B->nf ? &B->f[B->nf - 1] : NULL;
+		struct fs_held *f = B->nf ? &B->f[B->nf - 1] : NULL;
 
 		if (e->result)
 			continue;
@@ -247,26 +243,25 @@ static int batch_hold(struct batch *B, uint64_t start)
 			f = &B->f[B->nf++];
 			f->ino = e->ino;
 			f->gen = e->gen;
-			f->ip = fs_hold(fs, e->ino, e->gen);
 		}
 		B->fidx[B->ord[k]] = (uint32_t)(f - B->f);
-		if (!f->ip)
-			e->result = -ENOENT;
 	}
+	fs_hold_many(fs, B->f, B->nf); /* one take of the metadata lock for them all */
 	/* what was written is on the members before it is read; no lock is held while
 	 * waiting (write-behind takes iolocks) */
 	for (uint32_t k = 0; k < B->nf; k++)
-		if (B->f[k].ip)
+		if (B->f[k].buffered)
 			wback_wait(fs, B->f[k].ip, 0);
 	for (uint32_t k = 0; k < B->nf; k++)
-		if (B->f[k].ip) {
+		if (B->f[k].ip)
 			dm_rwlock_rdlock(&B->f[k].ip->iolock);
-			B->f[k].locked = 1;
-		}
+	B->locked = 1;
 	for (uint32_t i = 0; i < b->count; i++) {
 		struct dmafs_batch_entry *e = &b->e[i];
 		uint64_t size;
 
+		if (!e->result && !B->f[B->fidx[i]].ip)
+			e->result = -ENOENT;
 		if (e->result) {
 			e->length = 0;
 			continue;
@@ -279,12 +274,11 @@ static int batch_hold(struct batch *B, uint64_t start)
 
 static void batch_release(struct batch *B)
 {
-	for (uint32_t k = 0; B->f && k < B->nf; k++) {
-		if (B->f[k].locked)
-			dm_rwlock_unlock(&B->f[k].ip->iolock);
+	for (uint32_t k = 0; B->locked && k < B->nf; k++)
 		if (B->f[k].ip)
-			fs_unhold(B->fs, B->f[k].ino);
-	}
+			dm_rwlock_unlock(&B->f[k].ip->iolock);
+	if (B->f)
+		fs_unhold_many(B->fs, B->f, B->nf);
 	free(B->f);
 	free(B->fidx);
 	free(B->ord);
@@ -398,7 +392,7 @@ static int build_round(struct batch *B, unsigned maxops)
 	B->npc = 0;
 	B->nop = 0;
 	while (B->cur < b->count && B->nop < maxops) {
-		uint32_t i = B->ord[B->cur];
+		uint32_t i = B->cur;
 		struct dmafs_batch_entry *e = &b->e[i];
 		uint64_t off, len, span;
 		struct emit_ctx x;
@@ -465,6 +459,7 @@ static int copy_out(struct batch *B, const char *src, uint64_t dst, uint64_t len
 {
 	struct reg *r = B->r;
 
+	B->ncopies++;
 	if (!B->gpu)
 		return usermem_copy(r->base + dst, src, len);
 	return gpu_copy_htod_async(r->gpu, r->dev, r->base + dst, src, len, B->stream) ? -ENODEV : 0;
@@ -765,10 +760,10 @@ int place_batch(struct place *pl, const struct place_caller *c, struct dmafs_ioc
 	b->path = B.gpu ? DMAFS_PATH_STAGED : DMAFS_PATH_HOST;
 	b->elapsed_ns = dm_mono_ns() - t0;
 	log_debug("batch of %u samples (%u files) for pid %d: %llu bytes in %llu us: hold %llu, "
-		  "build %llu, reads %llu (of which copies out %llu), device sync %llu",
+		  "build %llu, reads %llu (of which %u copies out %llu), device sync %llu",
 		  b->count, B.nf, (int)c->tgid, (unsigned long long)bytes,
 		  (unsigned long long)b->elapsed_ns / 1000, (unsigned long long)t_hold / 1000,
 		  (unsigned long long)B.t_build / 1000, (unsigned long long)B.t_io / 1000,
-		  (unsigned long long)B.t_out / 1000, (unsigned long long)B.t_sync / 1000);
+		  B.ncopies, (unsigned long long)B.t_out / 1000, (unsigned long long)B.t_sync / 1000);
 	return 0;
 }

@@ -237,6 +237,14 @@ class SampleReader:
                 isinstance(x, torch.Tensor) for x in samples):
             idx, offs, lens = (x.to(torch.int64).reshape(-1) for x in samples)
             return idx, offs, lens
+        if isinstance(samples, torch.Tensor) and not samples.is_floating_point() and \
+                not samples.is_complex() and samples.dtype != torch.bool:
+            # whole files by index (what batches() passes): no loop over the samples
+            if stride is None:
+                raise ValueError("dmafs: whole-file samples need a stride (or a 2-D tensor)")
+            idx = samples.reshape(-1).to(device="cpu", dtype=torch.int64)
+            lens = torch.clamp(self.sizes[idx.clamp(0, len(self.files) - 1)], max=stride)
+            return idx, torch.zeros_like(idx), lens
         if isinstance(samples, torch.Tensor):
             samples = samples.reshape(-1).tolist()
         idx, offs, lens = [], [], []
