@@ -57,6 +57,38 @@ with warnings.catch_warnings(record=True) as caught:
                 fail(f"round {rnd} row {r}: bytes after the sample were written")
     say(f"whole-file samples into {device}: 10 x 64 rows equal to the files "
         f"({reader.last_result[1]} path)")
+    # the same as a tensor of indices (int32 too), as batches() passes them
+    for dt in (torch.int64, torch.int32):
+        ix = [rng.randrange(len(files)) for _ in range(64)]
+        out.fill_(0xEE)
+        lens = reader.read_into(out, torch.tensor(ix, dtype=dt))
+        host = out.cpu()
+        for r, i in enumerate(ix):
+            want = data[i][:48 << 10]
+            row = bytes(host[r].numpy().tobytes())
+            if int(lens[r]) != len(want) or row[:len(want)] != want or \
+                    row[len(want):] != b"\xee" * ((48 << 10) - len(want)):
+                fail(f"tensor of indices ({dt}): row {r} ({files[i]}) differs")
+    # a 1-D tensor with a stride: the last sample may end before its stride does
+    short = min(range(len(files)), key=lambda i: len(data[i]))
+    tight = reader.empty(3 * 65536 + len(data[short]))
+    lens = reader.read_into(tight, torch.tensor([1, 2, 3, short]), stride=65536)
+    got = tight.cpu().numpy().tobytes()
+    if int(lens[3]) != len(data[short]) or got[3 * 65536:] != data[short]:
+        fail("a last sample shorter than its stride, into a tensor that just holds it, differs")
+    try:
+        big = max(range(len(files)), key=lambda i: len(data[i]))
+        reader.read_into(tight, torch.tensor([1, 2, 3, big]), stride=65536)
+        fail("samples needing more than the tensor holds were accepted")
+    except ValueError:
+        pass
+    for bad in ([0, -1], [0, len(files)]):
+        try:
+            reader.read_into(out, torch.tensor(bad))
+            fail(f"a tensor index out of range ({bad[1]}) was accepted")
+        except IndexError:
+            pass
+    say("the same as int64 and int32 index tensors; a short last sample; bad indices refused")
     # ranges, packed, more samples than one request takes (320)
     flat = reader.empty(8 << 20)
     spec = []
@@ -72,7 +104,17 @@ with warnings.catch_warnings(record=True) as caught:
         if int(lens[k]) != len(want) or host[at:at + len(want)] != want:
             fail(f"range sample {k} ({files[i]} at {off}, {ln} bytes) differs")
         at += ln
-    say("700 (file, offset, length) samples packed into one tensor: equal")
+    flat.fill_(0xEE)
+    lens = reader.read_into(flat, tuple(torch.tensor(c) for c in zip(*spec)))
+    host = flat.cpu().numpy().tobytes()
+    at = 0
+    for k, (i, off, ln) in enumerate(spec):
+        want = data[i][off:off + ln]
+        if int(lens[k]) != len(want) or host[at:at + len(want)] != want or \
+                host[at + len(want):at + ln] != b"\xee" * (ln - len(want)):
+            fail(f"range sample {k} given as tensors ({files[i]} at {off}, {ln} bytes) differs")
+        at += ln
+    say("700 (file, offset, length) samples packed into one tensor: equal (as lists and as tensors)")
     # a tensor not from empty(): placed and copied, with a warning
     plain = torch.zeros((4, 48 << 10), dtype=torch.uint8, device=device)
     reader.read_into(plain, [0, 5, 6, 7])

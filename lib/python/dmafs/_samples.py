@@ -52,6 +52,8 @@ class SampleReader:
         self._pool = {}  # (shape, dtype) -> [tensor]: given back by batches(), for the next
         self._stage = None  # host Buffer for a CPU tensor not from empty() (a copy)
         self._warned_copy = self._warned_posix = False
+        self._whole = (None, None)  # (stride, entry of every file as a whole sample)
+        self._boffs = {}  # (count, stride) -> buffer offsets
         self.session = _lib.Session(os.path.dirname(os.path.abspath(self.files[0])) or "/")
         try:
             caps = self.session.caps()
@@ -189,27 +191,38 @@ class SampleReader:
         nbytes = out.numel() * out.element_size()
         if stride is None and out.dim() >= 2:
             stride = nbytes // out.shape[0]
-        idx, offs, lens = self._parse(samples, stride)
-        n = idx.numel()
-        if n == 0:
-            return torch.zeros(0, dtype=torch.int64)
-        if stride is not None:
-            boffs = torch.arange(n, dtype=torch.int64) * stride
-            if bool((lens > stride).any()):
-                raise ValueError(f"dmafs: a sample is longer than the stride ({stride} bytes)")
+        ent = self._whole_entries(samples, stride)
+        if ent is not None:  # whole files by index, as batches() asks: a few tensor ops
+            idx, ent = ent
+            n = ent.shape[0]
+            if n == 0:
+                return torch.zeros(0, dtype=torch.int64)
+            end = n * stride
+            if end > nbytes:  # the last sample may end before its stride does
+                end = (n - 1) * stride + int(ent[n - 1, 5])
         else:
-            boffs = torch.cumsum(lens, 0) - lens
-        end = int((boffs + lens).max())
+            idx, offs, lens = self._parse(samples, stride)
+            n = idx.numel()
+            if n == 0:
+                return torch.zeros(0, dtype=torch.int64)
+            if stride is not None:
+                boffs = self._offsets(n, stride)
+                if int(lens.max()) > stride:
+                    raise ValueError(f"dmafs: a sample is longer than the stride ({stride} bytes)")
+                end = (n - 1) * stride + int(lens[n - 1])
+            else:
+                ends = torch.cumsum(lens, 0)
+                boffs = ends - lens
+                end = int(ends[n - 1])
+            if any(int(v) < 0 or int(v) >= len(self.files) for v in torch.aminmax(idx)):
+                raise IndexError("dmafs: a sample names a file the reader does not have")
+            ent = torch.index_select(self._table(None), 0, idx)
+            ent[:, 3] = offs
+            ent[:, 4] = boffs
+            ent[:, 5] = lens  # length in the low half, result 0 in the high half
         if end > nbytes:
             raise ValueError(f"dmafs: the samples need {end} bytes, the tensor has {nbytes}")
-        if bool((idx < 0).any()) or bool((idx >= len(self.files)).any()):
-            raise IndexError("dmafs: a sample names a file the reader does not have")
         buf, copy_to = self._buffer_for(out, end)
-        ent = torch.empty((n, 6), dtype=torch.int64)
-        ent[:, 0:3] = self._handles[idx]
-        ent[:, 3] = offs
-        ent[:, 4] = boffs
-        ent[:, 5] = lens  # length in the low half, result 0 in the high half
         res = _lib.Result()
         ret = _lib.C.place_batch(buf.handle, ctypes.c_void_p(ent.data_ptr()), n,
                                  ctypes.byref(res))
@@ -231,20 +244,51 @@ class SampleReader:
                           "are read with pread", SlowPathWarning, stacklevel=2)
         return got
 
+    def _table(self, stride):
+        """Every file's request entry (handle; offset and buffer offset 0; length its size
+        up to the stride, or 0 without one), made once per stride (one kept)."""
+        torch = _torch()
+        if self._whole[0] != stride or self._whole[1] is None:
+            table = torch.zeros((len(self.files), 6), dtype=torch.int64)
+            table[:, 0:3] = self._handles
+            if stride is not None:
+                table[:, 5] = torch.clamp(self.sizes, max=stride)  # result 0 in the high half
+            self._whole = (stride, table)
+        return self._whole[1]
+
+    def _offsets(self, n, stride):
+        """Buffer offsets of n samples stride bytes apart (kept for the next batch)."""
+        boffs = self._boffs.get((n, stride))
+        if boffs is None:
+            if len(self._boffs) > 8:
+                self._boffs.clear()
+            boffs = self._boffs[(n, stride)] = _torch().arange(n, dtype=_torch().int64) * stride
+        return boffs
+
+    def _whole_entries(self, samples, stride):
+        """(indices, request entries) for whole-file samples given as an integer tensor of
+        file indices with a stride: gathered from the table of every file's entry, so a
+        batch costs a few tensor operations whatever its size. None for any other form of
+        samples."""
+        torch = _torch()
+        if stride is None or stride >= 1 << 32 or not isinstance(samples, torch.Tensor) or \
+                samples.is_floating_point() or samples.is_complex() or samples.dtype == torch.bool:
+            return None
+        idx = samples.reshape(-1)
+        if idx.device.type != "cpu" or idx.dtype != torch.int64:
+            idx = idx.to(device="cpu", dtype=torch.int64)
+        if idx.numel() and any(int(v) < 0 or int(v) >= len(self.files) for v in torch.aminmax(idx)):
+            raise IndexError("dmafs: a sample names a file the reader does not have")
+        ent = torch.index_select(self._table(stride), 0, idx)
+        ent[:, 4] = self._offsets(idx.numel(), stride)
+        return idx, ent
+
     def _parse(self, samples, stride):
         torch = _torch()
         if isinstance(samples, tuple) and len(samples) == 3 and all(
                 isinstance(x, torch.Tensor) for x in samples):
             idx, offs, lens = (x.to(torch.int64).reshape(-1) for x in samples)
             return idx, offs, lens
-        if isinstance(samples, torch.Tensor) and not samples.is_floating_point() and \
-                not samples.is_complex() and samples.dtype != torch.bool:
-            # whole files by index (what batches() passes): no loop over the samples
-            if stride is None:
-                raise ValueError("dmafs: whole-file samples need a stride (or a 2-D tensor)")
-            idx = samples.reshape(-1).to(device="cpu", dtype=torch.int64)
-            lens = torch.clamp(self.sizes[idx.clamp(0, len(self.files) - 1)], max=stride)
-            return idx, torch.zeros_like(idx), lens
         if isinstance(samples, torch.Tensor):
             samples = samples.reshape(-1).tolist()
         idx, offs, lens = [], [], []
@@ -305,12 +349,12 @@ class Batch:
 
 
 def batches(files, batch_size, *, sample_bytes, device="cpu", shuffle=True, seed=None,
-            drop_last=False, epochs=1, depth=4, workers=3):
+            drop_last=False, epochs=1, depth=5, workers=4):
     """Yield Batch objects of batch_size whole files (each up to sample_bytes) read
     through a SampleReader (files: paths, or a SampleReader made before, which is reused
     and left open; device is then the reader's). workers threads each keep a request in
     the daemon (its placement threads serve up to place_threads_user requests of one user
-    at once: 3 by default), filling depth buffers (at least workers + 1) in turn; batches
+    at once: 4 by default), filling depth buffers (at least workers + 1) in turn; batches
     come in order. A batch's data stays valid until depth - 1 further batches have been
     taken (clone() it to keep it longer); on a GPU, the work queued on the current stream
     when the next batch is asked for is waited for before its memory is filled again."""
