@@ -349,13 +349,14 @@ class Batch:
 
 
 def batches(files, batch_size, *, sample_bytes, device="cpu", shuffle=True, seed=None,
-            drop_last=False, epochs=1, depth=5, workers=4):
+            drop_last=False, epochs=1, depth=8, workers=4):
     """Yield Batch objects of batch_size whole files (each up to sample_bytes) read
     through a SampleReader (files: paths, or a SampleReader made before, which is reused
     and left open; device is then the reader's). workers threads each keep a request in
     the daemon (its placement threads serve up to place_threads_user requests of one user
-    at once: 4 by default), filling depth buffers (at least workers + 1) in turn; batches
-    come in order. A batch's data stays valid until depth - 1 further batches have been
+    at once: 4 by default), filling depth buffers (at least workers + 1) in turn, so a
+    worker may run ahead of one slower than it by depth - workers batches; batches come in
+    order. A batch's data stays valid until depth - 1 further batches have been
     taken (clone() it to keep it longer); on a GPU, the work queued on the current stream
     when the next batch is asked for is waited for before its memory is filled again."""
     torch = _torch()
@@ -378,16 +379,20 @@ def batches(files, batch_size, *, sample_bytes, device="cpu", shuffle=True, seed
     # k - depth (value: the event behind the work it queued on it, or None)
     freed = {k: None for k in range(depth)}
     ready = {}
-    cond = threading.Condition()
+    lock = threading.Lock()
+    # each worker waits on its own condition (batch k is worker k % workers's), the
+    # consumer on its own: a wake-up goes to the one thread it concerns
+    wcond = [threading.Condition(lock) for _ in range(workers)]
+    ccond = threading.Condition(lock)
     state = {"stop": False}
     cols = torch.arange(sample_bytes, device=reader.dev)
 
     def worker(j):
         try:
             for k in range(j, len(order), workers):
-                with cond:
+                with lock:
                     while k not in freed and not state["stop"]:
-                        cond.wait()
+                        wcond[j].wait()
                     if state["stop"]:
                         return
                     ev = freed.pop(k)
@@ -398,13 +403,13 @@ def batches(files, batch_size, *, sample_bytes, device="cpu", shuffle=True, seed
                 lens = reader.read_into(out, ix, stride=sample_bytes)
                 if bool((lens < sample_bytes).any()):  # zero what the samples did not fill
                     out.masked_fill_(cols >= lens.to(cols.device)[:, None], 0)
-                with cond:
+                with lock:
                     ready[k] = Batch(out, lens, ix)
-                    cond.notify_all()
+                    ccond.notify()
         except BaseException as e:  # handed to the consumer
-            with cond:
+            with lock:
                 ready.setdefault("error", e)
-                cond.notify_all()
+                ccond.notify()
 
     threads = []
     try:
@@ -414,9 +419,9 @@ def batches(files, batch_size, *, sample_bytes, device="cpu", shuffle=True, seed
         for t in threads:
             t.start()
         for k in range(len(order)):
-            with cond:
+            with lock:
                 while k not in ready and "error" not in ready:
-                    cond.wait()
+                    ccond.wait()
                 if "error" in ready:
                     raise ready["error"]
                 b = ready.pop(k)
@@ -427,14 +432,15 @@ def batches(files, batch_size, *, sample_bytes, device="cpu", shuffle=True, seed
             if gpu:
                 ev = torch.cuda.Event()
                 ev.record(torch.cuda.current_stream(reader.dev))
-            with cond:
+            with lock:
                 freed[k + depth] = ev
-                cond.notify_all()
+                wcond[(k + depth) % workers].notify()
     finally:
         # stop the workers and wait for them before the memory goes
-        with cond:
+        with lock:
             state["stop"] = True
-            cond.notify_all()
+            for c in wcond:
+                c.notify_all()
         for t in threads:
             t.join()
         for t in bufs:
