@@ -22,19 +22,23 @@ costs); dmafs goes over them and btrfs (raid0 data, raid1 metadata) over the oth
 Each gets N files of K KiB (default 40,000 of 48 KiB, 100 per folder) and S shard files of M
 MiB (default 16 of 1024). Then, on DEV (cuda:0 when PYTHON's torch sees a GPU, else cpu) and
 on cpu, the page cache dropped before each row (rows by their --skip names): files, one
-shuffled epoch of dmafs.batches() (batches of B whole files, three requests in the daemon)
+shuffled epoch of dmafs.batches() (batches of B whole files, four requests in the daemon)
 and, with loader, a DataLoader (8 workers, batches of B, pin_memory, .to(DEV,
 non_blocking=True)) over the same files on btrfs and on dmafs (its POSIX path); shards, NB
 batches of B random K KiB records of the shards by SampleReader.read_into (three threads)
-and, with loader, the DataLoader reading the same records from btrfs; overhead, the library
-time of one request of 1 and of 320 samples of 512 bytes. Rates count from each loop's
+and, with loader, the DataLoader reading the same records from btrfs; threads, batches of B
+random files by 1, 2, 4 and 8 threads (a buffer each, 2 s each) through read_into() and
+through dmafs_place_batch() on entries built before the clock (the rate the daemon serves
+without Python per request); overhead, the library time of one request of 1 and of 320
+samples of 512 bytes. Rates count from each loop's
 first batch (start-up is once per run, for both), in a process of PYTHON.
 """
 GOAL_LOADER = Goal("files into the device: dmafs.batches() / DataLoader from btrfs", 3.00)
 GOAL_RAW64 = Goal("files into the device: GB/s / the members' random 64 KiB rate", 0.70)
 GOAL_RAWK = Goal("shards into the device: GB/s / the members' random K KiB rate", 0.80)
 GOALS = (GOAL_LOADER, GOAL_RAW64, GOAL_RAWK)
-ROWS = ("files", "shards", "loader", "overhead")
+ROWS = ("files", "shards", "loader", "threads", "overhead")
+THREADS = (1, 2, 4, 8)  # the threads row's counts, 2 seconds each
 
 
 def skip_rows(v):
@@ -64,7 +68,7 @@ OPTIONS = [
     Opt("--batches", "NB", 200, whole(3), "batches of shard records (default 200, at least 3)"),
     Opt("--device", "DEV", "auto", device, "cuda:N, cpu, or auto (default: cuda:0 when torch "
         "sees a GPU)"),
-    Opt("--skip", "ROWS", set(), skip_rows, "rows left out: files, shards, loader, overhead"),
+    Opt("--skip", "ROWS", set(), skip_rows, "rows left out: files, shards, loader, threads, overhead"),
     Opt("--dmafs-opts", "OPTS", "", None, "mount options for dmafs"),
     Opt("--out", "DIR", None, None, "write fio's output and the daemon's log to DIR (kept)"),
 ]
@@ -173,7 +177,7 @@ def run(a):
         for kind, paths in (("files", names(root, a.files, ndirs)), ("shards", shards)):
             lists[fs, kind] = out(f"{fs}-{kind}.txt")
             out.write(f"{fs}-{kind}.txt", "\n".join(paths) + "\n")
-    rows, notes = [], []
+    rows, notes, thr = [], [], {}
     nrec = (a.shard_mb << 10) // a.file_kb
     for d in devs:
         if "files" not in a.skip:
@@ -189,6 +193,10 @@ def run(a):
                     rig.log(f"samples: files: DataLoader from {fs} into {d}")
                     rows.append((f"files: DataLoader from {fs}", d,
                                  child(a, "files-loader", d, lists[fs, "files"])))
+        if "threads" not in a.skip:
+            rig.drop_caches()
+            rig.log(f"samples: threads: batches by {', '.join(map(str, THREADS))} threads into {d}")
+            thr[d] = child(a, "threads", d, lists["dmafs", "files"], (",".join(map(str, THREADS)), 2))
         if "shards" not in a.skip:
             rig.drop_caches()
             rig.log(f"samples: shards: SampleReader.read_into into {d}")
@@ -203,10 +211,10 @@ def run(a):
     ov = None
     if "overhead" not in a.skip:
         ov = child(a, "overhead", "cpu", lists["dmafs", "shards" if "shards" not in a.skip else "files"])
-    report(a, rows, raw64, rawk, ov, notes)
+    report(a, rows, raw64, rawk, ov, notes, thr)
 
 
-def report(a, rows, raw64, rawk, ov, notes):
+def report(a, rows, raw64, rawk, ov, notes, thr=None):
     size = a.file_kb << 10
     rep = Report(f"dmafs-bench samples: dmafs{' -o ' + a.dmafs_opts if a.dmafs_opts else ''} over "
                  f"{a.members} members vs btrfs raid0 (-m raid1) over {a.members} others, "
@@ -236,6 +244,13 @@ def report(a, rows, raw64, rawk, ov, notes):
             g.add(f"shards into {d}: GB/s / members' random {a.file_kb} KiB",
                   *rep.check(f"shards into {d} / raw {a.file_kb} KiB", s * size / 1e9 / rawk,
                              GOAL_RAWK))
+    if thr:
+        th = Table("threads", "into", "read_into samples/s", "dmafs_place_batch samples/s", "GB/s")
+        for d, r in thr.items():
+            for n in THREADS:
+                py, c = r["py"][str(n)], r["c"][str(n)]
+                th.add(str(n), d, f"{py:.0f}", f"{c:.0f}", f"{py * size / 1e9:.2f} / {c * size / 1e9:.2f}")
+        rep.table(th)
     if g.rows:
         rep.table(g)
     if ov:

@@ -4,9 +4,10 @@ Prints one JSON line: samples counted ("n") over seconds ("s") from the loop's f
 on, and for files-dmafs the seconds the reader's handles took ("setup"); for overhead, "one"
 and "per" (microseconds).
 
-usage: python samples_child.py ROW DEVICE LIST BATCH FILE_KB [BATCHES RECORDS]
-ROW: files-dmafs, files-loader, shards-dmafs, shards-loader, overhead. LIST: a file naming
-the files (or shards), one per line.
+usage: python samples_child.py ROW DEVICE LIST BATCH FILE_KB [BATCHES RECORDS | COUNTS SECONDS]
+ROW: files-dmafs, files-loader, shards-dmafs, shards-loader, overhead, threads (then
+THREAD_COUNTS SECONDS: "py" and "c" samples/s by thread count). LIST: a file naming the
+files (or shards), one per line.
 """
 
 import json
@@ -66,6 +67,58 @@ def loader(ds, batch, dev):
     return {"n": n, "s": time.monotonic() - t}
 
 
+def threads(dmafs, paths, devname, batch, size, counts, secs):
+    """Batches of random whole files by T threads, each with a buffer of its own, for
+    secs seconds per T: by read_into() (index tensors), and by dmafs_place_batch() on
+    entries built before the clock (what the daemon serves without Python per request;
+    ctypes lets go of the GIL during the call). {"py": {T: samples/s}, "c": {...}}."""
+    import ctypes
+    from dmafs import _lib
+    reader = dmafs.SampleReader(paths, device=devname)
+    res = {"py": {}, "c": {}}
+    for T in counts:
+        outs = [reader.empty((batch, size)) for _ in range(T)]
+        bufs = [reader._buffer_for(o, o.numel())[0] for o in outs]
+        g = torch.Generator()
+        g.manual_seed(T)
+        idxs = [torch.randint(0, len(paths), (batch,), generator=g) for _ in range(64)]
+        ents = [reader._whole_entries(ix, size)[1].clone() for ix in idxs]
+        for kind in ("py", "c"):
+            counts_done, err = [0] * T, []
+            stop = time.monotonic() + secs
+
+            def work(k):
+                try:
+                    r, j = _lib.Result(), k
+                    while time.monotonic() < stop:
+                        if kind == "py":
+                            reader.read_into(outs[k], idxs[j % 64])
+                        else:
+                            e = ents[j % 64]
+                            ret = _lib.C.place_batch(bufs[k].handle, ctypes.c_void_p(e.data_ptr()),
+                                                     batch, ctypes.byref(r))
+                            if ret < 0:
+                                raise OSError(-ret, "dmafs_place_batch")
+                        j += T
+                        counts_done[k] += 1
+                except BaseException as e:
+                    err.append(e)
+
+            th = [threading.Thread(target=work, args=(k,)) for k in range(T)]
+            t = time.monotonic()
+            for x in th:
+                x.start()
+            for x in th:
+                x.join()
+            if err:
+                raise err[0]
+            res[kind][T] = sum(counts_done) * batch / (time.monotonic() - t)
+        for o in outs:
+            reader.release(o)
+    reader.close()
+    return res
+
+
 def main():
     import dmafs
     row, devname, lst, batch, kib = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
@@ -122,6 +175,9 @@ def main():
             reader.close()
             if err:
                 raise err[0]
+    elif row == "threads":
+        res = threads(dmafs, paths, devname, batch, size, [int(x) for x in sys.argv[6].split(",")],
+                      float(sys.argv[7]))
     elif row == "overhead":
         reader = dmafs.SampleReader(paths[:1], device="cpu")
         out = reader.empty(320 * 512)
