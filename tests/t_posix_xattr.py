@@ -67,6 +67,17 @@ def cmd_xattr(args):
     expect_errno(errno.EOPNOTSUPP, os.setxattr, p, "system.x", b"1", what="set system.x")
     expect_errno(errno.EOPNOTSUPP, os.getxattr, p, "system.x", what="get system.x")
     expect_errno(errno.EOPNOTSUPP, os.setxattr, p, "other.x", b"1", what="set other.x")
+    say("security.selinux: EOPNOTSUPP where a file has none (ls -l stops asking); kept where set")
+    expect_errno(errno.EOPNOTSUPP, os.getxattr, p, "security.selinux", what="get an absent label")
+    expect_errno(errno.EOPNOTSUPP, os.getxattr, d, "security.selinux", what="get a folder's absent label")
+    os.setxattr(p, "security.selinux", b"system_u:object_r:dmafs_test_t:s0\0")
+    check(os.getxattr(p, "security.selinux") == b"system_u:object_r:dmafs_test_t:s0\0",
+          "a stored label is returned")
+    check("security.selinux" in os.listxattr(p), "a stored label is listed")
+    os.removexattr(p, "security.selinux")
+    expect_errno(errno.EOPNOTSUPP, os.getxattr, p, "security.selinux", what="get a removed label")
+    check("security.selinux" not in os.listxattr(p), "a removed label is still listed")
+    expect_errno(errno.ENODATA, os.getxattr, p, "security.other", what="get another absent security.*")
 
     say("user.dmafs.layout: EPERM on set/remove, format on empty/small/multi-stripe/sparse files")
     expect_errno(errno.EPERM, os.setxattr, p, "user.dmafs.layout", b"x", what="set user.dmafs.layout")

@@ -4,6 +4,9 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
+
+#define SELINUX_XATTR "security.selinux"
 
 void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 		 size_t size, int flags)
@@ -35,6 +38,15 @@ void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 		return;
 	}
 	ret = fs_getxattr(ops_fs(req), ino, name, buf, size);
+	/*
+	 * No SELinux label of a file's own is "not supported", as NFS without labels says,
+	 * not "no such attribute": ls -l, cp and the like then stop asking for the labels of
+	 * this filesystem's files after the first (one request per listed name fewer; the
+	 * kernel does not cache these answers). A label stored anyway (rsync -X from a host
+	 * with SELinux) is returned as before.
+	 */
+	if (ret == -ENODATA && !strcmp(name, SELINUX_XATTR))
+		ret = -EOPNOTSUPP;
 	reply_sized(req, ret, buf, size);
 	free(buf);
 }
