@@ -52,7 +52,6 @@ class SampleReader:
         self._pool = {}  # (shape, dtype) -> [tensor]: given back by batches(), for the next
         self._stage = None  # host Buffer for a CPU tensor not from empty() (a copy)
         self._warned_copy = self._warned_posix = False
-        self._whole = (None, None)  # (stride, entry of every file as a whole sample)
         self._boffs = {}  # (count, stride) -> buffer offsets
         self.session = _lib.Session(os.path.dirname(os.path.abspath(self.files[0])) or "/")
         try:
@@ -62,9 +61,14 @@ class SampleReader:
             get = _lib.require("handle_get")
             _lib.require("place_batch")
             words, sizes = self._take_handles(get)
-            # handles as signed 64-bit words, to be gathered per batch without Python loops
-            self._handles = torch.tensor([[_s64(w) for w in t] for t in words], dtype=torch.int64)
-            self.sizes = torch.tensor(sizes, dtype=torch.int64)
+            # every file's request entry (handle as signed 64-bit words; file and buffer
+            # offsets 0; its size as the length, result 0): a batch gathers its rows
+            # without Python loops; handles and sizes are views of it
+            self._table = torch.zeros((len(words), 6), dtype=torch.int64)
+            self._table[:, 0:3] = torch.tensor([[_s64(w) for w in t] for t in words],
+                                               dtype=torch.int64)
+            self._table[:, 5] = torch.tensor(sizes, dtype=torch.int64)
+            self._handles, self.sizes = self._table[:, 0:3], self._table[:, 5]
         except BaseException:
             self.close()
             raise
@@ -216,7 +220,7 @@ class SampleReader:
                 end = int(ends[n - 1])
             if any(int(v) < 0 or int(v) >= len(self.files) for v in torch.aminmax(idx)):
                 raise IndexError("dmafs: a sample names a file the reader does not have")
-            ent = torch.index_select(self._table(None), 0, idx)
+            ent = torch.index_select(self._table, 0, idx)
             ent[:, 3] = offs
             ent[:, 4] = boffs
             ent[:, 5] = lens  # length in the low half, result 0 in the high half
@@ -244,18 +248,6 @@ class SampleReader:
                           "are read with pread", SlowPathWarning, stacklevel=2)
         return got
 
-    def _table(self, stride):
-        """Every file's request entry (handle; offset and buffer offset 0; length its size
-        up to the stride, or 0 without one), made once per stride (one kept)."""
-        torch = _torch()
-        if self._whole[0] != stride or self._whole[1] is None:
-            table = torch.zeros((len(self.files), 6), dtype=torch.int64)
-            table[:, 0:3] = self._handles
-            if stride is not None:
-                table[:, 5] = torch.clamp(self.sizes, max=stride)  # result 0 in the high half
-            self._whole = (stride, table)
-        return self._whole[1]
-
     def _offsets(self, n, stride):
         """Buffer offsets of n samples stride bytes apart (kept for the next batch)."""
         boffs = self._boffs.get((n, stride))
@@ -279,7 +271,8 @@ class SampleReader:
             idx = idx.to(device="cpu", dtype=torch.int64)
         if idx.numel() and any(int(v) < 0 or int(v) >= len(self.files) for v in torch.aminmax(idx)):
             raise IndexError("dmafs: a sample names a file the reader does not have")
-        ent = torch.index_select(self._table(stride), 0, idx)
+        ent = torch.index_select(self._table, 0, idx)
+        ent[:, 5].clamp_(max=stride)  # the whole file, up to the stride
         ent[:, 4] = self._offsets(idx.numel(), stride)
         return idx, ent
 
