@@ -53,6 +53,7 @@ class SampleReader:
         self._stage = None  # host Buffer for a CPU tensor not from empty() (a copy)
         self._warned_copy = self._warned_posix = False
         self._boffs = {}  # (count, stride) -> buffer offsets
+        self._fits = {}  # stride -> whether every file is at most that long
         self.session = _lib.Session(os.path.dirname(os.path.abspath(self.files[0])) or "/")
         try:
             caps = self.session.caps()
@@ -272,7 +273,12 @@ class SampleReader:
         if idx.numel() and any(int(v) < 0 or int(v) >= len(self.files) for v in torch.aminmax(idx)):
             raise IndexError("dmafs: a sample names a file the reader does not have")
         ent = torch.index_select(self._table, 0, idx)
-        ent[:, 5].clamp_(max=stride)  # the whole file, up to the stride
+        if self._fits.get(stride) is None:
+            if len(self._fits) > 8:
+                self._fits.clear()
+            self._fits[stride] = bool((self.sizes <= stride).all())
+        if not self._fits[stride]:
+            ent[:, 5].clamp_(max=stride)  # the whole file, up to the stride
         ent[:, 4] = self._offsets(idx.numel(), stride)
         return idx, ent
 
