@@ -68,17 +68,27 @@ void fs_hold_many(struct fs *fs, struct fs_held *h, size_t n)
 
 static void release(struct fs *fs, uint64_t ino, int take_err);
 
+/* One open of @i less (its write-behind state let go with the last, the inode dropped
+ * when nothing keeps it). Caller holds meta.lock and has waited for its buffered data. */
+static void drop_open(struct fs *fs, struct inode *i)
+{
+	if (!i->nopen)
+		return;
+	if (!--i->nopen)
+		wback_forget(fs, i);
+	rec_maybe_drop(fs, i);
+}
+
 void fs_unhold_many(struct fs *fs, struct fs_held *h, size_t n)
 {
 	pthread_mutex_lock(&fs->meta.lock);
 	for (size_t k = 0; k < n; k++) {
 		struct inode *i = h[k].ip;
 
-		/* as release() does, but for a file without write-behind state only (nothing
-		 * to wait for, nothing to let go); the others take the whole release, below */
-		if (i && !i->wb && i->nopen) {
-			if (!--i->nopen)
-				rec_maybe_drop(fs, i);
+		/* a file without write-behind state has nothing to wait for: let go here;
+		 * the others take the whole release (which waits first), below */
+		if (i && !i->wb) {
+			drop_open(fs, i);
 			h[k].ip = NULL;
 		}
 	}
@@ -99,12 +109,8 @@ static void release(struct fs *fs, uint64_t ino, int take_err)
 	fs_wait_written(fs, ino, take_err, &err);
 	pthread_mutex_lock(&fs->meta.lock);
 	i = meta_iget(&fs->meta, ino);
-	if (i && i->nopen) {
-		i->nopen--;
-		if (!i->nopen)
-			wback_forget(fs, i);
-		rec_maybe_drop(fs, i);
-	}
+	if (i)
+		drop_open(fs, i);
 	pthread_mutex_unlock(&fs->meta.lock);
 }
 
