@@ -273,11 +273,12 @@ class SampleReader:
         if idx.numel() and any(int(v) < 0 or int(v) >= len(self.files) for v in torch.aminmax(idx)):
             raise IndexError("dmafs: a sample names a file the reader does not have")
         ent = torch.index_select(self._table, 0, idx)
-        if self._fits.get(stride) is None:
+        fits = self._fits.get(stride)  # a local: another thread may clear the dict
+        if fits is None:
             if len(self._fits) > 8:
                 self._fits.clear()
-            self._fits[stride] = bool((self.sizes <= stride).all())
-        if not self._fits[stride]:
+            fits = self._fits[stride] = bool((self.sizes <= stride).all())
+        if not fits:
             ent[:, 5].clamp_(max=stride)  # the whole file, up to the stride
         ent[:, 4] = self._offsets(idx.numel(), stride)
         return idx, ent
