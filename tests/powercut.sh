@@ -32,7 +32,7 @@ LOG=$T_WORK/work.log
 
 # commit=3600: only fsync makes ops durable, so the log is the whole durability promise.
 t_mount_fg "$T_MEMBERS" "$M" commit=3600
-"$T_PY" "$H" crash-work "$M/w" "$LOG" 7 >"$T_WORK/work.out" 2>&1 &
+"$T_PY" "$H" crash-work "$M/w" "$LOG" 7 96 >"$T_WORK/work.out" 2>&1 &
 wpid=$!
 t_register pid "$wpid"
 stopped=0
@@ -66,7 +66,7 @@ for i in range(40000):
 	# written yet counts as in flight, which the verifier allows.
 	cp "$LOG" "$D/log" || t_fail "copy of the log"
 	cont
-	t_log "round $r: power cut emulated, $(grep -c '^D' "$D/log") ops durable, $(grep -c "metadata log moved to two areas" "$T_DAEMON_ERR") moves of the log so far"
+	t_log "round $r: power cut emulated, $(grep -c '^D' "$D/log") ops durable, $(grep -c "metadata log moved to two areas" "$T_DAEMON_ERR") moves of the log so far, $(df --output=pcent "$M" | tail -1 | tr -d " ") of the space used"
 done
 wait "$ppid" || t_fail "making the 40,000 names failed; $(df "$M" | tail -1); daemon: $(grep -v splice "$T_DAEMON_ERR" | tail -5)"
 grep -q "metadata log moved to two areas" "$T_DAEMON_ERR" ||

@@ -30,11 +30,15 @@ class FObj:
 
 
 def cmd_crash_work(args):
-    """crash-work DIR LOG SEED: run fsync'd creates, replaces (rename over), renames into a
+    """crash-work DIR LOG SEED [MAX_MIB]: run fsync'd creates, replaces (rename over), renames into a
     subdir, unlinks, in-place overwrites (fdatasync), truncates, hard links, xattrs, symlinks
     and mkdirs forever, logging 'B op' before and 'D op' after each op is durable (its fsync
-    returned).  Exits when the filesystem goes away (ENOTCONN...)."""
+    returned).  With MAX_MIB, once the files it keeps hold more than that many MiB it
+    unlinks instead of adding, so a faster machine does not fill the filesystem.  Exits when
+    the filesystem goes away (ENOTCONN...)."""
     d, log, seed = args[0], args[1], int(args[2])
+    cap = int(args[3]) << 20 if len(args) > 3 else None
+    live = 0
     r = random.Random(seed)
     os.makedirs(os.path.join(d, "sub"), exist_ok=True)
     fsync_dir(d)
@@ -51,6 +55,11 @@ def cmd_crash_work(args):
             s = seed * 1000000 + seq
             names = sorted(n for n in files if not n.startswith("sub/"))
             op = r.choices("WRMUPTLXSKN", weights=[30, 15, 10, 10, 15, 10, 8, 8, 4, 3, 10])[0]
+            if cap is not None:
+                if seq % 16 == 0:   # hard links share one size list: count each list once
+                    live = sum(v[0] for v in {id(v): v for v in files.values()}.values())
+                if live > cap and names and r.random() < 0.5:   # still a mix of ops
+                    op = "U"
             if op in "RMUPTLX" and not names:
                 op = "W"
             if op == "W":
