@@ -147,6 +147,47 @@ for b in dmafs.batches(files, 32, sample_bytes=48 << 10, device=device, seed=3, 
 if sorted(seen) != sorted(list(range(len(files))) * 2):
     fail("batches(): two epochs did not give every file twice")
 say(f"batches(): 2 epochs of {len(files)} files in batches of 32, each equal, padding zero")
+# batches(records=...): byte ranges of shard files, some running past their end
+shards, sdata = [], []
+for k, size in enumerate([1 << 20, 300001, 5000, 0]):
+    p = os.path.join(d, f"shard{k}.bin")
+    b = rng.randbytes(size)
+    with open(p, "wb") as f:
+        f.write(b)
+    shards.append(p)
+    sdata.append(b)
+recs = [(s, rng.randrange(len(sdata[s]) + 100), rng.randrange(8193))
+        for s in (rng.randrange(4) for _ in range(500))]
+recs[:3] = [(0, 0, 8192), (1, 300001 - 10, 8192), (2, 4096, 904)]  # whole, past the end, exact end
+rf, ro, rl = (torch.tensor([r[j] for r in recs]) for j in range(3))
+seen = []
+for b in dmafs.batches(shards, 64, sample_bytes=8192, device=device, seed=5, epochs=2,
+                       records=(rf, ro, rl.to(torch.int32))):
+    host = b.data.cpu()
+    for r in range(b.index.numel()):
+        k = int(b.index[r])
+        s, o, ln = recs[k]
+        want = sdata[s][o:o + ln]
+        row = bytes(host[r].numpy().tobytes())
+        if int(b.lengths[r]) != len(want) or row[:len(want)] != want or any(row[len(want):]):
+            fail(f"batches(records): record {k} ({shards[s]} at {o}, {ln} bytes) differs "
+                 f"(or its padding is not zero): {int(b.lengths[r])} bytes placed, {len(want)} expected")
+        seen.append(k)
+if sorted(seen) != sorted(list(range(len(recs))) * 2):
+    fail("batches(records): two epochs did not give every record twice")
+say(f"batches(records=...): 2 epochs of {len(recs)} ranges of 4 shard files, each equal, padding zero")
+for bad, exc, why in (((rf, ro, rl + 1), ValueError, "longer than sample_bytes"),
+                      ((rf + 4, ro, rl), IndexError, "is not one of the reader's"),
+                      ((rf, ro[:-1], rl), ValueError, "one of each per record"),
+                      ((rf, ro - 10 ** 9, rl), ValueError, ">= 0")):
+    try:
+        next(dmafs.batches(shards, 64, sample_bytes=8192, device=device, records=bad))
+    except exc as e:
+        if why not in str(e):
+            fail(f"batches(records): bad records refused with {e!r}, expected {why!r}")
+    else:
+        fail(f"batches(records): records that are bad ({why}) were accepted")
+say("batches(records=...): records too long, naming no file, of unequal counts or negative refused")
 # stopping early frees everything (no thread left behind)
 it = dmafs.batches(files, 16, sample_bytes=4096, device=device)
 next(it)

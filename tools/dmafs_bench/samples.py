@@ -25,7 +25,7 @@ on cpu, the page cache dropped before each row (rows by their --skip names): fil
 shuffled epoch of dmafs.batches() (batches of B whole files, four requests in the daemon)
 and, with loader, a DataLoader (8 workers, batches of B, pin_memory, .to(DEV,
 non_blocking=True)) over the same files on btrfs and on dmafs (its POSIX path); shards, NB
-batches of B random K KiB records of the shards by SampleReader.read_into (three threads)
+batches of B random K KiB records of the shards by dmafs.batches(records=...) (in order)
 and, with loader, the DataLoader reading the same records from btrfs; threads, batches of B
 random files by 1, 2, 4 and 8 threads (a buffer each, 2 s each) through read_into() and
 through dmafs_place_batch() on entries built before the clock (the rate the daemon serves

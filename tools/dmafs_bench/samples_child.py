@@ -147,34 +147,22 @@ def main():
         if row == "shards-loader":
             res = loader(Records(paths, recs, size), batch, dev)
         else:
-            reader = dmafs.SampleReader(paths, device=devname)
             idx = torch.tensor([s for s, _ in recs], dtype=torch.int64)
             offs = torch.tensor([o for _, o in recs], dtype=torch.int64)
             lens = torch.full((len(recs),), size, dtype=torch.int64)
-            outs = [reader.empty((batch, size)) for _ in range(3)]  # registered before the clock
-            err = []
-
-            def work(k):
-                try:
-                    for b in range(k, nb, 3):
-                        s = slice(b * batch, (b + 1) * batch)
-                        got = reader.read_into(outs[k], (idx[s], offs[s], lens[s]))
-                        if int(got.sum()) != batch * size:
-                            raise RuntimeError("a batch of records came back short")
-                except BaseException as e:
-                    err.append(e)
-
-            th = [threading.Thread(target=work, args=(k,)) for k in range(3)]
-            t = time.monotonic()
-            for x in th:
-                x.start()
-            for x in th:
-                x.join()
+            reader = dmafs.SampleReader(paths, device=devname)
+            n, t = 0, None  # batches() over the records, in their (random) order
+            for b in dmafs.batches(reader, batch, sample_bytes=size, shuffle=False,
+                                   records=(idx, offs, lens)):
+                if int(b.lengths.sum()) != b.index.numel() * size:
+                    raise RuntimeError("a batch of records came back short")
+                if t is None:
+                    t = time.monotonic()
+                else:
+                    n += b.index.numel()
             sync(dev)
-            res = {"n": nb * batch, "s": time.monotonic() - t}
+            res = {"n": n, "s": time.monotonic() - t}
             reader.close()
-            if err:
-                raise err[0]
     elif row == "threads":
         res = threads(dmafs, paths, devname, batch, size, [int(x) for x in sys.argv[6].split(",")],
                       float(sys.argv[7]))

@@ -14,6 +14,11 @@ loops.
         batch.lengths   # int64 [256]: bytes of each sample
         batch.index     # int64 [256]: which files
 
+    # records of shard files: (files, offsets, lengths), one entry per record
+    for batch in dmafs.batches(shards, 256, device="cuda:0", sample_bytes=3072,
+                               records=(rec_files, rec_offsets, rec_lengths)):
+        batch.index     # int64 [256]: which records
+
 Files are opened once, when the reader is made: on dmafs each gets a handle (a capability
 of this process, dmafs_handle_get(3)) and its descriptor is closed again; off dmafs the
 descriptors stay open and every sample is a pread (SlowPathWarning says so once).
@@ -349,10 +354,14 @@ class Batch:
 
 
 def batches(files, batch_size, *, sample_bytes, device="cpu", shuffle=True, seed=None,
-            drop_last=False, epochs=1, depth=8, workers=4):
+            drop_last=False, epochs=1, depth=8, workers=4, records=None):
     """Yield Batch objects of batch_size whole files (each up to sample_bytes) read
     through a SampleReader (files: paths, or a SampleReader made before, which is reused
-    and left open; device is then the reader's). workers threads each keep a request in
+    and left open; device is then the reader's). With records, a (files, offsets,
+    lengths) triple of integer sequences or tensors (one entry per record, lengths at
+    most sample_bytes), the samples are those byte ranges of the files instead (records
+    of shard files: tar members, rows of .npy or Arrow files), and Batch.index holds
+    record numbers. workers threads each keep a request in
     the daemon (its placement threads serve up to place_threads_user requests of one user
     at once: 4 by default), filling depth buffers (at least workers + 1) in turn, so a
     worker may run ahead of one slower than it by depth - workers batches; batches come in
@@ -365,7 +374,13 @@ def batches(files, batch_size, *, sample_bytes, device="cpu", shuffle=True, seed
     depth = max(depth, workers + 1)
     own = not isinstance(files, SampleReader)
     reader = SampleReader(files, device) if own else files
-    n = len(reader)
+    try:
+        recs = None if records is None else _records(reader, records, sample_bytes, torch)
+    except BaseException:
+        if own:
+            reader.close()
+        raise
+    n = len(reader) if recs is None else recs[0].numel()
     gen = torch.Generator()
     gen.manual_seed(seed if seed is not None else int.from_bytes(os.urandom(8), "little") >> 1)
     gpu = reader.target != _lib.TARGET_HOST
@@ -400,7 +415,8 @@ def batches(files, batch_size, *, sample_bytes, device="cpu", shuffle=True, seed
                     ev.synchronize()
                 ix = order[k]
                 out = bufs[k % depth][:ix.numel()]
-                lens = reader.read_into(out, ix, stride=sample_bytes)
+                spec = ix if recs is None else tuple(torch.index_select(r, 0, ix) for r in recs)
+                lens = reader.read_into(out, spec, stride=sample_bytes)
                 if bool((lens < sample_bytes).any()):  # zero what the samples did not fill
                     out.masked_fill_(cols >= lens.to(cols.device)[:, None], 0)
                 with lock:
@@ -447,6 +463,30 @@ def batches(files, batch_size, *, sample_bytes, device="cpu", shuffle=True, seed
             reader._give(t)  # a reused reader's next batches() takes them again
         if own:
             reader.close()
+
+
+def _records(reader, records, sample_bytes, torch):
+    """The (files, offsets, lengths) int64 tensors of batches(records=...), checked once."""
+    if not isinstance(records, (tuple, list)) or len(records) != 3:
+        raise ValueError("dmafs: records must be a (files, offsets, lengths) triple")
+    rf, ro, rl = (torch.as_tensor(x).to(dtype=torch.int64, device="cpu").reshape(-1).contiguous()
+                  for x in records)
+    if not rf.numel() == ro.numel() == rl.numel():
+        raise ValueError(f"dmafs: records: {rf.numel()} files, {ro.numel()} offsets and "
+                         f"{rl.numel()} lengths (one of each per record)")
+    if rf.numel():
+        lo, hi = (int(v) for v in torch.aminmax(rf))
+        if lo < 0 or hi >= len(reader):
+            bad = lo if lo < 0 else hi
+            raise IndexError(f"dmafs: records: file {bad} is not one of the reader's "
+                             f"{len(reader)} files")
+        if int(ro.min()) < 0 or int(rl.min()) < 0:
+            raise ValueError("dmafs: records: offsets and lengths must be >= 0")
+        if int(rl.max()) > sample_bytes:
+            k = int(torch.argmax(rl))
+            raise ValueError(f"dmafs: records: record {k} is {int(rl[k])} bytes, longer than "
+                             f"sample_bytes ({sample_bytes})")
+    return rf, ro, rl
 
 
 def SampleDataset(*args, **kwargs):
