@@ -396,7 +396,12 @@ static int place_path(struct dmafs_buf *b, const char *path, uint64_t foff, uint
 {
 	int fd, ret;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	/* O_DIRECT: placed data need not reach the page cache (a small file's open on dmafs
+	 * would send it there, open_fill_kb in dmafs(8)); place_fd reads such a descriptor
+	 * through another where it must (posix_fd) */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_DIRECT);
+	if (fd < 0 && errno == EINVAL)
+		fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0)
 		return -errno;
 	ret = place_fd(b, fd, foff, len, boff, res);

@@ -189,6 +189,7 @@ int fs_setattr(struct fs *fs, const struct fs_ctx *c, uint64_t ino, const struct
 	if (i && (valid & (FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)))
 		kill = setattr_kill_bits(fs, c, ino, valid);
 	if (valid & FUSE_SET_ATTR_SIZE) {
+		fs_fill_wait(fs, ino); /* the data being sent to the kernel is of this size */
 		ret = setattr_size(fs, ino, in->st_size);
 		if (ret)
 			return ret;

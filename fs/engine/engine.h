@@ -105,6 +105,7 @@ struct fs {
 	int rebuilt;	       /* a member was rebuilt while mounted: no remount read-write */
 	int failed_ro;	       /* read-only since a mirror's member failed (mirror.c): what
 				* was logged before still commits */
+	pthread_cond_t fill_cond; /* an inode stopped filling (fs_fill_done); meta.lock */
 	int finished;	     /* fs_finish has run; its result: */
 	int finish_ret;
 	char finish_err[256];
@@ -229,8 +230,21 @@ int fs_fsync_file(struct fs *fs, uint64_t ino);
  * write error of @ino (once) or 0. */
 int fs_flush(struct fs *fs, uint64_t ino);
 /*
+ * fs_open() that may also have the open send the file's data to the kernel's page cache
+ * (the daemon's open_fill option): *@fill is set to the file's size when the open is
+ * read-only, not O_DIRECT, @max is not 0, the file is a regular file of 1 to @max bytes
+ * with nothing buffered, nobody else has it open or held, and the kernel may hold none of
+ * its pages (the inode's kpages). The file is then marked filling until fs_fill_done():
+ * meanwhile no other open of it and no change of its size goes ahead, so nothing can
+ * change the data, or lock the kernel's pages of it, between the read and the send.
+ */
+int fs_open_fill(struct fs *fs, uint64_t ino, int flags, uint64_t max, uint64_t *fill);
+/* The data of a filling file was sent (@sent 1: the kernel has its pages), or not. */
+void fs_fill_done(struct fs *fs, uint64_t ino, int sent);
+/*
  * Read up to @size bytes at @off. On success returns the byte count and sets *data to a
- * per-thread buffer valid until this thread's next fs_read.
+ * per-thread buffer valid until this thread's next fs_read. The inode is marked as one
+ * the kernel may hold pages of (every caller answers the kernel's reads).
  */
 ssize_t fs_read(struct fs *fs, uint64_t ino, uint64_t off, size_t size, const char **data);
 /* Write (buffered by write-behind when it can); returns bytes accepted (short only at

@@ -9,13 +9,14 @@
 #include "engine/internal.h"
 #include "engine/wback.h"
 
-int fs_open(struct fs *fs, uint64_t ino, int flags)
+/* The checks of an open and its count, with meta.lock held: waits while the inode fills. */
+static int open_locked(struct fs *fs, uint64_t ino, int flags, struct inode **ip)
 {
 	struct inode *i;
 	int ret = 0;
 
-	pthread_mutex_lock(&fs->meta.lock);
-	i = meta_iget(&fs->meta, ino);
+	while ((i = meta_iget(&fs->meta, ino)) && i->filling)
+		pthread_cond_wait(&fs->fill_cond, &fs->meta.lock);
 	if (!i)
 		ret = -ENOENT;
 	else if (i->dir && (flags & O_ACCMODE) != O_RDONLY)
@@ -30,8 +31,62 @@ int fs_open(struct fs *fs, uint64_t ino, int flags)
 		ret = -EPERM;
 	else
 		i->nopen++;
+	*ip = i;
+	return ret;
+}
+
+int fs_open(struct fs *fs, uint64_t ino, int flags)
+{
+	struct inode *i;
+	int ret;
+
+	pthread_mutex_lock(&fs->meta.lock);
+	ret = open_locked(fs, ino, flags, &i);
 	pthread_mutex_unlock(&fs->meta.lock);
 	return ret;
+}
+
+int fs_open_fill(struct fs *fs, uint64_t ino, int flags, uint64_t max, uint64_t *fill)
+{
+	struct inode *i;
+	int ret;
+
+	*fill = 0;
+	pthread_mutex_lock(&fs->meta.lock);
+	ret = open_locked(fs, ino, flags, &i);
+	if (!ret && max && (flags & O_ACCMODE) == O_RDONLY && !(flags & (O_DIRECT | O_TRUNC)) &&
+	    i->nopen == 1 && !__atomic_load_n(&i->kpages, __ATOMIC_RELAXED) && !i->wb &&
+	    S_ISREG(i->a.mode) && i->a.size && i->a.size <= max) {
+		i->filling = 1;
+		*fill = i->a.size;
+	}
+	pthread_mutex_unlock(&fs->meta.lock);
+	return ret;
+}
+
+void fs_fill_done(struct fs *fs, uint64_t ino, int sent)
+{
+	struct inode *i;
+
+	pthread_mutex_lock(&fs->meta.lock);
+	i = meta_iget(&fs->meta, ino);
+	if (i) {
+		i->filling = 0;
+		if (sent)
+			__atomic_store_n(&i->kpages, 1, __ATOMIC_RELAXED);
+	}
+	pthread_cond_broadcast(&fs->fill_cond);
+	pthread_mutex_unlock(&fs->meta.lock);
+}
+
+void fs_fill_wait(struct fs *fs, uint64_t ino)
+{
+	struct inode *i;
+
+	pthread_mutex_lock(&fs->meta.lock);
+	while ((i = meta_iget(&fs->meta, ino)) && i->filling)
+		pthread_cond_wait(&fs->fill_cond, &fs->meta.lock);
+	pthread_mutex_unlock(&fs->meta.lock);
 }
 
 /* fs_hold() with meta.lock held. */
@@ -174,6 +229,7 @@ ssize_t fs_read(struct fs *fs, uint64_t ino_nr, uint64_t off, size_t size, const
 	dm_rwlock_unlock(&ino->iolock);
 	if (ret)
 		return ret;
+	__atomic_store_n(&ino->kpages, 1, __ATOMIC_RELAXED);
 	*data = buf + (off - a);
 	return end - off;
 }

@@ -32,6 +32,8 @@ void rec_maybe_drop(struct fs *fs, struct inode *ino);
 /* @ino (NULL if gone), after waiting for what write-behind holds of it; *@err gets its
  * background write error (taken, with @take_err) or 0. */
 struct inode *fs_wait_written(struct fs *fs, uint64_t ino, int take_err, int *err);
+/* A change of @ino's size waits for a fill of it to end (file.c, fs_open_fill). */
+void fs_fill_wait(struct fs *fs, uint64_t ino);
 
 /* A growing list of member I/Os with the file offset of each (read.c). */
 struct opvec {

@@ -148,6 +148,7 @@ int fs_mount(struct fs *fs, struct member *ms, unsigned n, int ro, char *err, si
 	fs->ro = ro;
 	fs->members_ro = ro;
 	pthread_mutex_init(&fs->mode_lock, NULL);
+	pthread_cond_init(&fs->fill_cond, NULL);
 	ret = meta_init(&fs->meta, fs->su, n);
 	if (ret)
 		return ret;

@@ -86,6 +86,8 @@ void fs_forget(struct fs *fs, uint64_t ino, uint64_t n)
 	i = meta_iget(&fs->meta, ino);
 	if (i) {
 		i->nlookup = n > i->nlookup ? 0 : i->nlookup - n;
+		if (!i->nlookup) /* the kernel let go of the inode, and so of its pages */
+			__atomic_store_n(&i->kpages, 0, __ATOMIC_RELAXED);
 		rec_maybe_drop(fs, i);
 	}
 	pthread_mutex_unlock(&fs->meta.lock);

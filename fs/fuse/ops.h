@@ -15,6 +15,7 @@ struct dmafs_opts {
 	double attr_timeout, entry_timeout;
 	int wronly_direct; /* write-only opens bypass the kernel's page cache (file.c) */
 	int writeback_cache; /* the kernel agreed to FUSE_CAP_WRITEBACK_CACHE */
+	uint64_t open_fill;  /* bytes: smaller files' opens send their data (file.c) */
 };
 
 /*

@@ -97,6 +97,14 @@ struct inode {
 	unsigned char atime_dirty; /* a.atime changed, not logged yet (atime.c); meta.lock */
 	/* had several names since the mount: the kernel revalidates its names (fuse/ops.h) */
 	unsigned char several_names;
+	/*
+	 * open_fill (engine/file.c fs_open_fill): the file's data is being sent to the kernel
+	 * with an open's reply; other opens and size changes wait (meta.lock, fs->fill_cond).
+	 */
+	unsigned char filling;
+	/* The kernel may hold pages of the file: a read was answered or its data sent since
+	 * the kernel last forgot the inode (a hint: set atomically, cleared under meta.lock). */
+	unsigned char kpages;
 };
 
 struct meta {

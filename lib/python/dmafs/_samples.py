@@ -25,6 +25,7 @@ descriptors stay open and every sample is a pread (SlowPathWarning says so once)
 """
 
 import ctypes
+import errno
 import os
 import threading
 import warnings
@@ -89,7 +90,14 @@ class SampleReader:
         def one(i):
             f = self.files[i]
             h = _lib.Handle()
-            fd = os.open(f, os.O_RDONLY | os.O_CLOEXEC)
+            # on dmafs the descriptor only gives the handle: O_DIRECT says the file's
+            # data need not go to the page cache with the open (the daemon's open_fill)
+            try:
+                fd = os.open(f, os.O_RDONLY | os.O_CLOEXEC | (os.O_DIRECT if self.on_dmafs else 0))
+            except OSError as e:
+                if e.errno != errno.EINVAL or not self.on_dmafs:
+                    raise
+                fd = os.open(f, os.O_RDONLY | os.O_CLOEXEC)
             try:
                 _lib.check(get(self.session.handle, fd, ctypes.byref(h)), f)
                 sizes[i] = os.fstat(fd).st_size
