@@ -50,6 +50,8 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("verify_place", fs.verify_place),
 	OPT("wronly_cache", wronly_cache),
 	OPT("no_handles", no_handles),
+	OPT("noacl", noacl),
+	{ "acl", offsetof(struct options, noacl), 0 },
 	OPT("sync_dio", sync_dio),
 	OPT("verbose", verbose),
 	FUSE_OPT_KEY("ro", KEY_RO),
@@ -240,6 +242,8 @@ void options_usage(FILE *f)
 		"  -o atime, nostrictatime, diratime  undo noatime, strictatime, nodiratime\n"
 		"  -o norelatime, lazytime, nolazytime  accepted; they change nothing\n"
 		"  -o attr_timeout=S, entry_timeout=S   kernel cache timeouts (default 1)\n"
+		"  -o noacl            POSIX ACLs off (neither kept nor enforced): ls -l asks the\n"
+		"                      daemon nothing per file; acl (the default) turns them on\n"
 		"  -o no_handles       file handles of inodes the kernel has cached only (for\n"
 		"                      an overlayfs lower layer; see dmafs(8))\n"
 		"\n"

@@ -23,6 +23,7 @@ struct options {
 	char *tier_pin;	     /* tier_pin=all|fill, as given (NULL: all) */
 	char *tier_fill;     /* tier_fill=now|idle, as given (NULL: now) */
 	int writeback, wronly_cache, verbose, no_handles, sync_dio;
+	int noacl; /* -o noacl: POSIX ACLs off (session.c) */
 	char *p2p, *gpu_setup;
 	int ro, foreground, debug, help, version;
 	int degraded; /* -o degraded: a mirror's missing member allowed (read-only) */

@@ -247,7 +247,12 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 * step and apply default ACLs to new inodes, which needs the umask unapplied
 	 * (DONT_MASK: the kernel passes it along, and we apply it where no default ACL is).
 	 */
-	if ((conn->capable & FUSE_CAP_POSIX_ACL) && (conn->capable & FUSE_CAP_DONT_MASK)) {
+	if (d->o.noacl) {
+		/* the system.posix_acl_* names then get EOPNOTSUPP (xattr.c), and ls -l stops
+		 * asking this filesystem for them after the first file */
+		conn->want &= ~(FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK);
+		log_debug("POSIX ACLs are off (-o noacl): stored ACLs are neither returned nor enforced");
+	} else if ((conn->capable & FUSE_CAP_POSIX_ACL) && (conn->capable & FUSE_CAP_DONT_MASK)) {
 		conn->want |= FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK;
 		d->srv.fs.acl = 1;
 	} else {
