@@ -9,10 +9,7 @@
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/t_lib.sh"
 t_require_root_fuse
-command -v setfacl >/dev/null && command -v getfacl >/dev/null ||
-	t_skip "setfacl/getfacl not installed (Debian package acl)"
-command -v getfattr >/dev/null || t_skip "getfattr not installed (Debian package attr)"
-command -v setpriv >/dev/null || t_skip "setpriv (util-linux) not installed"
+t_require_acl_tools
 t_workdir
 chmod 0755 "$T_WORK"
 t_images 2 128M

@@ -8,11 +8,8 @@
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/t_lib.sh"
 t_require_root_fuse
-command -v setfacl >/dev/null && command -v getfacl >/dev/null ||
-	t_skip "setfacl/getfacl not installed (Debian package acl)"
-command -v getfattr >/dev/null || t_skip "getfattr not installed (Debian package attr)"
+t_require_acl_tools
 command -v setcap >/dev/null || t_skip "setcap not installed (Debian package libcap2-bin)"
-command -v setpriv >/dev/null || t_skip "setpriv (util-linux) not installed"
 t_workdir
 chmod 0755 "$T_WORK" # let the test users reach the mount point
 t_images 2 128M

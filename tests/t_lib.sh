@@ -136,6 +136,15 @@ t_require_root_fuse() {
 	[ -x "$MKFS" ] || t_skip "mkfs not built: $MKFS"
 }
 
+# t_require_acl_tools - skip unless setfacl, getfacl, getfattr and setpriv are installed
+# (the ACL tests set ACLs and act as another user).
+t_require_acl_tools() {
+	command -v setfacl >/dev/null && command -v getfacl >/dev/null ||
+		t_skip "setfacl/getfacl not installed (Debian package acl)"
+	command -v getfattr >/dev/null || t_skip "getfattr not installed (Debian package attr)"
+	command -v setpriv >/dev/null || t_skip "setpriv (util-linux) not installed"
+}
+
 # t_require_python - skip unless python3 is available (several checks use it).
 t_require_python() {
 	[ -n "$T_PY" ] || t_skip "python3 not found"
