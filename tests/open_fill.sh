@@ -10,6 +10,8 @@
 # the kernel keeps forgetting the inode, the single member slow (faultfs, reads 20 ms) so
 # that each fill lasts long: a read that starts after a version was written never shows an
 # older one (a fill that sent data read before a write landed would leave it in the cache).
+# dmafs-load (without --verify) and dmafs.SampleReader open with O_DIRECT: their opens
+# leave nothing in the page cache.
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/t_lib.sh"
 t_require_root_fuse
@@ -23,6 +25,7 @@ CTL=$T_FF_CTL
 t_mkfs "$T_FF/disk"
 
 # cached FILE... - "NAME resident/pages" for each FILE opened read-only, nothing read
+# (PEEK=1: opened with O_DIRECT, which dmafs does not fill)
 cached() {
 	t_py - "$@" <<'PY'
 import ctypes, mmap, os, sys
@@ -32,8 +35,9 @@ libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_i
                       ctypes.c_long]
 libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+peek = os.environ.get("PEEK") == "1"  # O_DIRECT: an open that fills nothing itself
 for p in sys.argv[1:]:
-    fd = os.open(p, os.O_RDONLY)
+    fd = os.open(p, os.O_RDONLY | (os.O_DIRECT if peek else 0))
     n = os.fstat(fd).st_size
     pages = (n + 4095) // 4096
     vec = ctypes.create_string_buffer(pages)
@@ -58,6 +62,25 @@ got=$(cached $(for s in $SIZES; do echo "$M/f$s"; done)) || t_fail "mincore: $go
 for s in $SIZES; do
 	echo "$got" | grep -qx "f$s 0/.*" || t_fail "f$s: pages cached at an open whose atime was due: $(echo "$got" | tr '\n' ' ')"
 	cmp -s "$W/ref$s" "$M/f$s" || t_fail "f$s differs from what was written"
+done
+t_umount "$M"
+
+t_log "opens that only place do not fill: dmafs-load (no --verify) and dmafs.SampleReader"
+t_mount "$T_FF/disk" "$M"
+LOAD=$top_builddir/tools/dmafs-load
+"$LOAD" -q --target host $(for s in $SIZES; do echo "$M/f$s"; done) >"$W/load.out" 2>&1 ||
+	t_fail "dmafs-load of the files: $(cat "$W/load.out")"
+PY=${DMAFS_TEST_PYTHON:-/usr/bin/python3}
+if [ -x "$PY" ] && "$PY" -c "import torch" 2>/dev/null; then
+	DMAFS_LIBRARY=${DMAFS_LIBRARY:-$top_builddir/lib/.libs/libdmafs.so.0} PYTHONPATH="$top_srcdir/lib/python" \
+		"$PY" -c 'import sys, dmafs; dmafs.SampleReader(sys.argv[1:]).close()' \
+		$(for s in $SIZES; do echo "$M/f$s"; done) 2>"$W/reader.err" || t_fail "SampleReader: $(cat "$W/reader.err")"
+else
+	t_log "no torch in $PY: SampleReader's opens not checked"
+fi
+got=$(PEEK=1 cached $(for s in $SIZES; do echo "$M/f$s"; done)) || t_fail "mincore: $got"
+for s in $SIZES; do
+	echo "$got" | grep -qx "f$s 0/.*" || t_fail "f$s: pages cached by opens that only placed it: $(echo "$got" | tr '\n' ' ')"
 done
 t_umount "$M"
 
