@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -19,41 +18,31 @@
 #include "load-files.h"
 #include "tool.h"
 
-#ifndef FUSE_SUPER_MAGIC
-#define FUSE_SUPER_MAGIC 0x65735546
-#endif
-
 #define ALIGN LOAD_ALIGN
 #define VERIFY_CHUNK LOAD_VERIFY_CHUNK
 
 /* ---- collecting files ---- */
 
 /*
- * Add @path, opened now and kept open. A file that cannot be opened is reported and
- * skipped (it counts as an error). Returns 0, or -ENOMEM.
- */
-/*
- * Open @path for the load. Without --verify, on a FUSE mount, with O_DIRECT: dmafs then
- * sends no small file's data to the page cache with the open (open_fill_kb, dmafs(8)),
- * which the placement would not use (the library reads such a descriptor through another
- * where it falls back to POSIX reads). Elsewhere O_DIRECT is dropped again (a local
- * filesystem wants aligned reads); the verifying reads want the page cache's reads.
+ * Open @path for the load: without --verify with O_DIRECT where the filesystem accepts it,
+ * as libdmafs opens a path (dmafs then sends no small file's data to the page cache with
+ * the open, open_fill_kb in dmafs(8), which the placement would not use; the library reads
+ * such a descriptor through a plain one where it falls back to pread). The verifying reads
+ * go through the page cache, and so a plain descriptor.
  */
 static int open_for_load(const char *path, int verify)
 {
-	struct statfs sf;
 	int fd = verify ? -1 : open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_DIRECT);
 
-	if (verify || (fd < 0 && errno == EINVAL))
-		return open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd >= 0 && (fstatfs(fd, &sf) || sf.f_type != FUSE_SUPER_MAGIC) &&
-	    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_DIRECT)) {
-		close(fd);
-		return open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	}
+	if (fd < 0 && (verify || errno == EINVAL))
+		fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	return fd;
 }
 
+/*
+ * Add @path, opened now and kept open. A file that cannot be opened is reported and
+ * skipped (it counts as an error). Returns 0, or -ENOMEM.
+ */
 int add_file(struct job *j, const char *path)
 {
 	struct file *f;

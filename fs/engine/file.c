@@ -9,14 +9,22 @@
 #include "engine/internal.h"
 #include "engine/wback.h"
 
-/* The checks of an open and its count, with meta.lock held: waits while the inode fills. */
-static int open_locked(struct fs *fs, uint64_t ino, int flags, struct inode **ip)
+/* @ino once no fill of it runs (fs_open_fill), or NULL. Caller holds meta.lock. */
+static struct inode *iget_filled(struct fs *fs, uint64_t ino)
 {
 	struct inode *i;
-	int ret = 0;
 
 	while ((i = meta_iget(&fs->meta, ino)) && i->filling)
 		pthread_cond_wait(&fs->fill_cond, &fs->meta.lock);
+	return i;
+}
+
+/* The checks of an open and its count, with meta.lock held: waits while the inode fills. */
+static int open_locked(struct fs *fs, uint64_t ino, int flags, struct inode **ip)
+{
+	struct inode *i = iget_filled(fs, ino);
+	int ret = 0;
+
 	if (!i)
 		ret = -ENOENT;
 	else if (i->dir && (flags & O_ACCMODE) != O_RDONLY)
@@ -81,11 +89,8 @@ void fs_fill_done(struct fs *fs, uint64_t ino, int sent)
 
 void fs_fill_wait(struct fs *fs, uint64_t ino)
 {
-	struct inode *i;
-
 	pthread_mutex_lock(&fs->meta.lock);
-	while ((i = meta_iget(&fs->meta, ino)) && i->filling)
-		pthread_cond_wait(&fs->fill_cond, &fs->meta.lock);
+	iget_filled(fs, ino);
 	pthread_mutex_unlock(&fs->meta.lock);
 }
 
