@@ -105,6 +105,7 @@ static int mount_members(struct daemon *d)
 		 * data */
 		.wronly_direct = !o->wronly_cache && !o->writeback && daemon_kernel_at_least(6, 6),
 		.open_fill = (uint64_t)o->open_fill_kb << 10,
+		.nolistxattr = o->nolistxattr,
 	};
 	fs->set = o->fs;
 	if (o->tier_bytes && (ret = tier_init(&fs->tier, o->tier_bytes, o->tier_min_free_bytes, -1,

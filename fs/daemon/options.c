@@ -52,6 +52,8 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("no_handles", no_handles),
 	OPT("noacl", noacl),
 	{ "acl", offsetof(struct options, noacl), 0 },
+	OPT("nolistxattr", nolistxattr),
+	{ "listxattr", offsetof(struct options, nolistxattr), 0 },
 	OPT("sync_dio", sync_dio),
 	OPT("verbose", verbose),
 	FUSE_OPT_KEY("ro", KEY_RO),
@@ -244,6 +246,9 @@ void options_usage(FILE *f)
 		"  -o attr_timeout=S, entry_timeout=S   kernel cache timeouts (default 1)\n"
 		"  -o noacl            POSIX ACLs off (not shown, set or enforced): ls -l asks\n"
 		"                      the daemon nothing per file; acl (the default): on\n"
+		"  -o nolistxattr      names of extended attributes not listed (values still\n"
+		"                      read and written by name): ls -l of coreutils 9.4\n"
+		"                      asks the daemon nothing per file; listxattr: listed\n"
 		"  -o no_handles       file handles of inodes the kernel has cached only (for\n"
 		"                      an overlayfs lower layer; see dmafs(8))\n"
 		"\n"

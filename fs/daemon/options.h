@@ -24,6 +24,7 @@ struct options {
 	char *tier_fill;     /* tier_fill=now|idle, as given (NULL: now) */
 	int writeback, wronly_cache, verbose, no_handles, sync_dio;
 	int noacl; /* -o noacl: POSIX ACLs off (session.c) */
+	int nolistxattr; /* -o nolistxattr: listxattr(2) answered ENOSYS (fuse/xattr.c) */
 	char *p2p, *gpu_setup;
 	int ro, foreground, debug, help, version;
 	int degraded; /* -o degraded: a mirror's missing member allowed (read-only) */

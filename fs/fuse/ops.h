@@ -16,6 +16,7 @@ struct dmafs_opts {
 	int wronly_direct; /* write-only opens bypass the kernel's page cache (file.c) */
 	int writeback_cache; /* the kernel agreed to FUSE_CAP_WRITEBACK_CACHE */
 	uint64_t open_fill;  /* bytes: smaller files' opens send their data (file.c) */
+	int nolistxattr;     /* listxattr answered ENOSYS: the kernel stops asking (xattr.c) */
 };
 
 /*

@@ -53,10 +53,20 @@ void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 
 void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
-	char *buf = size ? malloc(size) : NULL;
 	struct fs_ctx c;
+	char *buf;
 	int ret;
 
+	/*
+	 * -o nolistxattr: ENOSYS makes the kernel answer every later listxattr(2) of this
+	 * mount with EOPNOTSUPP itself, so tools that list names before every file (ls -l of
+	 * coreutils 9.4, looking for ACLs) cost no round trip. Names still work.
+	 */
+	if (ops_srv(req)->opts.nolistxattr) {
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
+	buf = size ? malloc(size) : NULL;
 	if (size && !buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
