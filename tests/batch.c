@@ -14,7 +14,8 @@
  *        POSIX path; the expected path is printed)
  *        batch --forge DIR HANDLE_FILE   (another user: samples of the handle written by
  *        `batch DIR` into HANDLE_FILE must all fail with -EPERM)
- *        batch --loop FILE SECONDS   (batches of FILE back to back until it is removed)
+ *        batch --loop FILE SECONDS [SAMPLES [BYTES]]   (batches of FILE back to back until
+ *        it is removed: SAMPLES, default 16, of BYTES, default 1 MiB, spread over it)
  * Exit 0, or 1 naming the first difference.
  */
 #include <errno.h>
@@ -23,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -163,34 +165,38 @@ static int forge(const char *path)
  * its descriptor closed once the handle is taken, until SECONDS pass or its samples fail
  * with ENOENT (removed meanwhile). Prints how many batches placed it.
  */
-static int loop(const char *path, double secs)
+static int loop(const char *path, double secs, int n, uint32_t len)
 {
-	struct dmafs_sample x[16];
+	struct dmafs_sample x[320];
 	struct dmafs_session *s;
 	struct dmafs_handle h;
 	struct dmafs_buf *b;
 	struct timespec t0, t;
 	long placed = 0;
 	int fd = open(path, O_RDONLY), ret;
+	struct stat st;
 
-	if (fd < 0)
+	if (fd < 0 || fstat(fd, &st))
 		die(path, -errno);
+	if (n < 1 || n > 320 || len < 1 || (uint64_t)n * len > (64u << 20))
+		die("--loop: SAMPLES 1..320 of BYTES, 64 MiB in all at most", -EINVAL);
 	char d[512];
 
 	/* the session on the folder: nothing but the batches keeps the file */
 	snprintf(d, sizeof(d), "%s", path);
 	*(strrchr(d, '/') ? strrchr(d, '/') : d) = '\0';
 	if ((ret = dmafs_session_open(d[0] ? d : "/", &s)) ||
-	    (ret = dmafs_buf_alloc_host(s, 16 << 20, &b)) || (ret = dmafs_handle_get(s, fd, &h)))
+	    (ret = dmafs_buf_alloc_host(s, (size_t)n * len, &b)) || (ret = dmafs_handle_get(s, fd, &h)))
 		die(path, ret);
 	close(fd);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
-		for (int i = 0; i < 16; i++)
-			x[i] = (struct dmafs_sample){ .file = h, .file_offset = (uint64_t)i << 20,
-						      .buffer_offset = (uint64_t)i << 20,
-						      .length = 1 << 20 };
-		ret = dmafs_place_batch(b, x, 16, NULL);
+		uint64_t stride = (uint64_t)st.st_size / (uint64_t)n / 4096 * 4096;
+
+		for (int i = 0; i < n; i++)
+			x[i] = (struct dmafs_sample){ .file = h, .file_offset = (uint64_t)i * stride,
+						      .buffer_offset = (uint64_t)i * len, .length = len };
+		ret = dmafs_place_batch(b, x, (unsigned)n, NULL);
 		if (ret == -ENOENT)
 			break;
 		if (ret)
@@ -217,13 +223,14 @@ int main(int argc, char **argv)
 	size_t bufsize = 16 << 20;
 
 	if (argc >= 4 && !strcmp(argv[1], "--loop"))
-		return loop(argv[2], atof(argv[3]));
+		return loop(argv[2], atof(argv[3]), argc > 4 ? atoi(argv[4]) : 16,
+			    argc > 5 ? (uint32_t)atoi(argv[5]) : 1u << 20);
 	if (argc >= 4 && !strcmp(argv[1], "--forge")) {
 		dir = argv[2];
 		return forge(argv[3]);
 	}
 	if (argc < 2) {
-		fprintf(stderr, "usage: batch DIR [FILES [ROUNDS]] | batch --forge DIR HANDLE_FILE | batch --loop FILE SECONDS\n");
+		fprintf(stderr, "usage: batch DIR [FILES [ROUNDS]] | batch --forge DIR HANDLE_FILE | batch --loop FILE SECONDS [SAMPLES [BYTES]]\n");
 		return 2;
 	}
 	dir = argv[1];

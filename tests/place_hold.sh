@@ -2,8 +2,9 @@
 # Description: no user holds the placement service, and kill means stop. On a mount with a
 # slow member (faultfs, read_delay_ms) and place_threads=2, an unprivileged user (nobody)
 # runs 2 x place_threads requests without pause: prefetches to EOF of a sparse file of
-# 2^60 bytes (holes are not read: each ends at once) and back-to-back placements of a
-# 192 MiB file (each takes seconds). Another user's 16 MiB placement still finishes (its
+# 2^60 bytes (holes are not read: each ends at once), back-to-back placements of a
+# 192 MiB file (each takes seconds) and back-to-back sample batches of it (320 samples
+# each). Another user's 16 MiB placement still finishes (its
 # time alone and beside them printed; they may hold at most place_threads - 1 threads);
 # SIGKILL of every attacker frees them all (their requests stop within a piece), and then
 # the daemon goes idle. The figures are printed, the bounds asserted are generous:
@@ -14,7 +15,9 @@ t_require_root_fuse
 command -v setpriv >/dev/null || t_skip "setpriv (util-linux) not installed"
 TP=$top_builddir/tests/tier_place
 FAULTFS=$top_builddir/tests/faultfs
+BATCH=$top_builddir/tests/batch
 [ -x "$TP" ] || t_skip "tests/tier_place not built"
+[ -x "$BATCH" ] || t_skip "tests/batch not built"
 [ -x "$FAULTFS" ] || t_skip "tests/faultfs not built"
 t_workdir
 W=$T_WORK
@@ -56,7 +59,7 @@ t_mount "${T_IMGS[0]},$FF/disk,${T_IMGS[2]}" "$M" allow_other,tier=64M,tier_fill
 DPID=$(t_daemon_pids "$M" | head -n 1)
 
 head -c $((192 * MiB)) /dev/urandom >"$M/big" || t_fail "writing $M/big"
-for v in 1 2 3 4 5 6 7 8; do
+for v in 1 2 3 4 5 6 7 8 9; do
 	head -c $((16 * MiB)) /dev/urandom >"$M/small$v" || t_fail "writing $M/small$v"
 done
 chmod 644 "$M"/big "$M"/small?
@@ -87,13 +90,16 @@ ratio() { awk -v a="$alone" -v b="$1" 'BEGIN { printf "%.2f", b / a }'; }
 touch "$W/go"
 chmod 644 "$W/go"
 # attack KIND N - N attacker process groups of KIND (prefetch: DMAFS_IOC_PREFETCH to EOF of
-# the sparse file, again and again; place: placements of the 192 MiB file back to back)
+# the sparse file, again and again; place: placements of the 192 MiB file back to back;
+# batch: sample batches of it back to back, 320 samples of 16 KiB each)
 attack() {
 	local i
 	for ((i = 0; i < $2; i++)); do
 		if [ "$1" = prefetch ]; then
 			setsid "${AS_A[@]}" bash -c 'while [ -e "$3" ]; do "$1" --prefetch-ioctl r "$2" 0 eof >/dev/null || exit 1; done' \
 				_ "$TP" "$M/a/sparse" "$W/go" 2>>"$W/attack.err" &
+		elif [ "$1" = batch ]; then
+			setsid "${AS_A[@]}" "$BATCH" --loop "$M/big" 600 320 16384 >/dev/null 2>>"$W/attack.err" &
 		else
 			setsid env TIER_PLACE_WHILE="$W/go" "${AS_A[@]}" "$TP" "$M/big" 0 $((192 * MiB)) >/dev/null 2>>"$W/attack.err" &
 		fi
@@ -123,6 +129,9 @@ beside "them and a large placement" 7
 t_log "nobody: and another loop placing 192 MiB"
 attack place 1
 beside "them and 2 large placements" 8
+t_log "nobody: and 2 loops of sample batches of it"
+attack batch 2
+beside "them and 2 sample batch loops" 9
 
 t_log "SIGKILL of every attacker: all gone, and the daemon idle"
 t0=$(date +%s%N)

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define RING_DEPTH 256
 
 static __thread struct io_uring ring, pring;
 static __thread int ring_ready, pring_ready;
@@ -36,7 +35,7 @@ static int get_ring(void)
 	if (ring_ready)
 		return 0;
 	pthread_once(&key_once, make_key);
-	ret = io_uring_queue_init(RING_DEPTH, &ring, 0);
+	ret = io_uring_queue_init(URING_DEPTH, &ring, 0);
 	if (ret < 0)
 		return ret;
 	ring_ready = 1;
@@ -73,6 +72,7 @@ struct batch {
 	struct uring_op *ops;
 	struct pending *pend;
 	size_t n, next, inflight, completed;
+	size_t qd; /* new ops in flight at most (resubmissions of short ones may pass it) */
 	int first_err;
 	void (*done)(void *arg, size_t i);
 	void *arg;
@@ -81,7 +81,7 @@ struct batch {
 /* Fill the ring with new ops; resubmissions of short ops go first, in reap(). */
 static void submit_new(struct batch *b)
 {
-	while (b->next < b->n && b->inflight < RING_DEPTH) {
+	while (b->next < b->n && b->inflight < b->qd) {
 		struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
 		struct uring_op *op = &b->ops[b->next];
 
@@ -162,9 +162,11 @@ static void reap(struct batch *b)
 	}
 }
 
-int uring_rw_cb(struct uring_op *ops, size_t n, void (*done)(void *arg, size_t i), void *arg)
+int uring_rw_cb_qd(struct uring_op *ops, size_t n, unsigned qd,
+		   void (*done)(void *arg, size_t i), void *arg)
 {
-	struct batch b = { .ops = ops, .n = n, .done = done, .arg = arg };
+	struct batch b = { .ops = ops, .n = n, .done = done, .arg = arg,
+			   .qd = qd && qd < URING_DEPTH ? qd : URING_DEPTH };
 	int ret;
 
 	if (n == 0)
@@ -214,7 +216,12 @@ int uring_rw_cb(struct uring_op *ops, size_t n, void (*done)(void *arg, size_t i
 	return b.first_err;
 }
 
-int uring_rw(struct uring_op *ops, size_t n) { return uring_rw_cb(ops, n, NULL, NULL); }
+int uring_rw_cb(struct uring_op *ops, size_t n, void (*done)(void *arg, size_t i), void *arg)
+{
+	return uring_rw_cb_qd(ops, n, 0, done, arg);
+}
+
+int uring_rw(struct uring_op *ops, size_t n) { return uring_rw_cb_qd(ops, n, 0, NULL, NULL); }
 
 int uring_fsync(const int *fds, size_t n)
 {
@@ -227,7 +234,7 @@ int uring_fsync(const int *fds, size_t n)
 	while (sub < n) {
 		size_t batch = 0;
 
-		while (sub < n && batch < RING_DEPTH) {
+		while (sub < n && batch < URING_DEPTH) {
 			struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
 
 			if (!sqe)

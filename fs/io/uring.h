@@ -32,6 +32,10 @@ struct uring_op {
 int uring_rw(struct uring_op *ops, size_t n);
 /* The same, calling @done(@arg, i) in this thread as soon as op i has completed in full. */
 int uring_rw_cb(struct uring_op *ops, size_t n, void (*done)(void *arg, size_t i), void *arg);
+#define URING_DEPTH 256 /* each thread's ring: ops in flight at most */
+/* The same with at most @qd (1..URING_DEPTH; 0: URING_DEPTH) new ops in flight at once. */
+int uring_rw_cb_qd(struct uring_op *ops, size_t n, unsigned qd,
+		   void (*done)(void *arg, size_t i), void *arg);
 /*
  * This thread's second ring, for the placement pipeline (pipeline.c), which keeps up to
  * URING_PIPE_DEPTH reads in flight and reaps them itself. NULL if it cannot be set up.

@@ -14,8 +14,9 @@
  * batches and the writers between them cannot deadlock) and keeps them to the end: each
  * placed byte is the file's content at one moment of the call. The pieces are read in
  * rounds: as many staging slots as the user's share allows are packed with pieces (each
- * read aligned to the members' sector, or to the block with verify_place), all their
- * member reads go out at once, then each piece is copied out: into the client's pages
+ * read aligned to the members' sector, or to the block with verify_place), their member
+ * reads go out with as many in flight as the user's share of the queue depth allows (as
+ * a placement's: share.h), and each piece is copied out as its reads arrive: into the client's pages
  * (host) or by an asynchronous copy to the device (GPU), whose slot is given back once
  * the event behind its copies has fired. Into a host buffer without verify_place, the
  * whole blocks of a piece that starts on a block both in the file and in the client's
@@ -540,8 +541,10 @@ static void op_done(void *arg, size_t i)
 }
 
 /*
- * Read the round's pieces with every member read (and its checksum read, with verify)
- * in flight at once, up to the ring's depth; each piece is checked and copied out the
+ * Read the round's pieces, member reads (and checksum reads, with verify) in flight up
+ * to the user's share of the queue depth (share_qd: a lone request 32 per member, 64 at
+ * least, the ring's depth at most; cut by the users running requests and this user's
+ * requests, 8 at least); each piece is checked and copied out the
  * moment its last read arrives, while the others are still being read. Then a GPU's
  * copies are waited for and the slots given back. Returns 0 (a piece that failed has
  * its entry's result set) or -errno for the whole request.
@@ -593,7 +596,11 @@ static int run_round(struct batch *B)
 	if (!ret && nd) {
 		uint64_t t = dm_mono_ns();
 
-		uring_rw_cb(B->op, B->verify ? 2 * nd : nd, op_done, B);
+		/* the user's part of what one request may keep in flight alone, as placements */
+		unsigned qd = share_qd(&B->pl->share, B->c->uid,
+				       MIN(URING_DEPTH, MAX(QD_MIN, QD_PER_MEMBER * fs->n)));
+
+		uring_rw_cb_qd(B->op, B->verify ? 2 * nd : nd, qd, op_done, B);
 		B->t_io += dm_mono_ns() - t;
 	}
 	/* a mirror: what did not arrive whole comes from the other copy, then is done */

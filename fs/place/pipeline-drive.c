@@ -434,7 +434,7 @@ static int reap(struct pipe *p)
 static int issue(struct pipe *p)
 {
 	/* this user's part of the queue depth, as the users running requests are now */
-	unsigned qd = p->share ? MAX(QD_SHARE_MIN, p->qd / share_parts(p->share, p->uid)) : p->qd;
+	unsigned qd = share_qd(p->share, p->uid, p->qd);
 	int n = 0;
 
 	p->starved = 0;

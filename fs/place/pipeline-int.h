@@ -18,9 +18,6 @@
 #include "place/pipeline.h"
 
 #define PIECE STAGE_SLOT	 /* file window a piece stays inside */
-#define QD_PER_MEMBER 32	 /* member reads in flight per member and placement */
-#define QD_MIN 64
-#define QD_SHARE_MIN 8		 /* a request's part of QD_MIN never goes below this */
 #define MAX_RECS 1024
 #define POLL_US 50		 /* wait slice while copies or hashing are outstanding */
 #define PACK_MAX 256		 /* pieces packed into one slot at most */

@@ -72,3 +72,10 @@ unsigned share_parts(struct share *s, uid_t uid)
 	pthread_mutex_unlock(&s->lock);
 	return parts;
 }
+
+unsigned share_qd(struct share *s, uid_t uid, unsigned alone)
+{
+	unsigned q = s ? alone / share_parts(s, uid) : alone;
+
+	return q > QD_SHARE_MIN ? q : QD_SHARE_MIN;
+}
