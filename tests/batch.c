@@ -230,7 +230,8 @@ int main(int argc, char **argv)
 		return forge(argv[3]);
 	}
 	if (argc < 2) {
-		fprintf(stderr, "usage: batch DIR [FILES [ROUNDS]] | batch --forge DIR HANDLE_FILE | batch --loop FILE SECONDS [SAMPLES [BYTES]]\n");
+		fprintf(stderr, "usage: batch DIR [FILES [ROUNDS]] | batch --forge DIR HANDLE_FILE |\n"
+				"       batch --loop FILE SECONDS [SAMPLES [BYTES]]\n");
 		return 2;
 	}
 	dir = argv[1];

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 static __thread struct io_uring ring, pring;
 static __thread int ring_ready, pring_ready;
 static pthread_key_t ring_key;

@@ -9,19 +9,19 @@
  * opened the file can present a handle that verifies, and a pid used again by another
  * process has another start time.
  *
- * A batch holds every file it names (fs_hold_many: a removed file fails its entries alone),
- * waits for their write-behind, then takes their iolocks shared in inode order (so two
- * batches and the writers between them cannot deadlock) and keeps them to the end: each
- * placed byte is the file's content at one moment of the call. The pieces are read in
+ * A batch holds every file it names (fs_hold_many: a removed file fails its entries
+ * alone), waits for their write-behind, then takes their iolocks shared in inode order (so
+ * two batches and the writers between them cannot deadlock) and keeps them to the end:
+ * each placed byte is the file's content at one moment of the call. The pieces are read in
  * rounds: as many staging slots as the user's share allows are packed with pieces (each
  * read aligned to the members' sector, or to the block with verify_place), their member
- * reads go out with as many in flight as the user's share of the queue depth allows (as
- * a placement's: share.h), and each piece is copied out as its reads arrive: into the client's pages
- * (host) or by an asynchronous copy to the device (GPU), whose slot is given back once
- * the event behind its copies has fired. Into a host buffer without verify_place, the
- * whole blocks of a piece that starts on a block both in the file and in the client's
- * pages are read straight into those pages instead (no slot, no copy; holes zeroed there
- * through usermem_zero). The warm tier is not consulted.
+ * reads go out with as many in flight as the user's share of the queue depth allows (as a
+ * placement's: share.h), and each piece is copied out as its reads arrive: into the
+ * client's pages (host) or by an asynchronous copy to the device (GPU), whose slot is
+ * given back once the event behind its copies has fired. Into a host buffer without
+ * verify_place, the whole blocks of a piece that starts on a block both in the file and in
+ * the client's pages are read straight into those pages instead (no slot, no copy; holes
+ * zeroed there through usermem_zero). The warm tier is not consulted.
  */
 #include "place/place.h"
 
@@ -541,13 +541,13 @@ static void op_done(void *arg, size_t i)
 }
 
 /*
- * Read the round's pieces, member reads (and checksum reads, with verify) in flight up
- * to the user's share of the queue depth (share_qd: a lone request 32 per member, 64 at
+ * Read the round's pieces, member reads (and checksum reads, with verify) in flight up to
+ * the user's share of the queue depth (share_qd: a lone request 32 per member, 64 at
  * least, the ring's depth at most; cut by the users running requests and this user's
- * requests, 8 at least); each piece is checked and copied out the
- * moment its last read arrives, while the others are still being read. Then a GPU's
- * copies are waited for and the slots given back. Returns 0 (a piece that failed has
- * its entry's result set) or -errno for the whole request.
+ * requests, 8 at least); each piece is checked and copied out the moment its last read
+ * arrives, while the others are still being read. Then a GPU's copies are waited for and
+ * the slots given back. Returns 0 (a piece that failed has its entry's result set) or
+ * -errno for the whole request.
  */
 static int run_round(struct batch *B)
 {
