@@ -188,6 +188,17 @@ for bad, exc, why in (((rf, ro, rl + 1), ValueError, "longer than sample_bytes")
     else:
         fail(f"batches(records): records that are bad ({why}) were accepted")
 say("batches(records=...): records too long, naming no file, of unequal counts or negative refused")
+try:
+    next(dmafs.batches(files, 2, sample_bytes=1 << 32, device=device))
+    fail("batches(): a sample_bytes of 4 GiB (past a request entry's length) was accepted")
+except ValueError as e:
+    if "at most 4 GiB" not in str(e):
+        fail(f"batches(): sample_bytes of 4 GiB refused with {e!r}")
+# fewer workers and buffers than the defaults, each file once
+n = sum(b.index.numel() for b in dmafs.batches(files, 7, sample_bytes=48 << 10, device=device,
+                                              workers=1, depth=1))
+if n != len(files):
+    fail(f"batches(workers=1, depth=1) gave {n} samples, expected {len(files)}")
 # stopping early frees everything (no thread left behind)
 it = dmafs.batches(files, 16, sample_bytes=4096, device=device)
 next(it)

@@ -22,7 +22,7 @@ costs); dmafs goes over them and btrfs (raid0 data, raid1 metadata) over the oth
 Each gets N files of K KiB (default 40,000 of 48 KiB, 100 per folder) and S shard files of M
 MiB (default 16 of 1024). Then, on DEV (cuda:0 when PYTHON's torch sees a GPU, else cpu) and
 on cpu, the page cache dropped before each row (rows by their --skip names): files, one
-shuffled epoch of dmafs.batches() (batches of B whole files, four requests in the daemon)
+shuffled epoch of dmafs.batches() (batches of B whole files, its default eight requests in the daemon)
 and, with loader, a DataLoader (8 workers, batches of B, pin_memory, .to(DEV,
 non_blocking=True)) over the same files on btrfs and on dmafs (its POSIX path); shards, NB
 batches of B random K KiB records of the shards by dmafs.batches(records=...) (in order)

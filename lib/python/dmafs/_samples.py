@@ -36,6 +36,7 @@ from ._torch import SlowPathWarning, _device, _host_tensor, _torch
 __all__ = ["SampleReader", "Batch", "batches", "SampleDataset"]
 
 _BATCH_MAX = 320  # samples per request to the daemon (DMAFS_BATCH_MAX); the library splits
+_DEPTH_BYTES = 1 << 30  # batches(): default depth bounded by the buffers' size
 
 
 class SampleReader:
@@ -241,25 +242,33 @@ class SampleReader:
         if end > nbytes:
             raise ValueError(f"dmafs: the samples need {end} bytes, the tensor has {nbytes}")
         buf, copy_to = self._buffer_for(out, end)
-        res = _lib.Result()
-        ret = _lib.C.place_batch(buf.handle, ctypes.c_void_p(ent.data_ptr()), n,
-                                 ctypes.byref(res))
-        got = ent[:, 5] & 0xFFFFFFFF
-        results = ent[:, 5] >> 32
-        if ret < 0:
-            bad = (results != 0).nonzero()
-            k = int(bad[0]) if bad.numel() else 0
-            _lib.check(ret, self.files[int(idx[k])] if bad.numel() else None,
-                       f"sample {k} of {n}")
+        got = self._submit(buf, ent, idx, 3)
         if copy_to is not None:
             flat = copy_to.view(-1).view(torch.uint8)
             from ._torch import _host_tensor_view
             flat[:end].copy_(_host_tensor_view(buf, torch)[:end])
+        return got
+
+    def _submit(self, buf, ent, idx, stacklevel):
+        """One dmafs_place_batch of the entries ent (int64 [n, 6], contiguous; results are
+        written into it) into buf; idx: each entry's file index. Returns the bytes placed
+        per entry; raises OSError naming the file of the first entry that failed (after the
+        others were placed)."""
+        n = ent.shape[0]
+        res = _lib.Result()
+        ret = _lib.C.place_batch(buf.handle, ctypes.c_void_p(ent.data_ptr()), n,
+                                 ctypes.byref(res))
+        got = ent[:, 5] & 0xFFFFFFFF
+        if ret < 0:
+            bad = ((ent[:, 5] >> 32) != 0).nonzero()
+            k = int(bad[0]) if bad.numel() else 0
+            _lib.check(ret, self.files[int(idx[k])] if bad.numel() else None,
+                       f"sample {k} of {n}")
         self.last_result = (res.bytes, _lib.path_name(res.path), res.elapsed_ns)
         if not self.on_dmafs and not self._warned_posix:
             self._warned_posix = True
             warnings.warn(f"dmafs: {self.files[0]} is not on dmafs ({self.why_posix}): samples "
-                          "are read with pread", SlowPathWarning, stacklevel=2)
+                          "are read with pread", SlowPathWarning, stacklevel=stacklevel)
         return got
 
     def _offsets(self, n, stride):
@@ -362,23 +371,28 @@ class Batch:
 
 
 def batches(files, batch_size, *, sample_bytes, device="cpu", shuffle=True, seed=None,
-            drop_last=False, epochs=1, depth=8, workers=4, records=None):
+            drop_last=False, epochs=1, depth=None, workers=8, records=None):
     """Yield Batch objects of batch_size whole files (each up to sample_bytes) read
     through a SampleReader (files: paths, or a SampleReader made before, which is reused
     and left open; device is then the reader's). With records, a (files, offsets,
     lengths) triple of integer sequences or tensors (one entry per record, lengths at
     most sample_bytes), the samples are those byte ranges of the files instead (records
     of shard files: tar members, rows of .npy or Arrow files), and Batch.index holds
-    record numbers. workers threads each keep a request in
-    the daemon (its placement threads serve up to place_threads_user requests of one user
-    at once: 4 by default), filling depth buffers (at least workers + 1) in turn, so a
-    worker may run ahead of one slower than it by depth - workers batches; batches come in
-    order. A batch's data stays valid until depth - 1 further batches have been
-    taken (clone() it to keep it longer); on a GPU, the work queued on the current stream
-    when the next batch is asked for is waited for before its memory is filled again."""
+    record numbers. workers threads each keep a request in the daemon (whose placement
+    threads serve up to place_threads_user requests of one user at once), filling depth
+    buffers (at least workers + 1; by default twice workers, fewer where that would take
+    more than 1 GiB) in turn, so a worker may run ahead of one slower than it by depth -
+    workers batches; batches come in order. A batch's data stays valid until depth - 1
+    further batches have been taken (clone() it to keep it longer); on a GPU, the work
+    queued on the current stream when the next batch is asked for is waited for before
+    its memory is filled again."""
     torch = _torch()
-    if batch_size < 1 or sample_bytes < 1 or depth < 1 or workers < 1:
+    if batch_size < 1 or sample_bytes < 1 or (depth is not None and depth < 1) or workers < 1:
         raise ValueError("dmafs: batch_size, sample_bytes, depth and workers must be >= 1")
+    if sample_bytes >= 1 << 32:
+        raise ValueError(f"dmafs: sample_bytes is {sample_bytes}: a sample is at most 4 GiB - 1")
+    if depth is None:  # a worker may then run a batch ahead of a slower one
+        depth = min(2 * workers, _DEPTH_BYTES // (batch_size * sample_bytes))
     depth = max(depth, workers + 1)
     own = not isinstance(files, SampleReader)
     reader = SampleReader(files, device) if own else files
@@ -422,9 +436,22 @@ def batches(files, batch_size, *, sample_bytes, device="cpu", shuffle=True, seed
                 if ev is not None:
                     ev.synchronize()
                 ix = order[k]
-                out = bufs[k % depth][:ix.numel()]
-                spec = ix if recs is None else tuple(torch.index_select(r, 0, ix) for r in recs)
-                lens = reader.read_into(out, spec, stride=sample_bytes)
+                n = ix.numel()
+                out = bufs[k % depth][:n]
+                # the request's entries, gathered from the reader's table of every file's
+                # entry (checked when the reader and the records were taken in)
+                if recs is None:
+                    fidx = ix
+                    ent = torch.index_select(reader._table, 0, ix)
+                    if not fits:
+                        ent[:, 5].clamp_(max=sample_bytes)  # the whole file, up to a row
+                else:
+                    fidx = torch.index_select(recs[0], 0, ix)
+                    ent = torch.index_select(reader._table, 0, fidx)
+                    ent[:, 3] = torch.index_select(recs[1], 0, ix)
+                    ent[:, 5] = torch.index_select(recs[2], 0, ix)
+                ent[:, 4] = boffs[:n]
+                lens = reader._submit(regs[k % depth], ent, fidx, 2)
                 if bool((lens < sample_bytes).any()):  # zero what the samples did not fill
                     out.masked_fill_(cols >= lens.to(cols.device)[:, None], 0)
                 with lock:
@@ -438,6 +465,9 @@ def batches(files, batch_size, *, sample_bytes, device="cpu", shuffle=True, seed
     threads = []
     try:
         bufs = [reader._take((batch_size, sample_bytes), torch.uint8) for _ in range(depth)]
+        regs = [reader._regs[t.data_ptr()][1] for t in bufs]
+        boffs = torch.arange(batch_size, dtype=torch.int64) * sample_bytes
+        fits = bool((reader.sizes <= sample_bytes).all())
         threads = [threading.Thread(target=worker, args=(j,), name=f"dmafs-batches-{j}",
                                     daemon=True) for j in range(min(workers, len(order)))]
         for t in threads:
