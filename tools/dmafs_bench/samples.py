@@ -199,8 +199,8 @@ def run(a):
             thr[d] = child(a, "threads", d, lists["dmafs", "files"], (",".join(map(str, THREADS)), 2))
         if "shards" not in a.skip:
             rig.drop_caches()
-            rig.log(f"samples: shards: SampleReader.read_into into {d}")
-            rows.append(("shards: SampleReader.read_into", d,
+            rig.log(f"samples: shards: dmafs.batches(records=...) into {d}")
+            rows.append(("shards: dmafs.batches(records)", d,
                          child(a, "shards-dmafs", d, lists["dmafs", "shards"], (a.batches, nrec))))
             if "loader" not in a.skip:
                 rig.drop_caches()
@@ -233,7 +233,7 @@ def report(a, rows, raw64, rawk, ov, notes, thr=None):
     g = Table("goal", "ratio", "goal", "result")
     for d in dict.fromkeys(d for _, d, _ in rows):
         f, lo = rate.get(("files: dmafs.batches()", d)), rate.get(("files: DataLoader from btrfs", d))
-        s = rate.get(("shards: SampleReader.read_into", d))
+        s = rate.get(("shards: dmafs.batches(records)", d))
         if f and lo:
             g.add(f"files into {d}: dmafs / DataLoader from btrfs",
                   *rep.check(f"files into {d} / DataLoader", f / lo, GOAL_LOADER))
