@@ -2,7 +2,7 @@
 # Description: power-cut emulation. The daemon runs in the foreground (pid known) under
 # the t_helpers.py crash workload (fsync'd creates, replaces, renames, unlinks, in-place
 # overwrites, truncates, hard links, xattrs, symlinks, mkdirs; each op logged as durable
-# once its fsync returned). N times (POWERCUT_ROUNDS, default 12) at a random moment the
+# once its fsync returned). N times (POWERCUT_ROUNDS, default 12; more, up to 3 N, until two rounds have come after the metadata log moved) at a random moment the
 # daemon is frozen with SIGSTOP, every member image is copied (cp --sparse=always) and the
 # workload's log is snapshotted, then SIGCONT. SIGSTOP freezes the daemon at an arbitrary
 # point, between any two of its writes, so each copy is what a power cut at that moment
@@ -12,9 +12,9 @@
 # 4 only if --repair then exits 0/1; every mapped block must match its checksum, which
 # copy-on-write guarantees at any cut), mount, and hold every op the snapshot of the log says was
 # durable (crash-verify: the op in flight may be all-or-nothing). From the middle round on,
-# another process makes 40,000 names, so the metadata log outgrows its halves and moves
-# into the data region while the cuts go on: the later copies are cut before, during and
-# after the move.
+# another process makes names until the metadata log has outgrown its halves and moved
+# into the data region, and 10,000 more, while the cuts go on: the later copies are cut
+# before, during and after the move.
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/t_lib.sh"
 t_require_root_fuse
@@ -40,15 +40,27 @@ cont() { [ $stopped = 1 ] && kill -CONT "$T_DAEMON_PID" 2>/dev/null; stopped=0; 
 trap 'rc=$?; cont; (exit $rc); t_cleanup' EXIT
 
 ppid=
-for ((r = 1; r <= ROUNDS; r++)); do
+moved=0 # rounds cut since the log was seen moved
+for ((r = 1; ; r++)); do
+	# ROUNDS rounds, and more (up to 3 x ROUNDS) until two were cut after the move
+	if [ $r -gt "$ROUNDS" ] && { [ $moved -ge 2 ] || [ $r -gt $((3 * ROUNDS)) ]; }; then
+		break
+	fi
 	if [ $r = $((ROUNDS / 2 + 1)) ]; then
+		# names until the log has moved, and 10,000 more (so that cuts fall after
+		# the move too); at most 200,000 (the check after the rounds then fails)
 		t_py -c '
 import os, sys
-d = sys.argv[1]
+d, err = sys.argv[1], sys.argv[2]
 os.mkdir(d)
-for i in range(40000):
+stop = 200000
+for i in range(200000):
+    if i == stop:
+        break
     os.close(os.open(os.path.join(d, "name-long-enough-to-fill-the-metadata-log-%06d" % i), os.O_CREAT | os.O_WRONLY, 0o644))
-' "$M/pre" &
+    if stop == 200000 and i % 1000 == 999 and "metadata log moved to two areas" in open(err, errors="replace").read():
+        stop = i + 10000
+' "$M/pre" "$T_DAEMON_ERR" &
 		ppid=$!
 		t_register pid "$ppid"
 	fi
@@ -66,9 +78,12 @@ for i in range(40000):
 	# written yet counts as in flight, which the verifier allows.
 	cp "$LOG" "$D/log" || t_fail "copy of the log"
 	cont
-	t_log "round $r: power cut emulated, $(grep -c '^D' "$D/log") ops durable, $(grep -c "metadata log moved to two areas" "$T_DAEMON_ERR") moves of the log so far, $(df --output=pcent "$M" | tail -1 | tr -d " ") of the space used"
+	n=$(grep -c "metadata log moved to two areas" "$T_DAEMON_ERR")
+	[ "$n" -gt 0 ] && moved=$((moved + 1))
+	t_log "round $r: power cut emulated, $(grep -c '^D' "$D/log") ops durable, $n moves of the log so far, $(df --output=pcent "$M" | tail -1 | tr -d " ") of the space used"
 done
-wait "$ppid" || t_fail "making the 40,000 names failed; $(df "$M" | tail -1); daemon: $(grep -v splice "$T_DAEMON_ERR" | tail -5)"
+ROUNDS=$((r - 1))
+wait "$ppid" || t_fail "making the names failed; $(df "$M" | tail -1); daemon: $(grep -v splice "$T_DAEMON_ERR" | tail -5)"
 grep -q "metadata log moved to two areas" "$T_DAEMON_ERR" ||
 	t_fail "the metadata log did not grow into the data region: $(tail -3 "$T_DAEMON_ERR")"
 kill "$wpid" 2>/dev/null
