@@ -160,22 +160,30 @@ recs = [(s, rng.randrange(len(sdata[s]) + 100), rng.randrange(8193))
         for s in (rng.randrange(4) for _ in range(500))]
 recs[:3] = [(0, 0, 8192), (1, 300001 - 10, 8192), (2, 4096, 904)]  # whole, past the end, exact end
 rf, ro, rl = (torch.tensor([r[j] for r in recs]) for j in range(3))
-seen = []
-for b in dmafs.batches(shards, 64, sample_bytes=8192, device=device, seed=5, epochs=2,
-                       records=(rf, ro, rl.to(torch.int32))):
-    host = b.data.cpu()
-    for r in range(b.index.numel()):
-        k = int(b.index[r])
-        s, o, ln = recs[k]
-        want = sdata[s][o:o + ln]
-        row = bytes(host[r].numpy().tobytes())
-        if int(b.lengths[r]) != len(want) or row[:len(want)] != want or any(row[len(want):]):
-            fail(f"batches(records): record {k} ({shards[s]} at {o}, {ln} bytes) differs "
-                 f"(or its padding is not zero): {int(b.lengths[r])} bytes placed, {len(want)} expected")
-        seen.append(k)
-if sorted(seen) != sorted(list(range(len(recs))) * 2):
-    fail("batches(records): two epochs did not give every record twice")
-say(f"batches(records=...): 2 epochs of {len(recs)} ranges of 4 shard files, each equal, padding zero")
+import dmafs._samples as samples_mod
+rtab_bytes = samples_mod._RTAB_BYTES
+# the records' entries made once (the default), and gathered per batch (past the bound)
+for bound in (rtab_bytes, 0):
+    samples_mod._RTAB_BYTES = bound
+    seen = []
+    for b in dmafs.batches(shards, 64, sample_bytes=8192, device=device, seed=5, epochs=2,
+                           records=(rf, ro, rl.to(torch.int32))):
+        host = b.data.cpu()
+        for r in range(b.index.numel()):
+            k = int(b.index[r])
+            s, o, ln = recs[k]
+            want = sdata[s][o:o + ln]
+            row = bytes(host[r].numpy().tobytes())
+            if int(b.lengths[r]) != len(want) or row[:len(want)] != want or any(row[len(want):]):
+                fail(f"batches(records): record {k} ({shards[s]} at {o}, {ln} bytes) differs "
+                     f"(or its padding is not zero): {int(b.lengths[r])} bytes placed, "
+                     f"{len(want)} expected (entries bound {bound})")
+            seen.append(k)
+    if sorted(seen) != sorted(list(range(len(recs))) * 2):
+        fail(f"batches(records): two epochs did not give every record twice (entries bound {bound})")
+samples_mod._RTAB_BYTES = rtab_bytes
+say(f"batches(records=...): 2 epochs of {len(recs)} ranges of 4 shard files, each equal, padding "
+    "zero, with the records' entries made once and per batch")
 for bad, exc, why in (((rf, ro, rl + 1), ValueError, "longer than sample_bytes"),
                       ((rf + 4, ro, rl), IndexError, "is not one of the reader's"),
                       ((rf, ro[:-1], rl), ValueError, "one of each per record"),

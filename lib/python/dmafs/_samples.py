@@ -37,6 +37,7 @@ __all__ = ["SampleReader", "Batch", "batches", "SampleDataset"]
 
 _BATCH_MAX = 320  # samples per request to the daemon (DMAFS_BATCH_MAX); the library splits
 _DEPTH_BYTES = 1 << 30  # batches(): default depth bounded by the buffers' size
+_RTAB_BYTES = 256 << 20  # batches(records=...): entries of every record made once up to this
 
 
 class SampleReader:
@@ -249,11 +250,12 @@ class SampleReader:
             flat[:end].copy_(_host_tensor_view(buf, torch)[:end])
         return got
 
-    def _submit(self, buf, ent, idx, stacklevel):
+    def _submit(self, buf, ent, idx, stacklevel, files_of=None):
         """One dmafs_place_batch of the entries ent (int64 [n, 6], contiguous; results are
-        written into it) into buf; idx: each entry's file index. Returns the bytes placed
-        per entry; raises OSError naming the file of the first entry that failed (after the
-        others were placed)."""
+        written into it) into buf; idx: each entry's file index (with files_of, an index
+        into files_of, which holds the file indices). Returns the bytes placed per entry;
+        raises OSError naming the file of the first entry that failed (after the others
+        were placed)."""
         n = ent.shape[0]
         res = _lib.Result()
         ret = _lib.C.place_batch(buf.handle, ctypes.c_void_p(ent.data_ptr()), n,
@@ -262,8 +264,8 @@ class SampleReader:
         if ret < 0:
             bad = ((ent[:, 5] >> 32) != 0).nonzero()
             k = int(bad[0]) if bad.numel() else 0
-            _lib.check(ret, self.files[int(idx[k])] if bad.numel() else None,
-                       f"sample {k} of {n}")
+            f = int(idx[k]) if files_of is None else int(files_of[int(idx[k])])
+            _lib.check(ret, self.files[f] if bad.numel() else None, f"sample {k} of {n}")
         self.last_result = (res.bytes, _lib.path_name(res.path), res.elapsed_ns)
         if not self.on_dmafs and not self._warned_posix:
             self._warned_posix = True
@@ -440,18 +442,21 @@ def batches(files, batch_size, *, sample_bytes, device="cpu", shuffle=True, seed
                 out = bufs[k % depth][:n]
                 # the request's entries, gathered from the reader's table of every file's
                 # entry (checked when the reader and the records were taken in)
+                files_of, eidx = None, ix  # which files the entries name (errors)
                 if recs is None:
-                    fidx = ix
                     ent = torch.index_select(reader._table, 0, ix)
                     if not fits:
                         ent[:, 5].clamp_(max=sample_bytes)  # the whole file, up to a row
+                elif rtab is not None:  # every record's entry, made once
+                    ent = torch.index_select(rtab, 0, ix)
+                    files_of = recs[0]
                 else:
-                    fidx = torch.index_select(recs[0], 0, ix)
-                    ent = torch.index_select(reader._table, 0, fidx)
+                    eidx = torch.index_select(recs[0], 0, ix)
+                    ent = torch.index_select(reader._table, 0, eidx)
                     ent[:, 3] = torch.index_select(recs[1], 0, ix)
                     ent[:, 5] = torch.index_select(recs[2], 0, ix)
                 ent[:, 4] = boffs[:n]
-                lens = reader._submit(regs[k % depth], ent, fidx, 2)
+                lens = reader._submit(regs[k % depth], ent, eidx, 2, files_of)
                 if bool((lens < sample_bytes).any()):  # zero what the samples did not fill
                     out.masked_fill_(cols >= lens.to(cols.device)[:, None], 0)
                 with lock:
@@ -468,6 +473,11 @@ def batches(files, batch_size, *, sample_bytes, device="cpu", shuffle=True, seed
         regs = [reader._regs[t.data_ptr()][1] for t in bufs]
         boffs = torch.arange(batch_size, dtype=torch.int64) * sample_bytes
         fits = bool((reader.sizes <= sample_bytes).all())
+        rtab = None  # records' request entries, when they take at most _RTAB_BYTES
+        if recs is not None and recs[0].numel() * 48 <= _RTAB_BYTES:
+            rtab = torch.index_select(reader._table, 0, recs[0])
+            rtab[:, 3] = recs[1]
+            rtab[:, 5] = recs[2]
         threads = [threading.Thread(target=worker, args=(j,), name=f"dmafs-batches-{j}",
                                     daemon=True) for j in range(min(workers, len(order)))]
         for t in threads:
