@@ -380,10 +380,11 @@ def batches(files, batch_size, *, sample_bytes, device="cpu", shuffle=True, seed
     lengths) triple of integer sequences or tensors (one entry per record, lengths at
     most sample_bytes), the samples are those byte ranges of the files instead (records
     of shard files: tar members, rows of .npy or Arrow files), and Batch.index holds
-    record numbers. workers threads each keep a request in the daemon (whose placement
-    threads serve up to place_threads_user requests of one user at once), filling depth
-    buffers (at least workers + 1; by default twice workers, fewer where that would take
-    more than 1 GiB) in turn, so a worker may run ahead of one slower than it by depth -
+    record numbers (each record's request entry, 48 bytes, is made when the iteration
+    starts, up to 256 MiB of them). workers threads each keep a request in the daemon
+    (whose placement threads serve up to place_threads_user requests of one user at
+    once), filling depth buffers (at least workers + 1; by default twice workers, fewer
+    where that would take more than 1 GiB) in turn, so a worker may run ahead of one slower than it by depth -
     workers batches; batches come in order. A batch's data stays valid until depth - 1
     further batches have been taken (clone() it to keep it longer); on a GPU, the work
     queued on the current stream when the next batch is asked for is waited for before
