@@ -384,11 +384,11 @@ def batches(files, batch_size, *, sample_bytes, device="cpu", shuffle=True, seed
     starts, up to 256 MiB of them). workers threads each keep a request in the daemon
     (whose placement threads serve up to place_threads_user requests of one user at
     once), filling depth buffers (at least workers + 1; by default twice workers, fewer
-    where that would take more than 1 GiB) in turn, so a worker may run ahead of one slower than it by depth -
-    workers batches; batches come in order. A batch's data stays valid until depth - 1
-    further batches have been taken (clone() it to keep it longer); on a GPU, the work
-    queued on the current stream when the next batch is asked for is waited for before
-    its memory is filled again."""
+    where that would take more than 1 GiB) in turn, so a worker may run ahead of one
+    slower than it by depth - workers batches; batches come in order. A batch's data
+    stays valid until depth - 1 further batches have been taken (clone() it to keep it
+    longer); on a GPU, the work queued on the current stream when the next batch is
+    asked for is waited for before its memory is filled again."""
     torch = _torch()
     if batch_size < 1 or sample_bytes < 1 or (depth is not None and depth < 1) or workers < 1:
         raise ValueError("dmafs: batch_size, sample_bytes, depth and workers must be >= 1")
