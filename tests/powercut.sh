@@ -2,8 +2,9 @@
 # Description: power-cut emulation. The daemon runs in the foreground (pid known) under
 # the t_helpers.py crash workload (fsync'd creates, replaces, renames, unlinks, in-place
 # overwrites, truncates, hard links, xattrs, symlinks, mkdirs; each op logged as durable
-# once its fsync returned). N times (POWERCUT_ROUNDS, default 12; more, up to 3 N, until two rounds have come after the metadata log moved) at a random moment the
-# daemon is frozen with SIGSTOP, every member image is copied (cp --sparse=always) and the
+# once its fsync returned). N times (POWERCUT_ROUNDS, default 12; more, up to 3 N, until
+# two rounds have come after the metadata log moved) at a random moment the daemon is
+# frozen with SIGSTOP, every member image is copied (cp --sparse=always) and the
 # workload's log is snapshotted, then SIGCONT. SIGSTOP freezes the daemon at an arbitrary
 # point, between any two of its writes, so each copy is what a power cut at that moment
 # would leave: the daemon writes the member images with O_DIRECT and holds nothing that an
