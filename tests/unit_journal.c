@@ -83,6 +83,45 @@ static void test_persist_and_crash(void)
 	t_umount(&fs);
 }
 
+/*
+ * A torn batch with an intact one after it: the mount replays up to the torn one; the next
+ * batch written must not be followed, at the next mount, by the intact stale one (it has
+ * the right generation and, once a batch of the same size takes the torn one's place, the
+ * right position and sequence number). A fresh generation before any append prevents it.
+ */
+static void test_torn_then_append(void)
+{
+	struct fs fs;
+	uint64_t d, base, tail;
+
+	T_EQ(t_mount(&fs, 0), 0);
+	T_CHECK(fs.j.compact_due, "a read-write mount asks for a compaction before appending");
+	d = t_lookup(&fs, FMT_ROOT_INO, "dir");
+	t_create(&fs, d, "te");
+	T_EQ(fs_fsync(&fs), 0);
+	log_pos(&fs, &base, &tail);
+	t_create(&fs, d, "tf");
+	T_EQ(fs_fsync(&fs), 0);
+	t_create(&fs, d, "tg");
+	T_EQ(fs_fsync(&fs), 0);
+	t_crash(&fs);
+	t_flip(0, base + tail + FMT_TX_HDR + 10); /* the batch holding tf, on both copies */
+	t_flip(1, base + tail + FMT_TX_HDR + 10);
+	T_EQ(t_mount(&fs, 0), 0);
+	d = t_lookup(&fs, FMT_ROOT_INO, "dir");
+	T_CHECK(t_lookup(&fs, d, "te") && !t_lookup(&fs, d, "tf") && !t_lookup(&fs, d, "tg"),
+		"replay past a torn batch");
+	t_create(&fs, d, "tx"); /* the same size as tf's batch */
+	T_EQ(fs_fsync(&fs), 0);
+	T_CHECK(!fs.j.compact_due, "the first commit compacted");
+	t_crash(&fs);
+	T_EQ(t_mount(&fs, 0), 0);
+	d = t_lookup(&fs, FMT_ROOT_INO, "dir");
+	T_CHECK(t_lookup(&fs, d, "tx"), "fsynced tx lost");
+	T_CHECK(!t_lookup(&fs, d, "tg"), "a stale batch after the torn one was replayed");
+	t_umount(&fs);
+}
+
 static void test_corrupt_snapshot(void)
 {
 	struct fs fs;
@@ -353,6 +392,7 @@ static void test_grow(void)
 	}
 	t_umount(&fs);
 	T_EQ(t_mount(&fs, 0), 0);
+	T_EQ(fs_fsync(&fs), 0); /* the first commit after a mount compacts */
 	T_EQ(fs.j.ext_len, 0);
 	T_EQ(alloc_free_bytes(&fs.alloc), free0);
 	t_umount(&fs);
@@ -406,6 +446,7 @@ int main(void)
 {
 	t_images(2, 64, NULL);
 	test_persist_and_crash();
+	test_torn_then_append();
 	test_corrupt_snapshot();
 	test_orphans_and_compaction();
 	t_rmdir();

@@ -55,11 +55,12 @@ static int collect_area(void *arg, unsigned m, uint64_t off, uint64_t len)
 	return 0;
 }
 
-static int used_cmp(const void *a, const void *b)
+/* Sort @v[0, n) by offset (the first 8 of its 32 bytes), using @tmp (room for n): in time
+ * that grows with the count (qsort took 0.25 s of a million files' mount). */
+static void sort_used(struct used_ext *v, size_t n, struct used_ext *tmp)
 {
-	const struct used_ext *x = a, *y = b;
-
-	return x->r.off < y->r.off ? -1 : x->r.off > y->r.off;
+	_Static_assert(sizeof(*v) == 32 && offsetof(struct used_ext, r.off) == 0, "util_sort32's element");
+	util_sort32(v, n, tmp);
 }
 
 /*
@@ -71,7 +72,8 @@ static int map_space(struct fs *fs)
 {
 	struct used_set u = { .nmembers = fs->n };
 	struct alloc_range *r = NULL;
-	size_t rcap = 0;
+	struct used_ext *tmp = NULL;
+	size_t rcap = 0, tcap = 0;
 	int ret = meta_for_each(&fs->meta, collect_extents, &u);
 
 	if (!ret) /* the metadata log's areas (inode 0 in a message) */
@@ -80,7 +82,11 @@ static int map_space(struct fs *fs)
 	for (unsigned m = 0; m < fs->n && !ret; m++) {
 		size_t bad = 0;
 
-		qsort(u.v[m], u.n[m], sizeof(*u.v[m]), used_cmp);
+		if (dm_grow(&tmp, &tcap, u.n[m] + 1, sizeof(*tmp), 1024)) {
+			ret = -ENOMEM;
+			break;
+		}
+		sort_used(u.v[m], u.n[m], tmp);
 		if (dm_grow(&r, &rcap, u.n[m] + 1, sizeof(*r), 1024)) {
 			ret = -ENOMEM;
 			break;
@@ -103,6 +109,7 @@ static int map_space(struct fs *fs)
 	for (unsigned m = 0; m < fs->n; m++)
 		free(u.v[m]);
 	free(r);
+	free(tmp);
 	return ret;
 }
 
@@ -195,24 +202,23 @@ int fs_mount(struct fs *fs, struct member *ms, unsigned n, int ro, char *err, si
 		ret = upgrade(fs, err, errlen);
 		if (ret)
 			return ret;
-		/* A fresh snapshot in the other half: unifies the mirrors, drops a torn tail. */
-		ret = journal_compact(&fs->j);
-		if (ret == -ENOSPC) {
-			/* keep appending to the current half; deletes will make room */
-			log_warn("mount: metadata log is full; only deletions will succeed until space is freed");
-			ret = 0;
+		/*
+		 * A fresh snapshot in the other half unifies the mirrors and drops a torn
+		 * tail: the first commit makes it (at once, in the commit thread), before any
+		 * batch is appended, so that the mount does not wait for it.
+		 */
+		if (fs->j.gen == UINT64_MAX) {
+			snprintf(err, errlen, "member 0 (%s): the metadata log's generation is at its limit (2^64 - 1) and cannot be compacted; mount read-only (-o ro) and copy the files off",
+				 ms[0].path);
+			return -EOVERFLOW;
 		}
-		if (ret) {
-			snprintf(err, errlen, "cannot write the metadata log on member 0 (%s): %s",
-				 ms[0].path, strerror(-ret));
-			return ret;
-		}
+		journal_compact_first(&fs->j);
 	}
 	/* the replay's buffers (the snapshot read: ~150 bytes per file) are free again, but
-	 * the heap would keep their pages: they go back to the system (compaction's too) */
+	 * the heap would keep their pages: they go back to the system */
 	malloc_trim(0);
 	t3 = dm_mono_ns();
-	log_debug("mount: %zu inodes; log read and replayed in %.3f s, checked and space mapped in %.3f s, compacted in %.3f s",
+	log_debug("mount: %zu inodes; log read and replayed in %.3f s, checked and space mapped in %.3f s, the rest in %.3f s",
 		  fs->meta.inodes.n, (t1 - t0) / 1e9, (t2 - t1) / 1e9, (t3 - t2) / 1e9);
 	return 0;
 }

@@ -73,26 +73,33 @@ static size_t loc_ops(const struct fmt_area *loc, uint64_t pos, void *buf, uint6
 }
 
 /* Read @len bytes at @pos of location @loc on member @m into a fresh aligned buffer. */
+int jr_read_loc_into(struct member *m, const struct fmt_area *loc, uint64_t pos, void *b,
+		     uint64_t alen)
+{
+	struct uring_op ops[FMT_LOG_PIECES + 1];
+	size_t n = loc_ops(loc, pos, b, alen, m->fd, 0, 0, ops);
+	int ret = 0;
+
+	for (size_t i = 0; i < n && !ret; i++) {
+		ret = member_pread(m, ops[i].buf, ops[i].len, ops[i].off);
+		alen -= ops[i].len;
+	}
+	if (!ret && alen) /* past the end of the location */
+		ret = -EIO;
+	return ret;
+}
+
 uint8_t *jr_read_loc(struct member *m, const struct fmt_area *loc, uint64_t pos, uint64_t len,
 		     int *ret)
 {
-	struct uring_op ops[FMT_LOG_PIECES + 1];
 	uint64_t alen = ALIGN_UP(len ? len : 1, DMAFS_BLOCK);
 	uint8_t *b = util_aligned_alloc(alen);
-	size_t n;
 
 	if (!b) {
 		*ret = -ENOMEM;
 		return NULL;
 	}
-	n = loc_ops(loc, pos, b, alen, m->fd, 0, 0, ops);
-	*ret = 0;
-	for (size_t i = 0; i < n && !*ret; i++) {
-		*ret = member_pread(m, ops[i].buf, ops[i].len, ops[i].off);
-		alen -= ops[i].len;
-	}
-	if (!*ret && alen) /* past the end of the location */
-		*ret = -EIO;
+	*ret = jr_read_loc_into(m, loc, pos, b, alen);
 	if (*ret) {
 		free(b);
 		return NULL;

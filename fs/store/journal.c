@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "io/uring.h"
 #include "store/journal-int.h"
@@ -82,7 +83,11 @@ static int choose_half(struct journal *j, struct member *m, struct scan *s, int 
 
 /* Records decoded ahead of the one applied: a million inodes do not fit the caches, so
  * each record's inode is asked for (bucket, then node) while earlier ones are applied. */
-#define AHEAD 8
+#define AHEAD 16
+
+/* The inode that applying @r looks up first: a link's directory (its inode learns the
+ * name later, meta_defer_names), else the record's inode. */
+static uint64_t want(const struct fmt_rec *r) { return r->type == REC_LINK ? r->dir : r->ino; }
 
 /* Apply the records in @b[0, len) to @meta; *@p ends where decoding stopped (at the start
  * of the record that did not apply). */
@@ -99,14 +104,14 @@ static int apply_records(struct meta *meta, const uint8_t *b, size_t len, size_t
 			at[k] = pos;
 			dec = fmt_rec_decode(b, len, &pos, &q[k]);
 			if (dec > 0) {
-				meta_iget_prefetch(meta, q[k].ino, 0);
+				meta_iget_prefetch(meta, want(&q[k]), 0);
 				n++;
 			}
 		}
 		if (!n)
 			break;
 		if (n > AHEAD / 2) /* the bucket of one half-way there is in by now: its node */
-			meta_iget_prefetch(meta, q[(head + AHEAD / 2) % AHEAD].ino, 1);
+			meta_iget_prefetch(meta, want(&q[(head + AHEAD / 2) % AHEAD]), 1);
 		ret = meta_apply(meta, &q[head]);
 		if (ret) {
 			*p = at[head];
@@ -119,11 +124,37 @@ static int apply_records(struct meta *meta, const uint8_t *b, size_t len, size_t
 	return dec;
 }
 
+/* The hash of the snapshot's @len bytes at @s->loc, read a piece at a time into one
+ * buffer (a million files' snapshot is 160 MB, read whole only to be applied). */
+static int hash_snapshot(struct member *m, const struct scan *s, uint64_t len, uint64_t *h)
+{
+	enum { PIECE = 8 << 20 };
+	uint8_t *b = util_aligned_alloc(MIN(ALIGN_UP(len ? len : 1, DMAFS_BLOCK), PIECE));
+	XXH3_state_t *st = XXH3_createState();
+	int ret = b && st ? 0 : -ENOMEM;
+
+	if (!ret)
+		XXH3_64bits_reset(st);
+	for (uint64_t at = 0; !ret && at < len; at += PIECE) {
+		uint64_t k = MIN(len - at, PIECE);
+
+		ret = jr_read_loc_into(m, &s->loc, DMAFS_BLOCK + at, b, ALIGN_UP(k, DMAFS_BLOCK));
+		if (!ret)
+			XXH3_64bits_update(st, b, k);
+	}
+	if (!ret)
+		*h = XXH3_64bits_digest(st);
+	XXH3_freeState(st);
+	free(b);
+	return ret;
+}
+
 /* Check the snapshot of the chosen half at @base, and with @meta non-NULL apply it. */
 static int load_snapshot(struct journal *j, struct member *m, struct scan *s, struct meta *meta,
 			 char *err, size_t errlen)
 {
-	uint8_t *b;
+	uint8_t *b = NULL;
+	uint64_t h = 0;
 	int ret;
 
 	if (s->hdr.snap_len > s->cap - DMAFS_BLOCK) {
@@ -131,12 +162,18 @@ static int load_snapshot(struct journal *j, struct member *m, struct scan *s, st
 			 (unsigned long long)s->hdr.snap_len, s->hdr.ext_len ? "area" : "half");
 		return -EUCLEAN;
 	}
-	b = jr_read_loc(m, &s->loc, DMAFS_BLOCK, s->hdr.snap_len, &ret);
-	if (!b) {
+	if (meta) {
+		b = jr_read_loc(m, &s->loc, DMAFS_BLOCK, s->hdr.snap_len, &ret);
+		if (b)
+			h = fmt_hash(b, s->hdr.snap_len);
+	} else {
+		ret = hash_snapshot(m, s, s->hdr.snap_len, &h);
+	}
+	if (ret) {
 		snprintf(s->why, sizeof(s->why), "snapshot read error %s", strerror(-ret));
 		return ret;
 	}
-	if (fmt_hash(b, s->hdr.snap_len) != s->hdr.snap_xxh3) {
+	if (h != s->hdr.snap_xxh3) {
 		free(b);
 		snprintf(s->why, sizeof(s->why), "snapshot checksum mismatch (half %c, gen %llu)",
 			 'A' + s->half, (unsigned long long)s->hdr.gen);
@@ -145,6 +182,7 @@ static int load_snapshot(struct journal *j, struct member *m, struct scan *s, st
 	if (meta) {
 		size_t p = 0;
 
+		meta_reserve(meta, s->hdr.snap_len / FMT_LOG_BYTES_PER_FILE);
 		ret = apply_records(meta, b, s->hdr.snap_len, &p);
 		if (ret) {
 			free(b);
@@ -154,6 +192,8 @@ static int load_snapshot(struct journal *j, struct member *m, struct scan *s, st
 		}
 		if (s->hdr.next_ino > meta->next_ino)
 			meta->next_ino = s->hdr.next_ino;
+		j->snap_len = s->hdr.snap_len;
+		j->snap_inodes = meta->inodes.n;
 	}
 	free(b);
 	return 0;
@@ -321,7 +361,9 @@ again:
 				 (unsigned long long)s[best].last_seq, best);
 	}
 	j->recovered_older = older;
+	meta_defer_names(meta);
 	ret = scan_copy(j, &ms[best], &s[best], meta, older, err, errlen);
+	meta_names_done(meta);
 	if (ret)
 		return ret;
 	j->active = s[best].half;
@@ -506,9 +548,17 @@ int journal_compact(struct journal *j)
 	if (j->ro)
 		return -EROFS;
 	pthread_mutex_lock(&j->commit_lock);
+	if (!j->failed)
+		__atomic_store_n(&j->compact_due, 0, __ATOMIC_RELAXED);
 	ret = j->failed ? -EIO : compact_locked(j);
 	pthread_mutex_unlock(&j->commit_lock);
 	return ret;
+}
+
+void journal_compact_first(struct journal *j)
+{
+	if (!j->ro)
+		__atomic_store_n(&j->compact_due, 1, __ATOMIC_RELAXED);
 }
 
 int journal_commit(struct journal *j)
@@ -526,6 +576,23 @@ int journal_commit(struct journal *j)
 	if (j->failed) {
 		pthread_mutex_unlock(&j->commit_lock);
 		return -EIO;
+	}
+	if (__atomic_exchange_n(&j->compact_due, 0, __ATOMIC_RELAXED)) {
+		/* the first commit since the mount (journal_compact_first) */
+		uint64_t t0 = dm_mono_ns();
+
+		ret = compact_locked(j);
+		if (!ret)
+			log_debug("metadata log compacted after the mount in %.3f s (snapshot of %llu bytes)",
+				  (dm_mono_ns() - t0) / 1e9, (unsigned long long)j->snap_len);
+		if (ret && ret != -ENOSPC && !j->failed) /* -ENOMEM: still due, next time */
+			__atomic_store_n(&j->compact_due, 1, __ATOMIC_RELAXED);
+		if (ret != -ENOSPC) {
+			pthread_mutex_unlock(&j->commit_lock);
+			return ret;
+		}
+		/* keep appending to the current half; deletes will make room */
+		log_warn("metadata log is full; only deletions will succeed until space is freed");
 	}
 	pthread_rwlock_wrlock(&j->inplace);
 	pthread_mutex_lock(&j->meta->lock);
@@ -591,6 +658,7 @@ int journal_commit(struct journal *j)
 static void *commit_thread(void *arg)
 {
 	struct journal *j = arg;
+	int first = 1;
 
 	pthread_mutex_lock(&j->thread_lock);
 	while (!j->stop) {
@@ -598,7 +666,10 @@ static void *commit_thread(void *arg)
 
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_sec += j->interval;
-		pthread_cond_timedwait(&j->cond, &j->thread_lock, &ts);
+		/* a compaction due since the mount runs at once (journal_compact_first) */
+		if (!first || !__atomic_load_n(&j->compact_due, __ATOMIC_RELAXED))
+			pthread_cond_timedwait(&j->cond, &j->thread_lock, &ts);
+		first = 0;
 		if (j->stop)
 			break;
 		pthread_mutex_unlock(&j->thread_lock);

@@ -43,8 +43,13 @@ struct journal {
 	uint64_t gen;	   /* generation of the active half */
 	uint64_t next_seq; /* sequence number of the next batch */
 	uint64_t tail;	   /* offset inside the active half where the next batch goes */
-	/* the last snapshot's bytes and inodes (every read-write mount makes one) */
+	/* the last snapshot's bytes and inodes (the one replayed, then each compaction's) */
 	uint64_t snap_len, snap_inodes;
+	/*
+	 * A compaction is due before any batch is appended (journal_compact_first): set by a
+	 * read-write mount, cleared by the next commit or compaction. Atomic.
+	 */
+	int compact_due;
 	struct buf pending;
 	/* members written since the last commit; bit i = member i */
 	_Atomic uint64_t dirty;
@@ -126,6 +131,14 @@ int journal_commit(struct journal *j);
  * allocator (dmafs-fsck) the place stays as it is.
  */
 int journal_compact(struct journal *j);
+/*
+ * The next commit compacts instead of appending, and the commit thread does it as soon as
+ * it starts. A read-write mount asks for this rather than compacting before it serves
+ * (time that grows with the file count): while no batch follows the replayed log, a torn
+ * tail of it can never be taken for a batch, and copies that differ are both rewritten
+ * before either is appended to.
+ */
+void journal_compact_first(struct journal *j);
 /* Start/stop the thread that commits every @interval seconds. */
 int journal_start(struct journal *j, unsigned interval);
 void journal_stop(struct journal *j);

@@ -27,7 +27,13 @@ struct inode *meta_iget(struct meta *m, uint64_t ino)
 
 void meta_iget_prefetch(const struct meta *m, uint64_t ino, int node)
 {
-	htab_prefetch(&m->inodes, ino, node);
+	/* a record changes the attributes, the extents, or the names (dir, parent, name) */
+	htab_prefetch(&m->inodes, ino, node ? offsetof(struct inode, nlookup) : 0);
+}
+
+void meta_reserve(struct meta *m, size_t n)
+{
+	htab_reserve(&m->inodes, n); /* without it the table grows as it fills */
 }
 
 static struct dir *dir_new(void)
@@ -95,6 +101,7 @@ void meta_destroy(struct meta *m)
 		free_all(all[i], NULL);
 	free(all);
 	htab_destroy(&m->inodes);
+	free(m->fix);
 	pthread_mutex_destroy(&m->lock);
 }
 
@@ -368,9 +375,28 @@ size_t meta_dir_seek(const struct dir *d, uint64_t cookie)
 	return lo;
 }
 
+struct meta_name_fix {
+	uint64_t slot; /* the inode's bucket when deferred (an order, not a place); util_sort32's key */
+	uint64_t ino, dir;
+	struct dentry *de;
+};
+
+/* Inode @ino's (latest) name is @de in directory @dir. */
+static void name_child(struct meta *m, uint64_t ino, uint64_t dir, struct dentry *de)
+{
+	struct inode *child = meta_iget(m, ino);
+
+	if (child && child->dir) {
+		child->dir->parent = dir;
+	} else if (child) {
+		child->parent = dir;
+		child->name = de;
+	}
+}
+
 static int apply_link(struct meta *m, const struct fmt_rec *r)
 {
-	struct inode *dir = meta_iget(m, r->dir), *child;
+	struct inode *dir = meta_iget(m, r->dir);
 	struct dentry *de;
 
 	if (!dir || !dir->dir || r->ino == 0 || r->ino == FMT_ROOT_INO)
@@ -391,14 +417,41 @@ static int apply_link(struct meta *m, const struct fmt_rec *r)
 	}
 	htab_insert(&dir->dir->names, &de->h);
 	dir->dir->count++;
-	child = meta_iget(m, r->ino);
-	if (child && child->dir)
-		child->dir->parent = r->dir;
-	else if (child) {
-		child->parent = r->dir;
-		child->name = de;
+	if (m->defer_names && !dm_grow(&m->fix, &m->capfix, m->nfix + 1, sizeof(*m->fix), 4096)) {
+		m->fix[m->nfix++] = (struct meta_name_fix){ htab_slot(&m->inodes, r->ino), r->ino,
+							    r->dir, de };
+		return 0;
 	}
+	name_child(m, r->ino, r->dir, de);
 	return 0;
+}
+
+/* The names deferred so far, given in bucket order (a stable sort: the last name given
+ * an inode stays its name, as without deferring). */
+static void names_flush(struct meta *m)
+{
+	struct meta_name_fix *tmp = m->nfix > 1 ? malloc(m->nfix * sizeof(*tmp)) : NULL;
+
+	if (tmp)
+		util_sort32(m->fix, m->nfix, tmp);
+	free(tmp); /* without it, in record order: the same names, only slower */
+	for (size_t i = 0; i < m->nfix; i++) {
+		if (i + 8 < m->nfix)
+			htab_prefetch(&m->inodes, m->fix[i + 8].ino, offsetof(struct inode, nlookup));
+		name_child(m, m->fix[i].ino, m->fix[i].dir, m->fix[i].de);
+	}
+	m->nfix = 0;
+}
+
+void meta_defer_names(struct meta *m) { m->defer_names = 1; }
+
+void meta_names_done(struct meta *m)
+{
+	names_flush(m);
+	m->defer_names = 0;
+	free(m->fix);
+	m->fix = NULL;
+	m->capfix = 0;
 }
 
 static int apply_unlink(struct meta *m, const struct fmt_rec *r)
@@ -493,6 +546,9 @@ static int apply_idel(struct meta *m, struct inode *ino)
 int meta_apply(struct meta *m, const struct fmt_rec *r)
 {
 	struct inode *ino;
+
+	if (m->nfix && r->type != REC_LINK)
+		names_flush(m); /* an unlink, say, may free a deferred name's entry */
 
 	switch (r->type) {
 	case REC_INODE:

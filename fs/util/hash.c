@@ -28,15 +28,14 @@ void htab_destroy(struct htab *t)
 	t->nb = t->n = 0;
 }
 
-static size_t slot(const struct htab *t, uint64_t key) { return hash_u64(key) & (t->nb - 1); }
+size_t htab_slot(const struct htab *t, uint64_t key) { return hash_u64(key) & (t->nb - 1); }
 
-static void grow(struct htab *t)
+static int resize(struct htab *t, size_t nb)
 {
-	size_t nb = t->nb * 2;
 	struct hnode **b = calloc(nb, sizeof(*b));
 
 	if (!b)
-		return; /* keep working with longer chains */
+		return -ENOMEM; /* keep working with longer chains */
 	for (size_t i = 0; i < t->nb; i++) {
 		struct hnode *n = t->b[i], *next;
 
@@ -51,6 +50,16 @@ static void grow(struct htab *t)
 	free(t->b);
 	t->b = b;
 	t->nb = nb;
+	return 0;
+}
+
+int htab_reserve(struct htab *t, size_t n)
+{
+	size_t nb = t->nb;
+
+	while (nb < n && nb < ((size_t)1 << 40))
+		nb *= 2;
+	return nb > t->nb ? resize(t, nb) : 0;
 }
 
 int htab_insert(struct htab *t, struct hnode *n)
@@ -58,8 +67,8 @@ int htab_insert(struct htab *t, struct hnode *n)
 	size_t s;
 
 	if (t->n >= t->nb)
-		grow(t);
-	s = slot(t, n->key);
+		resize(t, t->nb * 2);
+	s = htab_slot(t, n->key);
 	n->next = t->b[s];
 	t->b[s] = n;
 	t->n++;
@@ -68,7 +77,7 @@ int htab_insert(struct htab *t, struct hnode *n)
 
 void htab_remove(struct htab *t, struct hnode *n)
 {
-	struct hnode **pp = &t->b[slot(t, n->key)];
+	struct hnode **pp = &t->b[htab_slot(t, n->key)];
 
 	for (; *pp; pp = &(*pp)->next) {
 		if (*pp == n) {
@@ -79,19 +88,27 @@ void htab_remove(struct htab *t, struct hnode *n)
 	}
 }
 
-void htab_prefetch(const struct htab *t, uint64_t key, int node)
+void htab_prefetch(const struct htab *t, uint64_t key, size_t bytes)
 {
-	struct hnode *const *b = &t->b[slot(t, key)];
+	struct hnode *const *b = &t->b[htab_slot(t, key)];
+	const char *p;
 
-	if (!node)
-		__builtin_prefetch(b);
-	else if (*b)
-		__builtin_prefetch(*b);
+	if (!bytes) {
+		__builtin_prefetch(b); /* no load of it: that would wait for it */
+		return;
+	}
+	p = (const char *)*b;
+	if (!p)
+		return;
+	/* every cache line of [p, p + bytes): the node need not start one */
+	for (size_t o = 0; o < bytes; o += 64)
+		__builtin_prefetch(p + o);
+	__builtin_prefetch(p + bytes - 1);
 }
 
 struct hnode *htab_first(const struct htab *t, uint64_t key)
 {
-	struct hnode *n = t->b[slot(t, key)];
+	struct hnode *n = t->b[htab_slot(t, key)];
 
 	while (n && n->key != key)
 		n = n->next;

@@ -125,6 +125,53 @@ void *util_huge_alloc(size_t size)
 	return p;
 }
 
+static uint64_t key32(const unsigned char *e)
+{
+	uint64_t k;
+
+	memcpy(&k, e, sizeof(k));
+	return k;
+}
+
+void util_sort32(void *v, size_t n, void *tmp)
+{
+	enum { E = 32, BITS = 11, NB = 1 << BITS };
+	unsigned char *src = v, *dst = tmp, *t;
+	uint64_t any = 0, first = n ? key32(src) : 0;
+	unsigned lo, top;
+	size_t cnt[NB];
+
+	for (size_t i = 0; i < n; i++) {
+		uint64_t k = key32(src + i * E);
+
+		any |= k ^ first; /* the bits in which keys differ */
+	}
+	if (!any)
+		return;
+	lo = __builtin_ctzll(any);
+	top = 64 - __builtin_clzll(any);
+	for (unsigned sh = lo; sh < top; sh += BITS) {
+		size_t sum = 0;
+
+		memset(cnt, 0, sizeof(cnt));
+		for (size_t i = 0; i < n; i++)
+			cnt[(key32(src + i * E) >> sh) & (NB - 1)]++;
+		for (size_t d = 0; d < NB; d++) {
+			size_t c = cnt[d];
+
+			cnt[d] = sum;
+			sum += c;
+		}
+		for (size_t i = 0; i < n; i++)
+			memcpy(dst + cnt[(key32(src + i * E) >> sh) & (NB - 1)]++ * E, src + i * E, E);
+		t = src;
+		src = dst;
+		dst = t;
+	}
+	if (src != v)
+		memcpy(v, src, n * E);
+}
+
 int util_parse_size(const char *s, uint64_t *out)
 {
 	char *end;

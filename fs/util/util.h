@@ -45,6 +45,13 @@ void *util_aligned_alloc(size_t size);
  */
 void *util_huge_alloc(size_t size);
 
+/*
+ * Sort @n elements of 32 bytes at @v by the uint64_t each starts with, in time that grows
+ * with @n (a radix sort, 11 bits a pass over the key bits that differ); stable. @tmp has
+ * room for @n elements.
+ */
+void util_sort32(void *v, size_t n, void *tmp);
+
 /* Parse "123", "4K", "1M", "2G", "1T" (powers of 1024). Returns 0 or -EINVAL. */
 int util_parse_size(const char *s, uint64_t *out);
 /*
