@@ -449,14 +449,23 @@ static int compact_locked(struct journal *j)
 	struct jr_geom old, g;
 	uint8_t *io;
 	int ret, half;
-	uint64_t snap_len;
+	uint64_t snap_len, t0, t1;
 
 	/* gen + 1 must exceed gen, or the next mount would replay the half it replaces */
 	if (j->gen == UINT64_MAX)
 		return -EOVERFLOW;
+	/*
+	 * Room for about the last snapshot, its pages touched before the metadata is locked:
+	 * growing the buffer while encoding faulted in 160 MB at a million files, a third of
+	 * the time every request of the mount waited for the lock.
+	 */
+	if (j->snap_len >= (1 << 20) && !buf_reserve(&snap, j->snap_len + j->snap_len / 8))
+		memset(snap.p, 0, snap.cap);
 	pthread_rwlock_wrlock(&j->inplace);
 	pthread_mutex_lock(&j->meta->lock);
+	t0 = dm_mono_ns();
 	ret = meta_snapshot(j->meta, &snap);
+	t1 = dm_mono_ns();
 	if (!ret)
 		ret = jr_plan_geometry(j, DMAFS_BLOCK + ALIGN_UP(snap.len, DMAFS_BLOCK) + DMAFS_BLOCK, &g);
 	if (ret) {
@@ -520,6 +529,8 @@ static int compact_locked(struct journal *j)
 		return ret;
 	}
 	j->compactions++;
+	log_debug("metadata log compacted: a snapshot of %llu bytes made in %.3f s (metadata locked), written in %.3f s",
+		  (unsigned long long)snap_len, (t1 - t0) / 1e9, (dm_mono_ns() - t1) / 1e9);
 	if (memcmp(&old, &g, sizeof(g))) {
 		char h1[32], h2[32];
 
@@ -579,12 +590,7 @@ int journal_commit(struct journal *j)
 	}
 	if (__atomic_exchange_n(&j->compact_due, 0, __ATOMIC_RELAXED)) {
 		/* the first commit since the mount (journal_compact_first) */
-		uint64_t t0 = dm_mono_ns();
-
 		ret = compact_locked(j);
-		if (!ret)
-			log_debug("metadata log compacted after the mount in %.3f s (snapshot of %llu bytes)",
-				  (dm_mono_ns() - t0) / 1e9, (unsigned long long)j->snap_len);
 		if (ret && ret != -ENOSPC && !j->failed) /* -ENOMEM: still due, next time */
 			__atomic_store_n(&j->compact_due, 1, __ATOMIC_RELAXED);
 		if (ret != -ENOSPC) {
