@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* Description: metadata log: replay after clean unmount and crash, torn and corrupt tails, mirror fallback, corrupt snapshot, orphans, compaction, growth into log areas and a crash in every step of a move. */
 #include "t_fs.h"
+#include "store/journal-int.h"
 
 /* Offset of the active half on member @m and the tail (next batch position) inside it. */
 static void log_pos(struct fs *fs, uint64_t *half_base, uint64_t *tail)
@@ -442,13 +443,53 @@ static void test_grow_pieces(void)
 	t_umount(&fs);
 }
 
+/*
+ * A snapshot read in pieces of three blocks (jr_snap_piece; 8 MiB outside the tests):
+ * records are cut between pieces everywhere, and an xattr of 64 KiB spans many of them.
+ */
+static void test_snapshot_pieces(void)
+{
+	static char val[65536];
+	struct fs fs;
+	uint64_t f;
+	char name[64];
+
+	for (size_t i = 0; i < sizeof(val); i++)
+		val[i] = (char)(i * 7 + 3);
+	T_EQ(t_mount(&fs, 0), 0);
+	f = t_create(&fs, FMT_ROOT_INO, "bigx");
+	T_EQ(fs_setxattr(&fs, NULL, f, "user.big", val, sizeof(val), 0), 0);
+	for (int i = 0; i < 300; i++) {
+		snprintf(name, sizeof(name), "piece-%03d-%.*s", i, i % 40, "abcdefghijklmnopqrstuvwxyz0123456789ABCD");
+		t_create(&fs, FMT_ROOT_INO, name);
+	}
+	T_EQ(journal_compact(&fs.j), 0); /* all of it in the snapshot */
+	T_CHECK(fs.j.snap_len > 20 * jr_snap_piece, "snapshot of %llu bytes", (unsigned long long)fs.j.snap_len);
+	t_crash(&fs);
+	T_EQ(t_mount(&fs, 0), 0);
+	for (int i = 0; i < 300; i++) {
+		snprintf(name, sizeof(name), "piece-%03d-%.*s", i, i % 40, "abcdefghijklmnopqrstuvwxyz0123456789ABCD");
+		T_CHECK(t_lookup(&fs, FMT_ROOT_INO, name), "%s lost", name);
+	}
+	{
+		static char got[65536];
+
+		f = t_lookup(&fs, FMT_ROOT_INO, "bigx");
+		T_EQ(fs_getxattr(&fs, f, "user.big", got, sizeof(got)), (int)sizeof(got));
+		T_CHECK(!memcmp(got, val, sizeof(val)), "the 64 KiB xattr differs");
+	}
+	t_umount(&fs);
+}
+
 int main(void)
 {
+	jr_snap_piece = 3 * DMAFS_BLOCK; /* every test's snapshots cut in pieces */
 	t_images(2, 64, NULL);
 	test_persist_and_crash();
 	test_torn_then_append();
 	test_corrupt_snapshot();
 	test_orphans_and_compaction();
+	test_snapshot_pieces();
 	t_rmdir();
 	test_upgrade();
 	t_rmdir();

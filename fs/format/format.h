@@ -263,6 +263,9 @@ int fmt_rec_encode(struct buf *b, const struct fmt_rec *r);
  * -EBADMSG for a malformed record (unknown type, length out of bounds, bad name).
  */
 int fmt_rec_decode(const uint8_t *buf, size_t len, size_t *pos, struct fmt_rec *r);
+/* Bytes of the record starting at @p (its first 6 bytes: type and body length), whether
+ * or not it would decode. */
+static inline size_t fmt_rec_len(const uint8_t *p) { return 6 + (size_t)get_u32(p + 2); }
 
 uint64_t fmt_hash(const void *p, size_t len);
 

@@ -27,6 +27,9 @@ void jr_loc_of(const struct journal *j, uint64_t ext_len, const struct fmt_area 
  * (NULL with *@ret set on failure; -EIO past the location's end). */
 uint8_t *jr_read_loc(struct member *m, const struct fmt_area *loc, uint64_t pos, uint64_t len,
 		     int *ret);
+/* A snapshot is read this many bytes at a time (a multiple of the block; tests make it
+ * small, so that records are cut between pieces). */
+extern size_t jr_snap_piece;
 /* Read @alen bytes (aligned) at @pos of location @loc on member @m into @b. */
 int jr_read_loc_into(struct member *m, const struct fmt_area *loc, uint64_t pos, void *b,
 		     uint64_t alen);

@@ -124,11 +124,13 @@ static int apply_records(struct meta *meta, const uint8_t *b, size_t len, size_t
 	return dec;
 }
 
+size_t jr_snap_piece = 8 << 20;
+
 /* The hash of the snapshot's @len bytes at @s->loc, read a piece at a time into one
  * buffer (a million files' snapshot is 160 MB, read whole only to be applied). */
 static int hash_snapshot(struct member *m, const struct scan *s, uint64_t len, uint64_t *h)
 {
-	enum { PIECE = 8 << 20 };
+	const size_t PIECE = jr_snap_piece;
 	uint8_t *b = util_aligned_alloc(MIN(ALIGN_UP(len ? len : 1, DMAFS_BLOCK), PIECE));
 	XXH3_state_t *st = XXH3_createState();
 	int ret = b && st ? 0 : -ENOMEM;
@@ -149,11 +151,62 @@ static int hash_snapshot(struct member *m, const struct scan *s, uint64_t len, u
 	return ret;
 }
 
+/*
+ * Apply the snapshot's @len bytes at @s->loc to @meta a piece at a time, hashing them into
+ * *@h on the way (read whole, a million files' snapshot took 160 MB of fresh pages). A
+ * record cut by the end of a piece is carried in front of the next. On a record that does
+ * not decode or apply, *@bad is its offset in the snapshot (else it is left alone).
+ */
+static int apply_snapshot(struct member *m, const struct scan *s, uint64_t len,
+			  struct meta *meta, uint64_t *h, uint64_t *bad)
+{
+	/* CARRY holds the longest record (an xattr: its name and 64 KiB value) */
+	enum { CARRY = 128 << 10 };
+	const size_t PIECE = jr_snap_piece;
+	uint8_t *b = util_aligned_alloc(CARRY + PIECE);
+	XXH3_state_t *st = XXH3_createState();
+	size_t tail = 0; /* bytes of a cut record just before b + CARRY */
+	int ret = b && st ? 0 : -ENOMEM;
+
+	if (!ret)
+		XXH3_64bits_reset(st);
+	for (uint64_t at = 0; !ret && at < len; at += PIECE) {
+		uint64_t k = MIN(len - at, PIECE);
+		uint8_t *r0 = b + CARRY - tail; /* the carried bytes, then this piece's */
+		size_t n = tail + k, end = 0, p = 0;
+
+		ret = jr_read_loc_into(m, &s->loc, DMAFS_BLOCK + at, b + CARRY, ALIGN_UP(k, DMAFS_BLOCK));
+		if (ret)
+			break;
+		XXH3_64bits_update(st, b + CARRY, k);
+		if (at + k == len) /* the last piece: every record, cut or not, is decoded */
+			end = n;
+		while (end < n && end + 6 <= n && fmt_rec_len(r0 + end) <= n - end)
+			end += fmt_rec_len(r0 + end);
+		ret = apply_records(meta, r0, end, &p);
+		if (!ret && n - end > CARRY) {
+			p = end; /* a record longer than any can be */
+			ret = -EBADMSG;
+		}
+		if (ret) {
+			*bad = at - tail + p;
+			ret = ret < 0 ? ret : -EBADMSG;
+			break;
+		}
+		memmove(b + CARRY - (n - end), r0 + end, n - end);
+		tail = n - end;
+	}
+	if (!ret)
+		*h = XXH3_64bits_digest(st);
+	XXH3_freeState(st);
+	free(b);
+	return ret;
+}
+
 /* Check the snapshot of the chosen half at @base, and with @meta non-NULL apply it. */
 static int load_snapshot(struct journal *j, struct member *m, struct scan *s, struct meta *meta,
 			 char *err, size_t errlen)
 {
-	uint8_t *b = NULL;
 	uint64_t h = 0;
 	int ret;
 
@@ -163,39 +216,43 @@ static int load_snapshot(struct journal *j, struct member *m, struct scan *s, st
 		return -EUCLEAN;
 	}
 	if (meta) {
-		b = jr_read_loc(m, &s->loc, DMAFS_BLOCK, s->hdr.snap_len, &ret);
-		if (b)
-			h = fmt_hash(b, s->hdr.snap_len);
+		/* the check before the replay hashed this copy's snapshot already: a mismatch
+		 * found now (the member read otherwise) still fails the mount */
+		uint64_t bad = UINT64_MAX;
+
+		meta_reserve(meta, s->hdr.snap_len / FMT_LOG_BYTES_PER_FILE);
+		ret = apply_snapshot(m, s, s->hdr.snap_len, meta, &h, &bad);
+		if (ret && (bad == UINT64_MAX || ret == -ENOMEM)) {
+			snprintf(err, errlen, "member %u (%s): metadata snapshot read error %s",
+				 m->sb.member_index, m->path, strerror(-ret));
+			return ret;
+		}
+		if (ret) {
+			snprintf(err, errlen, "member %u (%s): metadata snapshot is inconsistent at byte %llu (%s); run dmafs-fsck",
+				 m->sb.member_index, m->path, (unsigned long long)bad, strerror(-ret));
+			return -EUCLEAN;
+		}
 	} else {
 		ret = hash_snapshot(m, s, s->hdr.snap_len, &h);
-	}
-	if (ret) {
-		snprintf(s->why, sizeof(s->why), "snapshot read error %s", strerror(-ret));
-		return ret;
+		if (ret) {
+			snprintf(s->why, sizeof(s->why), "snapshot read error %s", strerror(-ret));
+			return ret;
+		}
 	}
 	if (h != s->hdr.snap_xxh3) {
-		free(b);
 		snprintf(s->why, sizeof(s->why), "snapshot checksum mismatch (half %c, gen %llu)",
 			 'A' + s->half, (unsigned long long)s->hdr.gen);
+		if (meta)
+			snprintf(err, errlen, "member %u (%s): metadata log unusable: %s; run dmafs-fsck",
+				 m->sb.member_index, m->path, s->why);
 		return -EUCLEAN;
 	}
 	if (meta) {
-		size_t p = 0;
-
-		meta_reserve(meta, s->hdr.snap_len / FMT_LOG_BYTES_PER_FILE);
-		ret = apply_records(meta, b, s->hdr.snap_len, &p);
-		if (ret) {
-			free(b);
-			snprintf(err, errlen, "member 0 (%s): metadata snapshot is inconsistent at byte %zu (%s); run dmafs-fsck",
-				 m->path, p, strerror(-ret));
-			return -EUCLEAN;
-		}
 		if (s->hdr.next_ino > meta->next_ino)
 			meta->next_ino = s->hdr.next_ino;
 		j->snap_len = s->hdr.snap_len;
 		j->snap_inodes = meta->inodes.n;
 	}
-	free(b);
 	return 0;
 }
 
