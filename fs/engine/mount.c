@@ -132,11 +132,29 @@ static int upgrade(struct fs *fs, char *err, size_t errlen)
 	return ret;
 }
 
+/*
+ * A mount that does not compact (the log ended with a clean unmount) first commits a batch
+ * of one record that changes nothing (the root's attributes as they are): should a later
+ * batch of this mount be torn by a crash, the replay then ends on a batch that is not
+ * the clean mark, and the next mount compacts before it appends.
+ */
+static int mark_dirty(struct fs *fs)
+{
+	struct fmt_rec r;
+	int ret;
+
+	pthread_mutex_lock(&fs->meta.lock);
+	meta_inode_rec(meta_iget(&fs->meta, FMT_ROOT_INO), &r);
+	ret = journal_log(&fs->j, &r);
+	pthread_mutex_unlock(&fs->meta.lock);
+	return ret ? ret : journal_commit(&fs->j);
+}
+
 int fs_mount(struct fs *fs, struct member *ms, unsigned n, int ro, char *err, size_t errlen)
 {
 	uint64_t start[FMT_MAX_MEMBERS], end[FMT_MAX_MEMBERS];
 	uint64_t t0 = dm_mono_ns(), t1, t2, t3;
-	int ret;
+	int ret, changed = 0;
 
 	memset(fs, 0, sizeof(*fs));
 	fs->pool = workpool_new();
@@ -170,9 +188,13 @@ int fs_mount(struct fs *fs, struct member *ms, unsigned n, int ro, char *err, si
 	}
 	t1 = dm_mono_ns();
 	if (!ro) {
+		size_t n0 = fs->meta.inodes.n;
+
 		ret = meta_cleanup(&fs->meta, report);
 		if (ret > 0)
 			log_warn("mount: %d inconsistencies repaired", ret);
+		/* repairs and orphans removed live in memory only until a compaction */
+		changed = ret > 0 || fs->meta.inodes.n != n0;
 	}
 	for (unsigned i = 0; i < n; i++) {
 		start[i] = ms[i].sb.data_offset;
@@ -205,14 +227,21 @@ int fs_mount(struct fs *fs, struct member *ms, unsigned n, int ro, char *err, si
 		/*
 		 * A fresh snapshot in the other half unifies the mirrors and drops a torn
 		 * tail: the first commit makes it (at once, in the commit thread), before any
-		 * batch is appended, so that the mount does not wait for it.
+		 * batch is appended, so that the mount does not wait for it. A log that a
+		 * clean unmount ended, alike in both copies, has neither.
 		 */
 		if (fs->j.gen == UINT64_MAX) {
 			snprintf(err, errlen, "member 0 (%s): the metadata log's generation is at its limit (2^64 - 1) and cannot be compacted; mount read-only (-o ro) and copy the files off",
 				 ms[0].path);
 			return -EOVERFLOW;
 		}
-		journal_compact_first(&fs->j);
+		if (changed || !journal_clean(&fs->j))
+			journal_compact_first(&fs->j);
+		else if ((ret = mark_dirty(fs))) {
+			snprintf(err, errlen, "cannot write the metadata log on member 0 (%s): %s",
+				 ms[0].path, strerror(-ret));
+			return ret;
+		}
 	}
 	/* the replay's buffers (the snapshot read: ~150 bytes per file) are free again, but
 	 * the heap would keep their pages: they go back to the system */
@@ -276,6 +305,9 @@ int fs_finish(struct fs *fs)
 				strerror(errno));
 		}
 	}
+	/* everything is durable: the next mount need not compact (journal_mark_clean) */
+	if (!ret && !fs->ro && journal_mark_clean(&fs->j))
+		log_warn("unmount: the metadata log's clean mark could not be written; the next mount compacts the log");
 	fs->finish_ret = ret;
 	return ret;
 }

@@ -41,6 +41,7 @@ struct scan {
 	struct fmt_area loc; /* where this generation's snapshot and batches are */
 	uint64_t cap;
 	uint64_t batches, last_seq, tail;
+	int last_empty; /* the last batch carries no records: a clean unmount's mark */
 	char why[256];
 };
 
@@ -352,6 +353,7 @@ static int scan_copy(struct journal *j, struct member *m, struct scan *s, struct
 		}
 		free(tb);
 		s->last_seq = t.seq;
+		s->last_empty = t.payload_len == 0;
 		s->batches++;
 		pos += fmt_tx_size(t.payload_len);
 	}
@@ -429,9 +431,55 @@ again:
 	j->gen = s[best].hdr.gen;
 	j->next_seq = s[best].last_seq + 1;
 	j->tail = s[best].tail;
-	log_debug("replayed gen %llu: %llu batches from member %d",
-		  (unsigned long long)j->gen, (unsigned long long)s[best].batches, best);
+	j->clean = s[best].last_empty && !older;
+	for (unsigned i = 0; i < j->ncopies; i++)
+		j->clean &= j->copy_ok[i] && !j->copy_differs[i];
+	log_debug("replayed gen %llu: %llu batches from member %d%s",
+		  (unsigned long long)j->gen, (unsigned long long)s[best].batches, best,
+		  j->clean ? ", ending with a clean unmount" : "");
 	return 0;
+}
+
+int journal_clean(const struct journal *j)
+{
+	uint64_t batches = j->tail - DMAFS_BLOCK - ALIGN_UP(j->snap_len, DMAFS_BLOCK);
+
+	return j->clean && batches <= MAX((uint64_t)1 << 20, j->snap_len / 4);
+}
+
+int journal_mark_clean(struct journal *j)
+{
+	struct fmt_txhdr t;
+	uint8_t *io;
+	int ret = 0;
+
+	if (j->ro)
+		return 0;
+	pthread_mutex_lock(&j->commit_lock);
+	/* only after everything was committed; not into a log that needs compacting */
+	if (j->failed || j->pending.len || __atomic_load_n(&j->compact_due, __ATOMIC_RELAXED) ||
+	    j->tail + fmt_tx_size(0) > journal_cap(j))
+		goto out;
+	io = util_aligned_alloc(fmt_tx_size(0));
+	if (!io) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	memset(io, 0, fmt_tx_size(0));
+	t.gen = j->gen;
+	t.seq = j->next_seq;
+	t.payload_len = 0;
+	t.payload_xxh3 = fmt_hash(io, 0);
+	fmt_txhdr_encode(&t, io);
+	ret = jr_write_loc(j, j->active, io, fmt_tx_size(0), j->tail);
+	free(io);
+	if (!ret) {
+		j->next_seq++;
+		j->tail += fmt_tx_size(0);
+	}
+out:
+	pthread_mutex_unlock(&j->commit_lock);
+	return ret;
 }
 
 int journal_room(struct journal *j, size_t need)

@@ -50,6 +50,8 @@ struct journal {
 	 * read-write mount, cleared by the next commit or compaction. Atomic.
 	 */
 	int compact_due;
+	/* the replayed log ended with journal_mark_clean's batch, in every copy alike */
+	int clean;
 	struct buf pending;
 	/* members written since the last commit; bit i = member i */
 	_Atomic uint64_t dirty;
@@ -139,6 +141,17 @@ int journal_compact(struct journal *j);
  * before either is appended to.
  */
 void journal_compact_first(struct journal *j);
+/*
+ * At a clean unmount, after the last commit: append a batch with no records, which tells
+ * the next mount that no torn batch can lie past the end of this log (the batches after
+ * it are the next mount's, and a crash of that one leaves its last batch not empty).
+ */
+int journal_mark_clean(struct journal *j);
+/*
+ * The replayed log ended with that mark in every copy and holds few batches (at most a
+ * quarter of its snapshot, or 1 MiB): a mount need not compact it before appending.
+ */
+int journal_clean(const struct journal *j);
 /* Start/stop the thread that commits every @interval seconds. */
 int journal_start(struct journal *j, unsigned interval);
 void journal_stop(struct journal *j);
