@@ -49,7 +49,8 @@ t_umount "$M"
 t_log "current metadata snapshot damaged in both log copies: --repair recovers the previous generation"
 t_mount "$T_MEMBERS" "$M"
 echo "kept" >"$M/kept" || t_fail "write kept"
-t_umount "$M"
+sync "$M/kept" || t_fail "fsync kept"
+t_crash "$M"                # not a clean unmount: the next mount compacts
 t_mount "$T_MEMBERS" "$M"   # this mount's compaction puts 'kept' into a new snapshot
 t_umount "$M"
 for img in "${T_IMGS[0]}" "${T_IMGS[1]}"; do
