@@ -27,6 +27,15 @@ void jr_loc_of(const struct journal *j, uint64_t ext_len, const struct fmt_area 
  * (NULL with *@ret set on failure; -EIO past the location's end). */
 uint8_t *jr_read_loc(struct member *m, const struct fmt_area *loc, uint64_t pos, uint64_t len,
 		     int *ret);
+/* Apply the records in @b[0, len) to @meta; *@p ends where decoding stopped (at the start
+ * of the record that did not apply). 0, or the decoder's or meta_apply's error. */
+int jr_apply_records(struct meta *meta, const uint8_t *b, size_t len, size_t *p);
+/* The hash of the snapshot's @len bytes at @loc (after its header block). */
+int jr_hash_snapshot(struct member *m, const struct fmt_area *loc, uint64_t len, uint64_t *h);
+/* Apply the snapshot's @len bytes at @loc to @meta, hashing them into *@h; on a record
+ * that does not decode or apply, *@bad is its offset in the snapshot. */
+int jr_apply_snapshot(struct member *m, const struct fmt_area *loc, uint64_t len,
+		      struct meta *meta, uint64_t *h, uint64_t *bad);
 /* A snapshot is read this many bytes at a time (a multiple of the block; tests make it
  * small, so that records are cut between pieces). */
 extern size_t jr_snap_piece;

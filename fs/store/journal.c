@@ -9,7 +9,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include "io/uring.h"
 #include "store/journal-int.h"
@@ -82,128 +81,6 @@ static int choose_half(struct journal *j, struct member *m, struct scan *s, int 
 	return 0;
 }
 
-/* Records decoded ahead of the one applied: a million inodes do not fit the caches, so
- * each record's inode is asked for (bucket, then node) while earlier ones are applied. */
-#define AHEAD 16
-
-/* The inode that applying @r looks up first: a link's directory (its inode learns the
- * name later, meta_defer_names), else the record's inode. */
-static uint64_t want(const struct fmt_rec *r) { return r->type == REC_LINK ? r->dir : r->ino; }
-
-/* Apply the records in @b[0, len) to @meta; *@p ends where decoding stopped (at the start
- * of the record that did not apply). */
-static int apply_records(struct meta *meta, const uint8_t *b, size_t len, size_t *p)
-{
-	struct fmt_rec q[AHEAD];
-	size_t at[AHEAD], head = 0, n = 0, pos = *p;
-	int dec = 1, ret;
-
-	for (;;) {
-		while (dec > 0 && n < AHEAD) { /* decode ahead, asking for each one's bucket */
-			size_t k = (head + n) % AHEAD;
-
-			at[k] = pos;
-			dec = fmt_rec_decode(b, len, &pos, &q[k]);
-			if (dec > 0) {
-				meta_iget_prefetch(meta, want(&q[k]), 0);
-				n++;
-			}
-		}
-		if (!n)
-			break;
-		if (n > AHEAD / 2) /* the bucket of one half-way there is in by now: its node */
-			meta_iget_prefetch(meta, want(&q[(head + AHEAD / 2) % AHEAD]), 1);
-		ret = meta_apply(meta, &q[head]);
-		if (ret) {
-			*p = at[head];
-			return ret;
-		}
-		head = (head + 1) % AHEAD;
-		n--;
-	}
-	*p = pos; /* the end, or where a record did not decode */
-	return dec;
-}
-
-size_t jr_snap_piece = 8 << 20;
-
-/* The hash of the snapshot's @len bytes at @s->loc, read a piece at a time into one
- * buffer (a million files' snapshot is 160 MB, read whole only to be applied). */
-static int hash_snapshot(struct member *m, const struct scan *s, uint64_t len, uint64_t *h)
-{
-	const size_t PIECE = jr_snap_piece;
-	uint8_t *b = util_aligned_alloc(MIN(ALIGN_UP(len ? len : 1, DMAFS_BLOCK), PIECE));
-	XXH3_state_t *st = XXH3_createState();
-	int ret = b && st ? 0 : -ENOMEM;
-
-	if (!ret)
-		XXH3_64bits_reset(st);
-	for (uint64_t at = 0; !ret && at < len; at += PIECE) {
-		uint64_t k = MIN(len - at, PIECE);
-
-		ret = jr_read_loc_into(m, &s->loc, DMAFS_BLOCK + at, b, ALIGN_UP(k, DMAFS_BLOCK));
-		if (!ret)
-			XXH3_64bits_update(st, b, k);
-	}
-	if (!ret)
-		*h = XXH3_64bits_digest(st);
-	XXH3_freeState(st);
-	free(b);
-	return ret;
-}
-
-/*
- * Apply the snapshot's @len bytes at @s->loc to @meta a piece at a time, hashing them into
- * *@h on the way (read whole, a million files' snapshot took 160 MB of fresh pages). A
- * record cut by the end of a piece is carried in front of the next. On a record that does
- * not decode or apply, *@bad is its offset in the snapshot (else it is left alone).
- */
-static int apply_snapshot(struct member *m, const struct scan *s, uint64_t len,
-			  struct meta *meta, uint64_t *h, uint64_t *bad)
-{
-	/* CARRY holds the longest record (an xattr: its name and 64 KiB value) */
-	enum { CARRY = 128 << 10 };
-	const size_t PIECE = jr_snap_piece;
-	uint8_t *b = util_aligned_alloc(CARRY + PIECE);
-	XXH3_state_t *st = XXH3_createState();
-	size_t tail = 0; /* bytes of a cut record just before b + CARRY */
-	int ret = b && st ? 0 : -ENOMEM;
-
-	if (!ret)
-		XXH3_64bits_reset(st);
-	for (uint64_t at = 0; !ret && at < len; at += PIECE) {
-		uint64_t k = MIN(len - at, PIECE);
-		uint8_t *r0 = b + CARRY - tail; /* the carried bytes, then this piece's */
-		size_t n = tail + k, end = 0, p = 0;
-
-		ret = jr_read_loc_into(m, &s->loc, DMAFS_BLOCK + at, b + CARRY, ALIGN_UP(k, DMAFS_BLOCK));
-		if (ret)
-			break;
-		XXH3_64bits_update(st, b + CARRY, k);
-		if (at + k == len) /* the last piece: every record, cut or not, is decoded */
-			end = n;
-		while (end < n && end + 6 <= n && fmt_rec_len(r0 + end) <= n - end)
-			end += fmt_rec_len(r0 + end);
-		ret = apply_records(meta, r0, end, &p);
-		if (!ret && n - end > CARRY) {
-			p = end; /* a record longer than any can be */
-			ret = -EBADMSG;
-		}
-		if (ret) {
-			*bad = at - tail + p;
-			ret = ret < 0 ? ret : -EBADMSG;
-			break;
-		}
-		memmove(b + CARRY - (n - end), r0 + end, n - end);
-		tail = n - end;
-	}
-	if (!ret)
-		*h = XXH3_64bits_digest(st);
-	XXH3_freeState(st);
-	free(b);
-	return ret;
-}
-
 /* Check the snapshot of the chosen half at @base, and with @meta non-NULL apply it. */
 static int load_snapshot(struct journal *j, struct member *m, struct scan *s, struct meta *meta,
 			 char *err, size_t errlen)
@@ -222,7 +99,7 @@ static int load_snapshot(struct journal *j, struct member *m, struct scan *s, st
 		uint64_t bad = UINT64_MAX;
 
 		meta_reserve(meta, s->hdr.snap_len / FMT_LOG_BYTES_PER_FILE);
-		ret = apply_snapshot(m, s, s->hdr.snap_len, meta, &h, &bad);
+		ret = jr_apply_snapshot(m, &s->loc, s->hdr.snap_len, meta, &h, &bad);
 		if (ret && (bad == UINT64_MAX || ret == -ENOMEM)) {
 			snprintf(err, errlen, "member %u (%s): metadata snapshot read error %s",
 				 m->sb.member_index, m->path, strerror(-ret));
@@ -234,7 +111,7 @@ static int load_snapshot(struct journal *j, struct member *m, struct scan *s, st
 			return -EUCLEAN;
 		}
 	} else {
-		ret = hash_snapshot(m, s, s->hdr.snap_len, &h);
+		ret = jr_hash_snapshot(m, &s->loc, s->hdr.snap_len, &h);
 		if (ret) {
 			snprintf(s->why, sizeof(s->why), "snapshot read error %s", strerror(-ret));
 			return ret;
@@ -341,7 +218,7 @@ static int scan_copy(struct journal *j, struct member *m, struct scan *s, struct
 		if (meta) {
 			size_t p = 0;
 
-			ret = apply_records(meta, tb + FMT_TX_HDR, t.payload_len, &p);
+			ret = jr_apply_records(meta, tb + FMT_TX_HDR, t.payload_len, &p);
 			if (ret) {
 				free(tb);
 				snprintf(err, errlen,
