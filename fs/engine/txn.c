@@ -29,7 +29,7 @@ int fs_begin(struct fs *fs, size_t need, int grows)
 	if (journal_room(&fs->j, need + reserve))
 		return 0;
 	pthread_mutex_unlock(&fs->meta.lock);
-	journal_compact(&fs->j); /* which grows the log when it can */
+	journal_make_room(&fs->j, need + reserve); /* compacts, which grows the log when it can */
 	pthread_mutex_lock(&fs->meta.lock);
 	if (grows)
 		reserve = fs_log_reserve(fs);

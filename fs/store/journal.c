@@ -548,6 +548,21 @@ int journal_compact(struct journal *j)
 	return ret;
 }
 
+int journal_make_room(struct journal *j, size_t need)
+{
+	int room;
+
+	if (j->ro)
+		return -EROFS;
+	pthread_mutex_lock(&j->commit_lock);
+	pthread_mutex_lock(&j->meta->lock);
+	room = journal_room(j, need);
+	pthread_mutex_unlock(&j->meta->lock);
+	pthread_mutex_unlock(&j->commit_lock);
+	/* another thread's compaction, which this one waited for, made the room */
+	return room ? 0 : journal_compact(j);
+}
+
 void journal_compact_first(struct journal *j)
 {
 	if (!j->ro)

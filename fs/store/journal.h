@@ -134,6 +134,11 @@ int journal_commit(struct journal *j);
  */
 int journal_compact(struct journal *j);
 /*
+ * Compact unless there is room for @need more bytes of records by the time this thread's
+ * turn comes (the threads that found the log full at once compact it once, not once each).
+ */
+int journal_make_room(struct journal *j, size_t need);
+/*
  * The next commit compacts instead of appending, and the commit thread does it as soon as
  * it starts. A read-write mount asks for this rather than compacting before it serves
  * (time that grows with the file count): while no batch follows the replayed log, a torn
