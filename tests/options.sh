@@ -1,6 +1,7 @@
 #!/bin/bash
 # Description: daemon mount options: fstab noise accepted, fsname= shown as the source,
-# readahead_kb= (default 16384) applied to the mount's bdi, threads=1 under concurrent I/O,
+# readahead_kb= (default 16384) applied to the mount's bdi, max_background= (default 256)
+# to the FUSE connection, threads=1 under concurrent I/O,
 # the default number of worker threads (2 per CPU of the daemon's affinity, 4..16),
 # attr/entry_timeout=0, no access for other users without allow_other, unknown option and
 # missing mount point refused, `umount MNT` ends a -f daemon with status 0.
@@ -25,11 +26,22 @@ ra_is() {
 	done
 }
 
+# bg_is MNT N - the kernel keeps at most N asynchronous requests in flight to the daemon
+# of MNT (the FUSE connection's max_background, which the daemon gives at its start)
+bg_is() {
+	local dev f
+	dev=$(mountpoint -d "$1") || t_fail "mountpoint -d $1"
+	f=/sys/fs/fuse/connections/${dev#*:}/max_background
+	[ -r "$f" ] || t_skip "no $f (fusectl) to check max_background"
+	[ "$(cat "$f")" = "$2" ] || t_fail "max_background of $1 ($f) is $(cat "$f"), expected $2"
+}
+
 t_log "fstab noise options are accepted"
 t_mount "$T_MEMBERS" "$M" defaults,auto,noauto,user,nouser,nofail,_netdev,exec,suid,nosuid,dev,nodev,atime,noatime,relatime,rw,default_permissions
 echo x >"$M/f" && [ "$(cat "$M/f")" = x ] || t_fail "I/O on mount with fstab noise options"
-t_log "default readahead_kb is 16384"
+t_log "default readahead_kb is 16384, max_background 256"
 ra_is "$M" 16384
+bg_is "$M" 256
 t_log "without allow_other another user cannot enter the mount"
 if command -v setpriv >/dev/null; then
 	setpriv --reuid=65534 --regid=65534 --clear-groups -- ls "$M" >/dev/null 2>&1 &&
@@ -37,11 +49,12 @@ if command -v setpriv >/dev/null; then
 fi
 t_umount "$M"
 
-t_log "fsname=NAME is the source in /proc/mounts; readahead_kb=4096 applied"
-t_mount "$T_MEMBERS" "$M" fsname=bigdata,readahead_kb=4096
+t_log "fsname=NAME is the source in /proc/mounts; readahead_kb=4096, max_background=100 applied"
+t_mount "$T_MEMBERS" "$M" fsname=bigdata,readahead_kb=4096,max_background=100
 src=$(awk -v m="$M" '$2 == m {print $1}' /proc/mounts | tail -n 1)
 [ "$src" = bigdata ] || t_fail "fsname=bigdata: /proc/mounts source is '$src'"
 ra_is "$M" 4096
+bg_is "$M" 100
 t_umount "$M"
 
 # threads_are N - the daemon of the last t_mount (-o verbose) says it serves with N threads
@@ -90,7 +103,8 @@ fi
 t_is_mounted "$M" && t_fail "mounted despite an unknown option"
 grep -q "no_such_option_xyz" "$T_WORK/err" && grep -q "dmafs --help" "$T_WORK/err" ||
 	t_fail "the message for an unknown option names neither it nor where to look: $(cat "$T_WORK/err")"
-for bad in "copy_delay_us=100001:want 0 to 100000" "staging_mb=3:want 4 to 65536" "commit=-1:want 1 to 3600"; do
+for bad in "copy_delay_us=100001:want 0 to 100000" "staging_mb=3:want 4 to 65536" "commit=-1:want 1 to 3600" \
+	"max_background=0:want 1 to 65535" "max_background=65536:want 1 to 65535"; do
 	opt=${bad%%:*}
 	if "$DMAFS" -o "$opt" "$T_MEMBERS" "$M" 2>"$T_WORK/err"; then
 		t_is_mounted "$M" && fusermount3 -u "$M"

@@ -28,6 +28,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("commit=%u", fs.commit_interval),
 	OPT("threads=%u", threads),
 	OPT("readahead_kb=%u", readahead_kb),
+	OPT("max_background=%u", max_background),
 	OPT("open_fill_kb=%u", open_fill_kb),
 	OPT("staging_mb=%u", staging_mb),
 	OPT("copy_delay_us=%u", copy_delay_us),
@@ -237,6 +238,8 @@ void options_usage(FILE *f)
 		"\n"
 		"Reads, access times and kernel caches:\n"
 		"  -o readahead_kb=N   kernel readahead on the mount (default 16384)\n"
+		"  -o max_background=N the kernel's readahead and other asynchronous requests\n"
+		"                      in flight to the daemon at most (default 256)\n"
 		"  -o open_fill_kb=N   files up to N KiB opened for reading get their data into\n"
 		"                      the kernel's page cache with the open (default 128; 0: off)\n"
 		"  -o relatime|strictatime|noatime, nodiratime  when reads update access\n"
@@ -376,7 +379,7 @@ int options_refuse_control(int argc, char *argv[])
 int options_parse(struct options *o, struct fuse_args *args)
 {
 	*o = (struct options){ .fs = { .commit_interval = 5, .writebehind_mb = 256 },
-			       .threads = THREADS_AUTO, .readahead_kb = 16384, .open_fill_kb = 128, .staging_mb = 64,
+			       .threads = THREADS_AUTO, .readahead_kb = 16384, .max_background = 256, .open_fill_kb = 128, .staging_mb = 64,
 			       .copy_delay_us = PIPELINE_COPY_DELAY_US, .attr_timeout = 1.0,
 			       .entry_timeout = 1.0 };
 	if (fuse_opt_parse(args, o, opt_spec, opt_proc) == -1)
@@ -465,6 +468,7 @@ int options_check(struct options *o)
 			{ "writebehind_mb", " MiB", o->fs.writebehind_mb, 0, 65536 },
 			{ "copy_delay_us", " microseconds", o->copy_delay_us, 0, 100000 },
 			{ "open_fill_kb", " KiB", o->open_fill_kb, 0, 1024 },
+			{ "max_background", " requests", o->max_background, 1, 65535 },
 		};
 		int bad = 0;
 

@@ -14,6 +14,7 @@ struct options {
 	char *user; /* user=NAME from mount(8): recorded in utab, for umount(8) */
 	struct fs_settings fs; /* what the engine is asked for: fs->set */
 	unsigned threads, readahead_kb, staging_mb, copy_delay_us, open_fill_kb;
+	unsigned max_background; /* the kernel's asynchronous requests in flight (session.c) */
 	unsigned place_threads, place_queue, place_threads_user, reg_max, reg_max_user;
 	char *reg_bytes, *reg_bytes_user;
 	char *tier;	     /* tier=SIZE or N% of the RAM, as given */

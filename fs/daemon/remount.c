@@ -57,7 +57,7 @@ static const char *const ignored_prefix[] = {
 };
 /* daemon options that only a new mount can change */
 static const char *const kept[] = {
-	"commit=", "threads=", "readahead_kb=", "open_fill_kb=", "staging_mb=", "writebehind_mb=", "p2p=",
+	"commit=", "threads=", "readahead_kb=", "max_background=", "open_fill_kb=", "staging_mb=", "writebehind_mb=", "p2p=",
 	"gpu_setup=", "attr_timeout=", "entry_timeout=", "writeback_cache", "verify_place",
 	"wronly_cache", "copy_delay_us=", "verbose", "debug", "no_handles", "tier=",
 	"tier_min_free=", "tier_pin=", "tier_fill=", "acl", "noacl", "listxattr", "nolistxattr", NULL

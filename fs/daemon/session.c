@@ -189,8 +189,13 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 
 	conn->max_write = FUSE_MAX_IO;
 	conn->max_readahead = FUSE_MAX_IO;
-	conn->max_background = 64;
-	conn->congestion_threshold = 48;
+	/*
+	 * Readahead goes to us as asynchronous requests, at most max_background of them in
+	 * flight for the whole mount (the kernel's default is 12). 64 held eight sequential
+	 * readers to 9-10 GB/s on 8 members that give 26-30; 256 gives 12-14 (docs/benchmarks.md).
+	 */
+	conn->max_background = d->o.max_background;
+	conn->congestion_threshold = d->o.max_background * 3 / 4;
 	/*
 	 * Written data arrives through a pipe (spliced from /dev/fuse: the writer's pages are
 	 * referenced, not copied) and is read from it once, into write-behind's buffer. Without
