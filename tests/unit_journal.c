@@ -10,6 +10,15 @@ static void log_pos(struct fs *fs, uint64_t *half_base, uint64_t *tail)
 	*tail = fs->j.tail;
 }
 
+/* Crash, then damage a payload byte of the batch that starts at @tail (from log_pos), on
+ * both copies of the log: a torn batch. */
+static void crash_tearing(struct fs *fs, uint64_t base, uint64_t tail)
+{
+	t_crash(fs);
+	t_flip(0, base + tail + FMT_TX_HDR + 10);
+	t_flip(1, base + tail + FMT_TX_HDR + 10);
+}
+
 static void test_persist_and_crash(void)
 {
 	struct fs fs;
@@ -53,9 +62,7 @@ static void test_persist_and_crash(void)
 	log_pos(&fs, &base, &tail);
 	t_create(&fs, d, "f");
 	T_EQ(fs_fsync(&fs), 0);
-	t_crash(&fs);
-	t_flip(0, base + tail + FMT_TX_HDR + 10); /* payload byte of the batch holding f */
-	t_flip(1, base + tail + FMT_TX_HDR + 10);
+	crash_tearing(&fs, base, tail); /* the batch holding f */
 	T_EQ(t_mount(&fs, 0), 0);
 	d = t_lookup(&fs, FMT_ROOT_INO, "dir");
 	T_CHECK(t_lookup(&fs, d, "e"), "batch before the torn one lost");
@@ -104,9 +111,7 @@ static void test_torn_then_append(void)
 	T_EQ(fs_fsync(&fs), 0);
 	t_create(&fs, d, "tg");
 	T_EQ(fs_fsync(&fs), 0);
-	t_crash(&fs);
-	t_flip(0, base + tail + FMT_TX_HDR + 10); /* the batch holding tf, on both copies */
-	t_flip(1, base + tail + FMT_TX_HDR + 10);
+	crash_tearing(&fs, base, tail); /* the batch holding tf */
 	T_EQ(t_mount(&fs, 0), 0);
 	d = t_lookup(&fs, FMT_ROOT_INO, "dir");
 	T_CHECK(t_lookup(&fs, d, "te") && !t_lookup(&fs, d, "tf") && !t_lookup(&fs, d, "tg"),
@@ -144,9 +149,7 @@ static void test_clean_mount(void)
 	log_pos(&fs, &base, &tail);
 	t_create(&fs, d, "c2");
 	T_EQ(fs_fsync(&fs), 0);
-	t_crash(&fs);
-	t_flip(0, base + tail + FMT_TX_HDR + 10);
-	t_flip(1, base + tail + FMT_TX_HDR + 10);
+	crash_tearing(&fs, base, tail);
 	T_EQ(t_mount(&fs, 0), 0);
 	T_CHECK(!fs.j.clean && fs.j.compact_due, "a log torn after a clean mount was taken as clean");
 	d = t_lookup(&fs, FMT_ROOT_INO, "dir");
