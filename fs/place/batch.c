@@ -525,7 +525,7 @@ static void piece_done(struct batch *B, uint32_t k)
 		}
 	if (q->direct) /* in the client's pages already */
 		q->delivered = !B->b->e[q->e].result;
-	else if (--B->slot_left[q->slot] == 0 && !B->err)
+	else if (--B->slot_left[q->slot] == 0 && !B->err && !B->gpu)
 		slot_out(B, q->slot);
 }
 
@@ -544,10 +544,14 @@ static void op_done(void *arg, size_t i)
  * Read the round's pieces, member reads (and checksum reads, with verify) in flight up to
  * the user's share of the queue depth (share_qd: a lone request 32 per member, 64 at
  * least, the ring's depth at most; cut by the users running requests and this user's
- * requests, 8 at least); each piece is checked and copied out the moment its last read
- * arrives, while the others are still being read. Then a GPU's copies are waited for and
- * the slots given back. Returns 0 (a piece that failed has its entry's result set) or
- * -errno for the whole request.
+ * requests, 8 at least); each piece is checked the moment its last read arrives. Into a
+ * host buffer a slot is copied out as soon as all its pieces are in, while the others are
+ * still being read; to a GPU the slots are queued for their device copies once every read
+ * of the round is in (a copy started at once reads a slot still in the cache of the core
+ * that filled it, and slows the reads that follow: batches(records) into an H200 read
+ * 4-5 % more samples/s so, docs/benchmarks.md; as copy_delay_us for placements). Then a
+ * GPU's copies are waited for and the slots given back. Returns 0 (a piece that failed
+ * has its entry's result set) or -errno for the whole request.
  */
 static int run_round(struct batch *B)
 {
@@ -636,7 +640,7 @@ static int run_round(struct batch *B)
 			piece_fail(B, k, -EIO);
 		}
 	}
-	/* slots a failed read kept back: their good pieces go out now */
+	/* a GPU's slots, and slots a failed read kept back: their good pieces go out now */
 	for (unsigned sl = 0; sl < B->nslots && !ret && !B->err; sl++)
 		if (!B->slot_out[sl])
 			slot_out(B, sl);
