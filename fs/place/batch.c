@@ -549,7 +549,7 @@ static void op_done(void *arg, size_t i)
  * still being read; to a GPU the slots are queued for their device copies once every read
  * of the round is in (a copy started at once reads a slot still in the cache of the core
  * that filled it, and slows the reads that follow: batches(records) into an H200 read
- * 4-5 % more samples/s so, docs/benchmarks.md; as copy_delay_us for placements). Then a
+ * 3-12 % more samples/s so, docs/benchmarks.md; as copy_delay_us for placements). Then a
  * GPU's copies are waited for and the slots given back. Returns 0 (a piece that failed
  * has its entry's result set) or -errno for the whole request.
  */
