@@ -23,7 +23,10 @@ transformers took), the stand-in's reader must
 not be used, and the bytes dmafs placed in this rank (dmafs.last_stats().bytes) must be at
 most what the rank keeps + 2 % (not every expert in every rank). Last, with transformers'
 renaming made to fail when dmafs asks, dmafs must say so and the load stay byte-equal (the
-tp plan's rules instead). Exits 0 when every check passed in every rank.
+tp plan's rules instead). And the stand-in's loop deep-copies a weight converter per merged
+key as 5.17's does: under dmafs.enable() only the copy each parameter keeps may be made
+(check_copies), unless the loop is not the one dmafs knows, which it must then say. Exits 0
+when every check passed in every rank.
 """
 import argparse
 import json
@@ -32,6 +35,7 @@ import os
 import random
 import struct
 import sys
+import warnings
 
 from python_check import end_rank
 
@@ -146,9 +150,10 @@ def write(d, ck, seed):
             os.fsync(f.fileno())
 
 
-def setup(rank, world, path, kind, mode):
-    """(the model's empty parameters, a call that loads the checkpoint at @path into a
-    fresh model with the stand-in) for rank @rank of @world under @mode."""
+def setup(rank, world, path, kind, mode, files=None):
+    """(the model's empty parameters, a call that loads the checkpoint at @path (or the
+    shard @files) into a fresh model with the stand-in) for rank @rank of @world under
+    @mode."""
     import torch
     import transformers.core_model_loading as cml
     import transformers.modeling_utils as mu
@@ -161,7 +166,8 @@ def setup(rank, world, path, kind, mode):
         pl = placements(cml, k, mode)
         meta[k] = torch.empty(s, dtype=tdt[d], device="meta") if pl is None else \
             cml.DTensor(s, tdt[d], mesh, pl)
-    files = [os.path.join(path, f) for f in sorted(os.listdir(path)) if f.endswith(".safetensors")]
+    files = files or [os.path.join(path, f) for f in sorted(os.listdir(path))
+                      if f.endswith(".safetensors")]
 
     def load():
         model = mu.TPModel(meta, {})
@@ -226,6 +232,92 @@ def check_broken(rank, world, path, fails):
         fails.append(f"{what}: no warning that dmafs could not ask transformers: {slow[:3]}")
 
 
+def check_copies(rank, world, path, kind, mode, fails, other_loop=False):
+    """The stand-in's loop deep-copies a converter for every key it merges and keeps the
+    first copy per parameter (as transformers 5.17 does). Under dmafs.enable() only those
+    first copies may be made, last_stats().copies_skipped counting the rest, with every
+    parameter still byte-equal to the plain load (check() compares). With @other_loop (a
+    loop whose source is not the one dmafs knows) nothing is skipped and dmafs says so once."""
+    import transformers.core_model_loading as cml
+    import transformers.modeling_utils as mu
+
+    import dmafs
+    from hf_tp import compare_loads
+
+    meta, load = setup(rank, world, path, kind, mode)
+    ck, _par = qmoe_shapes() if kind == "qmoe" else mix_shapes()
+    conv = [t for t in mapping(cml, kind) if isinstance(t, cml.WeightConverter)]
+    ren = [t for t in mapping(cml, kind) if isinstance(t, cml.WeightRenaming)]
+    merged = [n for n, p in (cml.rename_source_key(k, ren, conv, "model", meta) for k in ck)
+              if p is not None and n in meta]
+    what = f"rank {rank}/{world} {kind} {mode}{', a loop of another shape' if other_loop else ''}"
+    real = mu.convert_and_load_state_dict_in_model
+
+    def other(*a, **kw):
+        return real(*a, **kw)
+    if other_loop:
+        cml.convert_and_load_state_dict_in_model = mu.convert_and_load_state_dict_in_model = other
+    try:
+        cml.COPIES[0] = 0
+        _ref, _got, st, w = compare_loads(load, meta, what, fails)
+        made = cml.COPIES[0]
+    finally:
+        cml.convert_and_load_state_dict_in_model = mu.convert_and_load_state_dict_in_model = real
+    plain = len(merged)  # the plain load copies once per merged key
+    want = plain if other_loop else len(set(merged))
+    asking = len(mapping(cml, kind))  # dmafs's own copy of the mapping, to ask transformers
+    skipped = getattr(st, "copies_skipped", None)
+    if made - plain != want + asking or skipped != plain - want or not merged:
+        fails.append(f"{what}: {made - plain} copies of weight transforms under dmafs.enable() "
+                     f"(want {want + asking}: {'one per merged key' if other_loop else 'one per merged parameter'} "
+                     f"and {asking} to ask transformers), copies_skipped {skipped} (want "
+                     f"{plain - want}), {plain} merged keys")
+    slow = [str(x.message) for x in w if issubclass(x.category, dmafs.SlowPathWarning)
+            and "deep-copies a weight converter" in str(x.message)]
+    if len(slow) != (1 if other_loop else 0):
+        fails.append(f"{what}: warnings about the converter copies: {slow}")
+    # every tensor placed by dmafs: the loop needs no thread pool (unless it is another loop)
+    if getattr(st, "loop_pool_off", None) is other_loop or cml.POOLS[-2:] != [True, other_loop]:
+        fails.append(f"{what}: loop_pool_off {getattr(st, 'loop_pool_off', None)}, thread pools "
+                     f"of the plain and the dmafs load {cml.POOLS[-2:]}, want [True, {other_loop}]")
+
+
+def check_mixed(rank, world, path, work, fails):
+    """One shard of the model off dmafs: its tensors are read by the stand-in's reader, so the
+    loop keeps its thread pool (converter copies are skipped all the same), and every
+    parameter equals the plain load's."""
+    import shutil
+
+    import torch
+    import transformers.core_model_loading as cml
+
+    import dmafs
+    from hf_tp import raw
+
+    shards = sorted(f for f in os.listdir(path) if f.endswith(".safetensors"))
+    off = os.path.join(work, f"off-{world}-{rank}")
+    os.makedirs(off, exist_ok=True)
+    shutil.copy(os.path.join(path, shards[1]), off)
+    files = [os.path.join(path, shards[0]), os.path.join(off, shards[1])]
+    meta, load = setup(rank, world, path, "qmoe", "tp", files)
+    what = f"rank {rank}/{world} qmoe tp, {shards[1]} off dmafs"
+    ref = load()
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        with dmafs.enable():
+            got = load()
+            st = dmafs.last_stats()
+    for k in ref:
+        if k not in got or not torch.equal(raw(got[k]), raw(ref[k])):
+            fails.append(f"{what}: {k} differs from the plain load")
+    if not any(off in str(x.message) for x in w):
+        fails.append(f"{what}: no warning names the shard off dmafs")
+    if getattr(st, "loop_pool_off", None) is not False or cml.POOLS[-1] is not True or \
+            not getattr(st, "copies_skipped", 0):
+        fails.append(f"{what}: loop_pool_off {getattr(st, 'loop_pool_off', None)} (want False), "
+                     f"pool used {cml.POOLS[-1]}, copies_skipped {getattr(st, 'copies_skipped', None)}")
+
+
 def _frames():
     f = sys._getframe(1)
     while f is not None:
@@ -245,6 +337,10 @@ def worker(rank, args, world):
             print(f"  rank {rank}/{world} {kind} {mode}: placed {placed}, keeps {kept} of "
                   f"{whole} bytes", flush=True)
     check_broken(rank, world, args.qmoe, fails)
+    check_copies(rank, world, args.mix, "mix", "ep", fails)
+    check_copies(rank, world, args.qmoe, "qmoe", "tp", fails)
+    check_copies(rank, world, args.qmoe, "qmoe", "tp", fails, other_loop=True)
+    check_mixed(rank, world, args.qmoe, args.work, fails)
     end_rank(fails)
 
 

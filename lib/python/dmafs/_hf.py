@@ -64,9 +64,17 @@ the way dmafs.load_distributed() does it: each rank places a part, the parts are
 broadcast, and the drives read the model once for all ranks (every rank must then load
 the same model at the same time).
 
-Only the module attributes are replaced (nothing else of transformers is changed), and
-disable() (or leaving the with block) puts them back. Thread-safe: the device of a load
-is kept per thread.
+The loading loop of transformers 5.17 deep-copies a weight converter for every checkpoint
+tensor it merges and throws most copies away, and hands every tensor to a thread pool to
+be read; under enable() those copies are skipped, and the pool when dmafs placed every
+tensor of the call (_hfloop.py: most of the loop's own time on a mixture-of-experts model).
+
+Only module attributes are replaced (modeling_utils.safe_open,
+PreTrainedModel._load_pretrained_model, and for the loop
+modeling_utils.convert_and_load_state_dict_in_model, core_model_loading.rename_source_key,
+.deepcopy and .is_env_variable_true, each wrapping transformers' own), and disable() (or
+leaving the with block) puts them back. Thread-safe: the device of a load is kept per
+thread.
 """
 
 import contextlib
@@ -77,7 +85,7 @@ import threading
 import time
 import warnings
 
-from . import _lib
+from . import _hfloop, _lib
 from ._dist import distributed_ready, place_distributed
 from ._torch import SlowPathWarning, last_stats as _lib_stats, place_model, place_spread, \
     read_metadata
@@ -698,12 +706,21 @@ def _wrap_load(orig_load):
             tp = None
             warnings.warn(f"dmafs: this tensor-parallel load could not be read ({e!r}): every "
                           "rank places the whole model", SlowPathWarning, stacklevel=3)
-        _tls.load = {"device": _device_of(load_config), "files": list(checkpoint_files or []),
-                     "models": {}, "dist": _dist, "tp": tp}
+        _tls.load = load = {"device": _device_of(load_config),
+                            "files": list(checkpoint_files or []), "models": {}, "dist": _dist,
+                            "tp": tp}
+        _hfloop.start()
         try:
-            return orig_load(model, state_dict, checkpoint_files, load_config, *args, **kw)
+            got = orig_load(model, state_dict, checkpoint_files, load_config, *args, **kw)
         finally:
             _tls.load = prev
+        if any(m is not None for m in load["models"].values()):  # dmafs placed this load
+            st = _lib_stats()
+            if st is not None:
+                st.copies_skipped, pool_off = _hfloop.skipped()
+                st.loop_pool_off = bool(pool_off)
+            _hfloop.warn_kept(_saved.get("copies"), load_config, SlowPathWarning, 3)
+        return got
 
     _load_pretrained_model.__wrapped__ = orig_load
     return staticmethod(_load_pretrained_model)
@@ -746,6 +763,13 @@ def enable(distributed=False, group=None):
             _saved["load"] = raw
             mu.safe_open = _routed_safe_open
             cls._load_pretrained_model = _wrap_load(raw.__func__)
+            try:  # the converter copies its loop throws away, its pool (_hfloop.py)
+                import transformers.core_model_loading as cml
+                from . import _Slice
+                _saved["copies"] = _hfloop.install(
+                    mu, cml, lambda v: isinstance(v, (_Slice, _TPSlice)))
+            except ImportError as e:
+                _saved["copies"] = f"transformers has no core_model_loading ({e})"
         _depth += 1
     return _Enabled()
 
@@ -763,3 +787,5 @@ def disable():
             _dist = None
             mu.safe_open = _saved.pop("safe_open")
             mu.PreTrainedModel._load_pretrained_model = _saved.pop("load")
+            _hfloop.uninstall()
+            _saved.pop("copies", None)

@@ -105,11 +105,18 @@ class LoadStats:
 
     plan_seconds: under dmafs.enable(), in a tensor- or expert-parallel from_pretrained,
     the time spent before the load asking transformers what this rank takes of each tensor
-    (not in seconds); None otherwise."""
+    (not in seconds); None otherwise.
+
+    copies_skipped: under dmafs.enable(), the deep copies of weight converters that
+    transformers' loading loop would have made and thrown away (one per checkpoint tensor
+    merged into a parameter whose converter was already copied), which dmafs skipped;
+    loop_pool_off: whether that loop made the tensors without its thread pool (every
+    tensor was placed by dmafs); both None otherwise (see _hfloop.py)."""
 
     __slots__ = ("model", "files", "tensors", "bytes", "seconds", "place_seconds", "path",
                  "target", "fallback", "rank", "world_size", "exchange_seconds", "tier_bytes",
-                 "drive_bytes", "exchanged_tensors", "exchange_tail_seconds", "plan_seconds")
+                 "drive_bytes", "exchanged_tensors", "exchange_tail_seconds", "plan_seconds",
+                 "copies_skipped", "loop_pool_off")
 
     def __init__(self, **kw):
         for k in self.__slots__:

@@ -27,13 +27,28 @@ written for the tests from its behaviour, for a torch without DTensor:
     materialized in a pool of 4 threads by the parameter's DtensorShardOperation (tensor_idx:
     the count of tensors collected before it for the same parameter and source pattern,
     when the converter merges a module list) or slice[...]; then the converters' operations.
+    As in 5.17, each key a converter renames gets a deep copy of the converter, of which the
+    parameter keeps the first (param_name_to_load.setdefault); COPIES counts the copies.
+    HF_DEACTIVATE_ASYNC_LOAD (is_env_variable_true) makes it read the tensors without the
+    pool, when the parameters are put together; POOLS records which way each call went.
 """
+import contextlib
+import copy
+import functools
 import math
+import os
 import re
 from concurrent.futures import ThreadPoolExecutor
+from copy import deepcopy
 
 import torch
 
+COPIES = [0]  # deep copies of weight transforms made (what the tests count)
+POOLS = []  # per call of the loop: whether it read the tensors in its thread pool
+
+
+def is_env_variable_true(name):
+    return os.environ.get(name, "").lower() in ("1", "true", "yes", "on")
 
 class Shard:
     def __init__(self, dim):
@@ -152,6 +167,13 @@ class WeightTransform:
         self.operations = list(operations)
         self._re = [re.compile(p.replace("*.", r".*\.")) for p in self.source_patterns]
         self.used = False
+        self.collected_tensors = {}  # source pattern (or key) -> [future, ...]
+
+    def __deepcopy__(self, memo):
+        COPIES[0] += 1
+        new = object.__new__(type(self))
+        new.__dict__.update({k: copy.deepcopy(v, memo) for k, v in self.__dict__.items()})
+        return new
 
     def rename_source_key(self, key):
         for pattern, rx in zip(self.source_patterns, self._re):
@@ -198,30 +220,44 @@ def convert_and_load_state_dict_in_model(model, state_dict, load_config):
     mapping = load_config.weight_mapping or []
     renamings = [e for e in mapping if isinstance(e, WeightRenaming)]
     converters = [e for e in mapping if isinstance(e, WeightConverter)]
-    by_pattern = {p: c for c in converters for p in c.source_patterns}
-    todo = {}  # parameter -> (converter or None, {source pattern or key: [future, ...]})
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        for key, s in sorted(state_dict.items(), key=lambda kv: dot_natural_key(kv[0])):
-            name, pattern = rename_source_key(key, renamings, converters, prefix, meta)
-            if name not in meta and key in meta:
-                name, pattern = rename_source_key(key, [], [], prefix, meta)
-            if name not in meta:
+    pattern_to_converter = {p: c for c in converters for p in c.source_patterns}
+    param_name_to_load = {}
+    pool = None if is_env_variable_true("HF_DEACTIVATE_ASYNC_LOAD") else \
+        ThreadPoolExecutor(max_workers=4)
+    POOLS.append(pool is not None)
+    with pool or contextlib.nullcontext():
+        for original_key, s in sorted(state_dict.items(), key=lambda kv: dot_natural_key(kv[0])):
+            renamed_key, source_pattern = rename_source_key(original_key, renamings, converters,
+                                                            prefix, meta)
+            if renamed_key not in meta and original_key in meta:
+                renamed_key, source_pattern = rename_source_key(original_key, [], [], prefix, meta)
+            if renamed_key not in meta:
                 continue  # unexpected key
-            conv = by_pattern[pattern] if pattern is not None else None
-            _c, got = todo.setdefault(name, (conv, {}))
-            lst = got.setdefault(pattern or key, [])
-            idx = len(lst) if conv is not None and any(isinstance(o, MergeModulelist)
-                                                       for o in conv.operations) else None
-            empty = meta[name]
-            if is_dtensor(empty):
-                lst.append(pool.submit(DtensorShardOperation(empty).shard_tensor, s,
-                                       tensor_idx=idx, device=device, dtype=dtype))
+            if source_pattern is not None:
+                new_converter = deepcopy(pattern_to_converter[source_pattern])
+                # each target key gets its own converter instance
+                mapping = param_name_to_load.setdefault(renamed_key, new_converter)
             else:
-                lst.append(pool.submit(DtensorShardOperation._finish, s[...], device, dtype))
-        for name, (conv, got) in todo.items():
-            lists = [[t for t in (f.result() for f in got[p]) if t is not None]
-                     for p in (conv.source_patterns if conv else got) if p in got]
-            for op in (conv.operations if conv else []):
+                mapping = param_name_to_load.setdefault(
+                    renamed_key, WeightRenaming(original_key, renamed_key))
+                source_pattern = original_key
+            lst = mapping.collected_tensors.setdefault(source_pattern, [])
+            idx = len(lst) if isinstance(mapping, WeightConverter) and any(
+                isinstance(o, MergeModulelist) for o in mapping.operations) else None
+            empty = meta[renamed_key]
+            if is_dtensor(empty):
+                job = functools.partial(DtensorShardOperation(empty).shard_tensor, s,
+                                        tensor_idx=idx, device=device, dtype=dtype)
+            else:
+                job = functools.partial(lambda s: DtensorShardOperation._finish(s[...], device,
+                                                                                dtype), s)
+            lst.append(pool.submit(job) if pool else job)
+        for name, mapping in param_name_to_load.items():
+            got = mapping.collected_tensors
+            conv = isinstance(mapping, WeightConverter)
+            lists = [[t for t in (f.result() if pool else f() for f in got[p]) if t is not None]
+                     for p in (mapping.source_patterns if conv else got) if p in got]
+            for op in (mapping.operations if conv else []):
                 if isinstance(op, MergeModulelist):
                     lists = [[torch.stack(lst, dim=op.dim)] for lst in lists]
                 elif isinstance(op, Concatenate):

@@ -8,13 +8,16 @@ core_model_loading._materialize_copy). With load_config.device_mesh (a tensor-pa
 load, tp_plan="auto"), the model is a TPModel and each tensor goes through _load_tp: the
 per-rank sharding of tensor_parallel.py (the style objects of the 5.x line before DTensor
 parameters); when the model's parameters are DTensors (core_model_loading.py, the 5.17
-path, with weight converters), through convert_and_load_state_dict_in_model. safe_open
+path, with weight converters), through convert_and_load_state_dict_in_model, as is a load
+without a mesh whose load_config has a weight mapping (a model with converters). safe_open
 here is a small reader of the format."""
 import json
 import os
 import struct
 
 import torch
+
+from .core_model_loading import convert_and_load_state_dict_in_model, is_dtensor
 
 _DT = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "F64": torch.float64,
        "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8,
@@ -157,11 +160,16 @@ class PreTrainedModel:
             for k in fp.keys():
                 merged[k] = fp.get_slice(k)  # don't materialize yet
         if load_config.device_mesh is not None:
-            from .core_model_loading import convert_and_load_state_dict_in_model, is_dtensor
             try:
                 if any(is_dtensor(v) for v in model.state_dict().values()):
                     return convert_and_load_state_dict_in_model(model, merged, load_config)
                 return _load_tp(model, merged, load_config)
+            finally:
+                for p in pointers:
+                    p.__exit__(None, None, None)
+        if load_config.weight_mapping and hasattr(model, "state_dict"):  # 5.17: converters
+            try:
+                return convert_and_load_state_dict_in_model(model, merged, load_config)
             finally:
                 for p in pointers:
                     p.__exit__(None, None, None)
