@@ -85,8 +85,9 @@ def install(mu, cml, placed):
     why = loop_shape(cml)
     if why is not None:
         return why
-    if not hasattr(mu, "convert_and_load_state_dict_in_model"):
-        return "modeling_utils does not call convert_and_load_state_dict_in_model by that name"
+    if getattr(mu, "convert_and_load_state_dict_in_model", None) is not \
+            cml.convert_and_load_state_dict_in_model:
+        return "modeling_utils does not call core_model_loading's convert_and_load_state_dict_in_model"
     src = inspect.getsource(cml.convert_and_load_state_dict_in_model)
     sync = _SYNC in src and callable(getattr(cml, "is_env_variable_true", None))
     convert, rename, copy = (mu.convert_and_load_state_dict_in_model, cml.rename_source_key,
