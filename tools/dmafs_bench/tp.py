@@ -33,7 +33,8 @@ load from btrfs and one under dmafs.enable() are compared parameter by parameter
 for bit (each rank's local parts).
 
 Prints the best and median seconds, GB/s over the model files' bytes, "x btrfs" (btrfs's
-best over the row's), dmafs's own part of the enabled load, and per rank the bytes it
+best over the row's), dmafs's own part of the enabled load and what transformers' loading
+loop skipped under it (converter copies, its thread pool), and per rank the bytes it
 kept, the bytes dmafs placed for it and their ratio; with --verify the parameters that
 differ. Needs N CUDA GPUs, NCCL, and PYTHON with torch and transformers.
 """
@@ -179,14 +180,23 @@ def report(a, name, j, moe):
                "; a dense model: no time goal"))
     t = Table("method", "best s", "median s", "GB/s", "x btrfs", "goal", "result", "note")
     base = min(tm["btrfs"])
+
+    def loop_note(loop):
+        """What transformers' loop skipped under dmafs.enable() (rank 0), said either way."""
+        if not loop or loop[0] is None:
+            return "; transformers' loop: no report (a dmafs without it)"
+        copies, pool_off = loop
+        return (f"; transformers' loop: {copies} converter copies skipped, " +
+                ("thread pool off" if pool_off else "its thread pool KEPT (a tensor not placed "
+                 "by dmafs, or a loop dmafs does not know)"))
     for meth in METHODS:
         best = min(tm[meth])
         asked = j.get("plan_seconds") or []
         note = (f"dmafs's own load {min(j['dmafs_seconds']):.3f} s (best"
                 + (f"; of it {min(asked):.3f} s asking transformers what each rank takes"
                    if asked and max(asked) > 0 else "")
-                + "), the rest transformers'" if meth == "dmafs+enable" and j["dmafs_seconds"]
-                else "")
+                + "), the rest transformers'" + loop_note(j.get("loop"))
+                if meth == "dmafs+enable" and j["dmafs_seconds"] else "")
         if meth == "dmafs+enable" and moe:
             ratio, goal, result = rep.check(f"{name} dmafs+enable vs btrfs", base / best,
                                             GOAL_MOE)

@@ -10,7 +10,8 @@ load gives the bytes each rank keeps: its local part (a DTensor's to_local()) of
 parameter and buffer. With --verify, after the rounds, one more plain load from btrfs and
 one under dmafs.enable() from the dmafs mount are compared parameter by parameter
 (torch.equal of the local parts). Rank 0 writes the times, each rank's kept and placed
-bytes and the count of differing parameters as JSON.
+bytes, the count of differing parameters and what rank 0's loading loop skipped under
+dmafs.enable() (LoadStats.copies_skipped, loop_pool_off) as JSON.
 
 usage: torchrun ... tp_worker.py [--ep] [--verify] --runs R --json FILE DMAFS_MODEL BTRFS_MODEL
 """
@@ -114,6 +115,7 @@ def main():
     methods = (("dmafs+enable", args.dmafs, True), ("dmafs", args.dmafs, False),
                ("btrfs", args.btrfs, False))
     times, placed, own, asking = {m: [] for m, _, _ in methods}, None, [], []
+    loop = None  # rank 0's transformers loop under dmafs.enable(): copies skipped, pool off
     for _ in range(args.runs):
         for m, path, enabled in methods:
             secs, st = load(path, enabled)
@@ -129,6 +131,7 @@ def main():
                 dist.all_reduce(s_, op=dist.ReduceOp.MAX)
                 own.append(float(s_[0]))
                 asking.append(float(s_[1]))
+                loop = [getattr(st, "copies_skipped", None), getattr(st, "loop_pool_off", None)]
     verify = None
     if args.verify:
         # the plain load from btrfs against the load under dmafs.enable(), every parameter
@@ -152,7 +155,8 @@ def main():
         with open(args.json, "w") as f:
             json.dump({"bytes": total, "world": world, "ep": args.ep, "times": times,
                        "placed": placed, "kept": kept, "verify": verify,
-                       "dmafs_seconds": own, "plan_seconds": asking, "transformers": transformers.__version__,
+                       "dmafs_seconds": own, "plan_seconds": asking, "loop": loop,
+                       "transformers": transformers.__version__,
                        "torch": torch.__version__, "dmafs": dmafs.__version__,
                        "device": torch.cuda.get_device_name()}, f, indent=1)
     dist.barrier()
