@@ -19,10 +19,12 @@ one, and two of its costs per key remain when dmafs has already placed every ten
      and the pool's hand-over costs more than that.
 
 On an H200, Qwen3-30B-A3B shapes at a quarter of their dimensions (18,867 tensors, 3.6
-GB) load with device_map="cuda:0" under dmafs.enable() in 5.5-6.0 s with both, 3.1-4.1 s
-without the thrown-away copies, 2.1-2.5 s without the pool either (docs/benchmarks.md).
+GB) loaded with device_map="cuda:0" under dmafs.enable() in 5.5-6.0 s with both, 3.1-4.1 s
+without the thrown-away copies, 2.1-2.5 s without the pool either (one run, alternating;
+a second run, this module against the build before it: 4.7-5.8 s, 2.4-2.9 s;
+docs/benchmarks.md).
 
-install() (from _hf.enable()) wraps three attributes so that the calls of the loop made
+install() (from _hf.enable()) wraps four attributes so that the calls of the loop made
 under dmafs.enable() skip both, every other call being transformers' own:
   - modeling_utils.convert_and_load_state_dict_in_model: each call of the loop gets its
     own record in the calling thread (the loop renames, copies and checks the environment

@@ -50,6 +50,7 @@ POOLS = []  # per call of the loop: whether it read the tensors in its thread po
 def is_env_variable_true(name):
     return os.environ.get(name, "").lower() in ("1", "true", "yes", "on")
 
+
 class Shard:
     def __init__(self, dim):
         self.dim = dim
